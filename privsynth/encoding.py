@@ -1,0 +1,239 @@
+"""Binarisation: table <-> integer level codes <-> {0,1} columns, with exact decoding.
+
+Every kept column becomes a discrete attribute with ``size`` levels (its categories or bins, then
+``<missing>`` when nullable, then ``<out-of-domain>`` when the schema asks for that category). A
+record is then a vector of level codes; the mechanisms see it as
+
+* one-hot bits (one block of ``size`` bits per column; a k-way marginal cell is a product of k bits), or
+* compact binary bits (ceil(log2 size) bits per column, for the Boolean-cube mechanisms).
+
+Decoding is exact on codes. Numeric bins decode to a value drawn uniformly inside the bin (integers:
+uniformly among the integers of the bin), so synthetic values spread over the bin the way a
+histogram does, instead of piling up on midpoints; this is post-processing of the release.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, Column, Schema
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The discrete domain the mechanisms work on: attribute names and their numbers of levels."""
+
+    names: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.names) != len(self.sizes) or not self.names:
+            raise ValueError("a domain needs one size per attribute and at least one attribute")
+        if any(s < 1 for s in self.sizes):
+            raise ValueError(f"every attribute needs at least one level, got sizes {self.sizes}")
+
+    @property
+    def n_attributes(self) -> int:
+        return len(self.sizes)
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """Start of each attribute's block in the one-hot layout (length n_attributes + 1)."""
+        return np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+
+    @property
+    def width(self) -> int:
+        """Number of one-hot bits."""
+        return int(self.offsets[-1])
+
+    @cached_property
+    def binary_widths(self) -> tuple[int, ...]:
+        """Bits per attribute in the compact binary layout (0 for a one-level attribute)."""
+        return tuple(max(0, math.ceil(math.log2(s))) if s > 1 else 0 for s in self.sizes)
+
+    @property
+    def binary_width(self) -> int:
+        return int(sum(self.binary_widths))
+
+    def size_of(self, attributes: tuple[int, ...]) -> int:
+        return int(np.prod([self.sizes[a] for a in attributes], dtype=np.int64))
+
+    def to_json(self) -> dict:
+        return {"names": list(self.names), "sizes": list(self.sizes)}
+
+    @staticmethod
+    def from_json(data: dict) -> "Domain":
+        return Domain(tuple(data["names"]), tuple(int(s) for s in data["sizes"]))
+
+
+def domain_of(schema: Schema) -> Domain:
+    cols = schema.kept_columns
+    return Domain(tuple(c.name for c in cols), tuple(len(c.labels) for c in cols))
+
+
+# ---------------------------------------------------------------- table <-> codes
+
+def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
+    """Codes of one column; raises ValueError naming the column for values the schema forbids."""
+    n_levels = col.domain_levels
+    missing = series.isna().to_numpy()
+    codes = np.zeros(len(series), dtype=np.int32)
+    missing_code = n_levels if col.nullable else -1
+    ood_code = len(col.labels) - 1 if col.on_out_of_domain == "category" else -1
+    present = ~missing
+    values = series[present]
+    if col.type == "categorical":
+        index = {c: i for i, c in enumerate(col.categories or ())}
+        mapped = values.astype(str).map(index)
+        ood = mapped.isna().to_numpy()
+        sub = np.where(ood, ood_code, mapped.fillna(-1).to_numpy(dtype=np.int64))
+    elif col.type == "boolean":
+        truthy = {True: 1, False: 0, "true": 1, "false": 0, "True": 1, "False": 0, 1: 1, 0: 0, "1": 1, "0": 0}
+        mapped = values.map(lambda v: truthy.get(v, truthy.get(str(v).strip().lower(), -1)))
+        sub = mapped.to_numpy(dtype=np.int64)
+        ood = sub < 0
+        sub = np.where(ood, ood_code, sub)
+    else:
+        numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+        low, high = col.bounds
+        bad = ~np.isfinite(numeric)
+        if bad.any():
+            raise ValueError(f"column {col.name!r}: {int(bad.sum())} value(s) are not finite numbers")
+        if col.on_out_of_domain == "clip":
+            numeric = np.clip(numeric, low, high)
+        ood = (numeric < low) | (numeric > high)
+        edges = np.asarray(col.bins, dtype=np.float64)
+        sub = np.clip(np.searchsorted(edges, numeric, side="right") - 1, 0, len(edges) - 2)
+    if ood.any():
+        if ood_code < 0:
+            raise ValueError(f"column {col.name!r}: {int(ood.sum())} value(s) outside the schema's domain")
+    codes[present] = sub
+    if missing.any():
+        if missing_code < 0:
+            raise ValueError(f"column {col.name!r}: {int(missing.sum())} missing value(s) but the column is not nullable")
+        codes[missing] = missing_code
+    return codes
+
+
+def encode_codes(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
+    """Level codes (n x kept columns, int32) of a validated frame."""
+    missing = [c.name for c in schema.kept_columns if c.name not in frame.columns]
+    if missing:
+        raise ValueError(f"input is missing schema column(s) {missing}")
+    out = np.empty((len(frame), len(schema.kept_columns)), dtype=np.int32)
+    for j, col in enumerate(schema.kept_columns):
+        out[:, j] = _column_codes(col, frame[col.name])
+    return out
+
+
+def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator) -> pd.Series:
+    n_levels = col.domain_levels
+    in_domain = codes < n_levels
+    is_missing = col.nullable & (codes == n_levels)
+    if col.type == "categorical":
+        labels = np.asarray(col.labels, dtype=object)
+        values = labels[codes]
+        values[is_missing] = None
+        return pd.Series(pd.Categorical(values, categories=list(col.labels[: n_levels]) + (
+            [OUT_OF_DOMAIN_LABEL] if col.on_out_of_domain == "category" else [])))
+    if col.type == "boolean":
+        values = pd.array(np.where(in_domain, codes == 1, False), dtype="boolean")
+        values[~in_domain] = pd.NA
+        return pd.Series(values)
+    edges = np.asarray(col.bins, dtype=np.float64)
+    safe = np.where(in_domain, codes, 0)
+    lo, hi = edges[safe], edges[safe + 1]
+    if col.type == "integer":
+        last = safe == n_levels - 1
+        upper = np.where(last, hi, hi - 1)  # bins are [lo, hi) except the last, which is [lo, hi]
+        draws = rng.integers(lo.astype(np.int64), upper.astype(np.int64) + 1)
+        values = pd.array(draws, dtype="Int64")
+    else:
+        values = pd.array(rng.uniform(lo, hi), dtype="Float64")
+    values[~in_domain] = pd.NA
+    return pd.Series(values)
+
+
+def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator) -> pd.DataFrame:
+    """Table in the schema's kept columns from level codes (post-processing)."""
+    cols = schema.kept_columns
+    if codes.ndim != 2 or codes.shape[1] != len(cols):
+        raise ValueError(f"codes must have shape (n, {len(cols)}), got {codes.shape}")
+    return pd.DataFrame({col.name: _decode_column(col, codes[:, j], rng) for j, col in enumerate(cols)})
+
+
+def arrow_schema(schema: Schema) -> pa.Schema:
+    """Arrow types of a synthetic table: dictionary strings, booleans, nullable ints and floats."""
+    fields = []
+    for col in schema.kept_columns:
+        t = {"categorical": pa.dictionary(pa.int32(), pa.string()), "boolean": pa.bool_(),
+             "integer": pa.int64(), "float": pa.float64()}[col.type]
+        fields.append(pa.field(col.name, t, nullable=True))
+    return pa.schema(fields)
+
+
+# ---------------------------------------------------------------- codes <-> bits
+
+def one_hot(codes: np.ndarray, domain: Domain, dtype=np.uint8) -> np.ndarray:
+    """n x width one-hot matrix: exactly one 1 per attribute block."""
+    n = codes.shape[0]
+    out = np.zeros((n, domain.width), dtype=dtype)
+    rows = np.arange(n)
+    for j in range(domain.n_attributes):
+        out[rows, domain.offsets[j] + codes[:, j]] = 1
+    return out
+
+
+def from_one_hot(bits: np.ndarray, domain: Domain) -> np.ndarray:
+    """Codes from one-hot (or relaxed, block-simplex) rows: the arg-max level of each block."""
+    if bits.ndim != 2 or bits.shape[1] != domain.width:
+        raise ValueError(f"one-hot rows must have width {domain.width}, got {bits.shape}")
+    out = np.empty((bits.shape[0], domain.n_attributes), dtype=np.int32)
+    for j in range(domain.n_attributes):
+        out[:, j] = np.argmax(bits[:, domain.offsets[j]: domain.offsets[j + 1]], axis=1)
+    return out
+
+
+def one_hot_names(schema: Schema) -> list[str]:
+    return [f"{col.name}={label}" for col in schema.kept_columns for label in col.labels]
+
+
+def to_binary(codes: np.ndarray, domain: Domain) -> np.ndarray:
+    """n x binary_width {0,1} matrix: each code in ceil(log2 size) bits, most significant first."""
+    blocks = []
+    for j, w in enumerate(domain.binary_widths):
+        if w:
+            shifts = np.arange(w - 1, -1, -1)
+            blocks.append(((codes[:, j, None] >> shifts) & 1).astype(np.uint8))
+    return np.concatenate(blocks, axis=1) if blocks else np.zeros((codes.shape[0], 0), dtype=np.uint8)
+
+
+def from_binary(bits: np.ndarray, domain: Domain) -> tuple[np.ndarray, np.ndarray]:
+    """Codes from compact binary rows, and a mask of the codes that were invalid (>= size).
+
+    An invalid code (possible for points drawn from the whole cube) maps deterministically to
+    ``code mod size``: a fixed, data-independent map, so decoding stays post-processing.
+    """
+    if bits.ndim != 2 or bits.shape[1] != domain.binary_width:
+        raise ValueError(f"binary rows must have width {domain.binary_width}, got {bits.shape}")
+    codes = np.zeros((bits.shape[0], domain.n_attributes), dtype=np.int64)
+    invalid = np.zeros_like(codes, dtype=bool)
+    start = 0
+    for j, w in enumerate(domain.binary_widths):
+        if w:
+            weights = 1 << np.arange(w - 1, -1, -1)
+            raw = bits[:, start: start + w].astype(np.int64) @ weights
+            invalid[:, j] = raw >= domain.sizes[j]
+            codes[:, j] = raw % domain.sizes[j]
+            start += w
+    return codes.astype(np.int32), invalid
+
+
+def binary_names(schema: Schema, domain: Domain) -> list[str]:
+    return [f"{name}#b{i}" for name, w in zip(domain.names, domain.binary_widths) for i in range(w)]

@@ -1,0 +1,71 @@
+"""What every mechanism hands to the rest of the pipeline.
+
+A mechanism module (``privsynth.mechanisms.<name>``) provides:
+
+* ``NAME``: the name used by ``--mechanism``;
+* ``Config``: a frozen pydantic model, validated before any data is read;
+* ``privacy_cost(config) -> PrivacyCost``: the cost, from the configuration alone;
+* ``collect_statistics(batches, domain, config)``: one streaming pass over level-code batches that
+  returns the (private) statistics the mechanism needs; nothing else of the data reaches it;
+* ``run(statistics, domain, config, noise) -> Release``: the DP release, using only ``noise`` for
+  privacy randomness and ``noise.post_rng`` for post-processing randomness.
+
+The release is public (DP). It is a weighted set of rows in the one-hot layout of the domain, each
+attribute block on the probability simplex: relaxed rows (RAP), reduced-space points with LP weights
+(reduced_space), cell centroids with noisy weights (microaggregation), or exact records (private
+sampling, ``exact=True``: published once each, never resampled, because every extra draw would cost
+privacy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from privsynth.encoding import Domain
+
+WEIGHT_COLUMN = "__weight__"
+
+
+@dataclass(frozen=True)
+class Release:
+    mechanism: str
+    points: np.ndarray
+    weights: np.ndarray
+    exact: bool = False
+    public_facts: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.points.ndim != 2 or self.weights.shape != (self.points.shape[0],):
+            raise ValueError("a release needs points (m x width) and one weight per point")
+        if self.points.shape[0] == 0:
+            raise ValueError("a release needs at least one point")
+        if np.any(self.weights < 0) or not np.isclose(self.weights.sum(), 1.0, atol=1e-6):
+            raise ValueError("release weights must be non-negative and sum to 1")
+
+    def check_domain(self, domain: Domain, atol: float = 1e-6) -> None:
+        """Every attribute block of every point lies on the simplex."""
+        if self.points.shape[1] != domain.width:
+            raise ValueError(f"release width {self.points.shape[1]} does not match the domain width {domain.width}")
+        if np.any(self.points < -atol):
+            raise ValueError("release points have negative entries")
+        sums = np.add.reduceat(self.points, domain.offsets[:-1], axis=1)
+        if not np.allclose(sums, 1.0, atol=atol):
+            raise ValueError("release points are not on the simplex in every attribute block")
+
+    def to_arrow(self, column_names: list[str]) -> pa.Table:
+        arrays = {name: pa.array(self.points[:, j]) for j, name in enumerate(column_names)}
+        arrays[WEIGHT_COLUMN] = pa.array(self.weights)
+        meta = {b"mechanism": self.mechanism.encode(), b"exact": b"1" if self.exact else b"0"}
+        return pa.table(arrays).replace_schema_metadata(meta)
+
+    @staticmethod
+    def from_arrow(table: pa.Table) -> "Release":
+        meta = table.schema.metadata or {}
+        names = [n for n in table.column_names if n != WEIGHT_COLUMN]
+        points = np.column_stack([table.column(n).to_numpy() for n in names]).astype(np.float64)
+        weights = table.column(WEIGHT_COLUMN).to_numpy().astype(np.float64)
+        return Release(mechanism=meta.get(b"mechanism", b"").decode(), points=points, weights=weights,
+                       exact=meta.get(b"exact") == b"1")

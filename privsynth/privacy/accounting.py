@@ -1,0 +1,136 @@
+"""Privacy accounting in one currency: rho-zCDP, with pure epsilon kept where it applies.
+
+All functions are pure and validated; the tests check them against hand-computed values.
+
+Conversions used (Bun & Steinke 2016; Canonne, Kamath & Steinke 2020):
+* pure eps-DP  =>  (eps^2 / 2)-zCDP.
+* rho-zCDP     =>  (eps, delta)-DP with the *tight* conversion
+      eps(rho, delta) = inf_{a > 1}  a*rho + (ln(1/delta) + (a-1) ln(1 - 1/a) - ln a) / (a - 1)
+  which is never larger than the classic  rho + 2 sqrt(rho ln(1/delta)).
+* RAP's paper (Aydore et al. 2021, Alg. 2) turns a requested (eps, delta) into rho by inverting the
+  classic bound: rho = (sqrt(ln(1/delta) + eps) - sqrt(ln(1/delta)))^2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from scipy.optimize import minimize_scalar
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _check_delta(delta: float) -> None:
+    if not isinstance(delta, (int, float)) or isinstance(delta, bool) or not (0 < delta < 1):
+        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
+
+
+def rho_from_pure_epsilon(epsilon: float) -> float:
+    """A pure eps-DP release is (eps^2/2)-zCDP."""
+    _check_positive("epsilon", epsilon)
+    return epsilon * epsilon / 2.0
+
+
+def epsilon_from_rho_classic(rho: float, delta: float) -> float:
+    """Classic conversion: rho-zCDP => (rho + 2 sqrt(rho ln(1/delta)), delta)-DP."""
+    _check_positive("rho", rho)
+    _check_delta(delta)
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+def rho_from_epsilon_delta(epsilon: float, delta: float) -> float:
+    """Exact inverse of the classic conversion (RAP, Alg. 2 first line)."""
+    _check_positive("epsilon", epsilon)
+    _check_delta(delta)
+    log_inv_delta = math.log(1.0 / delta)
+    root = math.sqrt(log_inv_delta + epsilon) - math.sqrt(log_inv_delta)
+    return root * root
+
+
+def _tight_objective(alpha: float, rho: float, log_inv_delta: float) -> float:
+    return alpha * rho + (log_inv_delta + (alpha - 1.0) * math.log1p(-1.0 / alpha) - math.log(alpha)) / (alpha - 1.0)
+
+
+def epsilon_from_rho(rho: float, delta: float) -> float:
+    """Tight conversion rho-zCDP => (eps, delta)-DP (Canonne-Kamath-Steinke 2020, Prop. 12).
+
+    The objective is convex in alpha on (1, inf); we minimise it numerically in log(alpha - 1) and
+    return min(tight, classic) so floating-point slack can only make the answer more conservative
+    than the exact infimum by the solver's tolerance, never less than the classic bound allows.
+    """
+    _check_positive("rho", rho)
+    _check_delta(delta)
+    log_inv_delta = math.log(1.0 / delta)
+
+    def objective(log_alpha_minus_one: float) -> float:
+        return _tight_objective(1.0 + math.exp(log_alpha_minus_one), rho, log_inv_delta)
+
+    result = minimize_scalar(objective, bounds=(-20.0, 20.0), method="bounded", options={"xatol": 1e-10})
+    return min(float(result.fun), epsilon_from_rho_classic(rho, delta))
+
+
+@dataclass(frozen=True)
+class PrivacyCost:
+    """What one release costs, stated from the configuration alone (never from data).
+
+    rho: the zCDP cost (pure eps mechanisms carry eps^2/2 here).
+    pure_epsilon: set when the release is pure eps-DP.
+    is_dp: False only for releases with no DP guarantee (k-anonymous microaggregation).
+    """
+
+    rho: float
+    pure_epsilon: float | None = None
+    is_dp: bool = True
+    guarantee: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def epsilon_at(self, delta: float) -> float:
+        """The (eps, delta)-DP epsilon at this delta: pure eps if smaller, else the tight zCDP conversion."""
+        if not self.is_dp:
+            return math.inf
+        converted = epsilon_from_rho(self.rho, delta)
+        return converted if self.pure_epsilon is None else min(self.pure_epsilon, converted)
+
+    @staticmethod
+    def pure(epsilon: float, guarantee: str, notes: tuple[str, ...] = ()) -> "PrivacyCost":
+        return PrivacyCost(rho=rho_from_pure_epsilon(epsilon), pure_epsilon=epsilon, guarantee=guarantee, notes=notes)
+
+    @staticmethod
+    def zcdp(rho: float, guarantee: str, notes: tuple[str, ...] = ()) -> "PrivacyCost":
+        _check_positive("rho", rho)
+        return PrivacyCost(rho=rho, pure_epsilon=None, guarantee=guarantee, notes=notes)
+
+    @staticmethod
+    def not_private(guarantee: str, notes: tuple[str, ...] = ()) -> "PrivacyCost":
+        return PrivacyCost(rho=math.inf, pure_epsilon=None, is_dp=False, guarantee=guarantee, notes=notes)
+
+    def report(self, delta: float) -> dict:
+        """Public summary for privacy.json."""
+        if not self.is_dp:
+            return {"differentially_private": False, "guarantee": self.guarantee, "notes": list(self.notes)}
+        return {
+            "differentially_private": True,
+            "guarantee": self.guarantee,
+            "pure_epsilon": self.pure_epsilon,
+            "rho_zcdp": self.rho,
+            "delta": delta,
+            "epsilon_at_delta": self.epsilon_at(delta),
+            "conversion": "tight zCDP -> (eps, delta) (Canonne-Kamath-Steinke 2020)",
+            "notes": list(self.notes),
+        }
+
+
+def compose(costs: list[PrivacyCost]) -> PrivacyCost:
+    """Sequential composition: rho adds; pure epsilon adds when every part is pure."""
+    if not costs:
+        raise ValueError("compose needs at least one cost")
+    if not all(c.is_dp for c in costs):
+        return PrivacyCost.not_private("composition includes a non-DP release")
+    rho = sum(c.rho for c in costs)
+    pure = sum(c.pure_epsilon for c in costs) if all(c.pure_epsilon is not None for c in costs) else None
+    notes = tuple(n for c in costs for n in c.notes)
+    return PrivacyCost(rho=rho, pure_epsilon=pure, guarantee="; ".join(c.guarantee for c in costs if c.guarantee), notes=notes)

@@ -1,0 +1,220 @@
+"""Noise sources for the private mechanisms.
+
+Two implementations of one small interface:
+
+* ``SecureNoise`` (production default): Laplace, Gaussian and report-noisy-max come from OpenDP's
+  samplers, which are exact and hardened against floating-point attacks (Mironov 2012). Categorical
+  draws whose randomness *is* the privacy mechanism (private sampling) use the operating system's
+  CSPRNG. Post-processing randomness (rounding, initialisation) uses a numpy generator seeded from
+  OS entropy: it needs no secrecy beyond that.
+* ``SeededNoise`` (when the user passes a seed): every draw comes from a seeded numpy generator, so
+  runs are reproducible; the privacy report then says the run is *not* hardened against
+  floating-point attacks.
+
+A noise source refuses to draw privacy noise until ``authorize`` has been called: the pipeline
+authorizes it only after the budget ledger has been charged (DESIGN section 5.2).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+class BudgetNotChargedError(RuntimeError):
+    """Privacy noise was requested before the budget ledger was charged."""
+
+
+class NoiseSource(ABC):
+    secure: bool
+
+    def __init__(self, post_processing_seed: int | None) -> None:
+        self._authorized = False
+        self.charge_reference: str | None = None
+        self.post_rng = np.random.default_rng(post_processing_seed)
+
+    def authorize(self, charge_reference: str) -> None:
+        """Allow privacy noise to be drawn; called once the ledger holds the charge."""
+        if not charge_reference:
+            raise ValueError("authorize needs the reference of the ledger charge")
+        self.charge_reference = charge_reference
+        self._authorized = True
+
+    def _require_authorized(self) -> None:
+        if not self._authorized:
+            raise BudgetNotChargedError("privacy noise requested before the budget was charged")
+
+    @staticmethod
+    def _check_scale(scale: float) -> None:
+        if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"noise scale must be a finite number > 0, got {scale!r}")
+
+    def laplace(self, scale: float, size: int) -> np.ndarray:
+        """i.i.d. Laplace(0, scale) noise."""
+        self._require_authorized()
+        self._check_scale(scale)
+        return self._laplace(float(scale), int(size))
+
+    def gaussian(self, scale: float, size: int) -> np.ndarray:
+        """i.i.d. N(0, scale^2) noise."""
+        self._require_authorized()
+        self._check_scale(scale)
+        return self._gaussian(float(scale), int(size))
+
+    def noisy_max(self, scores: np.ndarray, scale: float) -> int:
+        """argmax_i scores_i + Gumbel(scale): (Delta^2 / (2 scale^2))-zCDP for scores of L-inf sensitivity Delta."""
+        self._require_authorized()
+        self._check_scale(scale)
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.ndim != 1 or scores.size == 0:
+            raise ValueError("noisy_max needs a non-empty vector of scores")
+        return self._noisy_max(scores, float(scale))
+
+    def noisy_top_k(self, scores: np.ndarray, scale: float, k: int) -> np.ndarray:
+        """k distinct indices by peeling report-noisy-max (Gumbel); costs k noisy_max calls."""
+        self._require_authorized()
+        self._check_scale(scale)
+        scores = np.asarray(scores, dtype=np.float64)
+        if not (1 <= k <= scores.size):
+            raise ValueError(f"noisy_top_k needs 1 <= k <= {scores.size}, got {k}")
+        return self._noisy_top_k(scores, float(scale), int(k))
+
+    def choice(self, probabilities: np.ndarray, size: int) -> np.ndarray:
+        """Indices drawn i.i.d. from a probability vector, when the draw itself is the DP mechanism."""
+        self._require_authorized()
+        p = np.asarray(probabilities, dtype=np.float64)
+        if p.ndim != 1 or p.size == 0 or np.any(p < 0) or not math.isclose(p.sum(), 1.0, rel_tol=1e-9, abs_tol=1e-9):
+            raise ValueError("choice needs a non-negative probability vector that sums to 1")
+        return self._choice(p, int(size))
+
+    def describe(self) -> dict:
+        raise NotImplementedError
+
+    @abstractmethod
+    def _laplace(self, scale: float, size: int) -> np.ndarray: ...
+
+    @abstractmethod
+    def _gaussian(self, scale: float, size: int) -> np.ndarray: ...
+
+    @abstractmethod
+    def _noisy_max(self, scores: np.ndarray, scale: float) -> int: ...
+
+    @abstractmethod
+    def _noisy_top_k(self, scores: np.ndarray, scale: float, k: int) -> np.ndarray: ...
+
+    @abstractmethod
+    def _choice(self, p: np.ndarray, size: int) -> np.ndarray: ...
+
+
+class SeededNoise(NoiseSource):
+    """Reproducible noise from numpy's PCG64; not hardened against floating-point attacks."""
+
+    secure = False
+
+    def __init__(self, seed: int) -> None:
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        streams = np.random.SeedSequence(int(seed)).spawn(2)
+        super().__init__(post_processing_seed=int(streams[1].generate_state(1)[0]))
+        self._rng = np.random.default_rng(streams[0])
+        self.seed = int(seed)
+
+    def _laplace(self, scale: float, size: int) -> np.ndarray:
+        return self._rng.laplace(0.0, scale, size)
+
+    def _gaussian(self, scale: float, size: int) -> np.ndarray:
+        return self._rng.normal(0.0, scale, size)
+
+    def _noisy_max(self, scores: np.ndarray, scale: float) -> int:
+        return int(np.argmax(scores + self._rng.gumbel(0.0, scale, scores.size)))
+
+    def _noisy_top_k(self, scores: np.ndarray, scale: float, k: int) -> np.ndarray:
+        # One-shot Gumbel top-k has the same distribution as k peeling Gumbel-max calls
+        # (Durfee & Rogers 2019), at one pass over the scores.
+        noisy = scores + self._rng.gumbel(0.0, scale, scores.size)
+        top = np.argpartition(-noisy, k - 1)[:k]
+        return top[np.argsort(-noisy[top], kind="stable")]
+
+    def _choice(self, p: np.ndarray, size: int) -> np.ndarray:
+        return self._rng.choice(p.size, size=size, p=p / p.sum())
+
+    def describe(self) -> dict:
+        return {
+            "sampler": "numpy PCG64 (seeded)",
+            "seed": self.seed,
+            "reproducible": True,
+            "hardened_against_floating_point_attacks": False,
+            "note": "A seed was given: the run is reproducible but its noise is not hardened against "
+            "floating-point attacks. Omit --seed for production releases.",
+        }
+
+
+class SecureNoise(NoiseSource):
+    """OpenDP samplers for Laplace, Gaussian and noisy max; the OS CSPRNG for categorical draws."""
+
+    secure = True
+
+    def __init__(self) -> None:
+        super().__init__(post_processing_seed=None)
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+        self._dp = dp
+        self._cache: dict = {}
+        self._system_random = secrets.SystemRandom()
+
+    def _measurement(self, kind: str, scale: float):
+        key = (kind, scale)
+        if key not in self._cache:
+            dp = self._dp
+            vector = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+            if kind == "laplace":
+                self._cache[key] = dp.m.make_laplace(vector, dp.l1_distance(T=float), scale=scale)
+            elif kind == "gaussian":
+                self._cache[key] = dp.m.make_gaussian(vector, dp.l2_distance(T=float), scale=scale)
+            else:
+                self._cache[key] = dp.m.make_noisy_max(
+                    vector, dp.linf_distance(T=float, monotonic=False), dp.zero_concentrated_divergence(), scale=scale
+                )
+        return self._cache[key]
+
+    def _laplace(self, scale: float, size: int) -> np.ndarray:
+        return np.asarray(self._measurement("laplace", scale)([0.0] * size), dtype=np.float64)
+
+    def _gaussian(self, scale: float, size: int) -> np.ndarray:
+        return np.asarray(self._measurement("gaussian", scale)([0.0] * size), dtype=np.float64)
+
+    def _noisy_max(self, scores: np.ndarray, scale: float) -> int:
+        return int(self._measurement("noisy_max", scale)(scores.tolist()))
+
+    def _noisy_top_k(self, scores: np.ndarray, scale: float, k: int) -> np.ndarray:
+        remaining = np.arange(scores.size)
+        chosen = []
+        for _ in range(k):
+            pick = self._noisy_max(scores[remaining], scale)
+            chosen.append(int(remaining[pick]))
+            remaining = np.delete(remaining, pick)
+        return np.asarray(chosen, dtype=np.int64)
+
+    def _choice(self, p: np.ndarray, size: int) -> np.ndarray:
+        cdf = np.cumsum(p / p.sum())
+        cdf[-1] = 1.0
+        uniforms = np.array([self._system_random.random() for _ in range(size)], dtype=np.float64)
+        return np.minimum(np.searchsorted(cdf, uniforms, side="right"), p.size - 1)
+
+    def describe(self) -> dict:
+        return {
+            "sampler": "OpenDP (Laplace, Gaussian, noisy max) and the OS CSPRNG (categorical draws)",
+            "seed": None,
+            "reproducible": False,
+            "hardened_against_floating_point_attacks": True,
+            "note": "Production noise: OpenDP's exact samplers; post-processing randomness from OS entropy.",
+        }
+
+
+def make_noise_source(seed: int | None) -> NoiseSource:
+    """Seeded numpy noise when the user passes a seed, OpenDP's secure samplers otherwise."""
+    return SecureNoise() if seed is None else SeededNoise(seed)

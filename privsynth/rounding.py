@@ -1,0 +1,59 @@
+"""Randomized rounding: a weighted set of relaxed rows -> records (level codes).
+
+Post-processing of a DP release, so free of privacy cost. For a non-exact release we draw the
+requested number of row indices by *systematic resampling* of the weights (every point i appears
+floor(rows * w_i) or that plus one times; unbiased, and with far less variance than i.i.d. draws),
+then draw each attribute's level independently from that row's block probabilities (RAP section 4,
+Lemma 4.7 of the covariance-loss paper). Each output row is thus a valid record with exactly one
+level per attribute, and the expected answer of every product query equals the relaxed answer.
+
+An exact release (private sampling) is published as is: its points are records already, and drawing
+more rows from it would spend privacy that was never charged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privsynth.encoding import Domain, from_one_hot
+from privsynth.mechanisms.base import Release
+
+
+def systematic_indices(weights: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` indices with E[count of i] = rows * w_i and |count - rows * w_i| < 1, shuffled."""
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    cdf = np.cumsum(weights / weights.sum())
+    cdf[-1] = 1.0
+    positions = (rng.uniform() + np.arange(rows)) / rows
+    picks = np.minimum(np.searchsorted(cdf, positions, side="right"), weights.size - 1)
+    return rng.permutation(picks)
+
+
+def sample_levels(probabilities: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One level per row from each row's probability vector (rows x levels), independently."""
+    cdf = np.cumsum(np.clip(probabilities, 0.0, None), axis=1)
+    cdf /= cdf[:, -1:]
+    u = rng.uniform(size=(probabilities.shape[0], 1))
+    return np.minimum((u > cdf).sum(axis=1), probabilities.shape[1] - 1)
+
+
+def round_release(release: Release, domain: Domain, rows: int | None, rng: np.random.Generator) -> np.ndarray:
+    """Records (rows x attributes level codes) from a release.
+
+    Exact releases return their points once each; ``rows`` must then be None or equal their count.
+    """
+    release.check_domain(domain)
+    if release.exact:
+        if rows is not None and rows != release.points.shape[0]:
+            raise ValueError(f"the {release.mechanism} release holds exactly {release.points.shape[0]} records; "
+                             f"it cannot be resampled to {rows} rows without spending uncharged privacy")
+        return from_one_hot(release.points, domain)
+    if rows is None:
+        raise ValueError("rows is required to round a weighted release")
+    picks = systematic_indices(release.weights, rows, rng)
+    chosen = release.points[picks]
+    codes = np.empty((rows, domain.n_attributes), dtype=np.int32)
+    for j in range(domain.n_attributes):
+        codes[:, j] = sample_levels(chosen[:, domain.offsets[j]: domain.offsets[j + 1]], rng)
+    return codes

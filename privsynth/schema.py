@@ -1,0 +1,242 @@
+"""Dataset schemas: public metadata about a table's columns.
+
+A schema states each column's type and its *public* domain (categories, numeric bounds and bin
+edges, nullability) and which columns to drop. It is written from documentation, never computed
+from the private rows: data-dependent bins, bounds or category lists leak privacy (DESIGN section 3).
+``draft_schema_from_data`` exists for humans to start from, and says loudly that its output is
+data-dependent and must be reviewed and replaced with public values before a private run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+ColumnType = Literal["categorical", "integer", "float", "boolean"]
+MISSING_LABEL = "<missing>"
+OUT_OF_DOMAIN_LABEL = "<out-of-domain>"
+
+
+class SchemaError(ValueError):
+    """A schema file or model is invalid; the message names the column and the problem."""
+
+
+class Column(BaseModel):
+    """One column's public domain.
+
+    Numeric columns (integer, float) are discretised by ``bins``: ascending edges e_0 < ... < e_k with
+    e_0 = bounds[0] and e_k = bounds[1]; bin i is [e_i, e_{i+1}), the last bin also holds e_k.
+    ``on_out_of_domain`` says what a value outside the public domain does: ``fail`` validation,
+    become the explicit out-of-domain ``category`` (categorical columns), or ``clip`` to the bounds
+    (numeric columns).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    type: ColumnType
+    categories: tuple[str, ...] | None = None
+    bounds: tuple[float, float] | None = None
+    bins: tuple[float, ...] | None = None
+    nullable: bool = False
+    drop: bool = False
+    on_out_of_domain: Literal["fail", "category", "clip"] = "fail"
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Column":
+        where = f"column {self.name!r}"
+        if self.drop:
+            return self
+        if self.type == "categorical":
+            if not self.categories:
+                raise ValueError(f"{where}: a categorical column needs a non-empty 'categories' list")
+            if len(set(self.categories)) != len(self.categories):
+                dupes = sorted({c for c in self.categories if self.categories.count(c) > 1})
+                raise ValueError(f"{where}: categories repeat {dupes}")
+            if MISSING_LABEL in self.categories or OUT_OF_DOMAIN_LABEL in self.categories:
+                raise ValueError(f"{where}: {MISSING_LABEL!r} and {OUT_OF_DOMAIN_LABEL!r} are reserved labels")
+            if self.bounds is not None or self.bins is not None:
+                raise ValueError(f"{where}: a categorical column takes 'categories', not 'bounds' or 'bins'")
+            if self.on_out_of_domain == "clip":
+                raise ValueError(f"{where}: on_out_of_domain 'clip' applies to numeric columns; use 'fail' or 'category'")
+        elif self.type == "boolean":
+            if self.categories is not None or self.bounds is not None or self.bins is not None:
+                raise ValueError(f"{where}: a boolean column takes no categories, bounds or bins")
+            if self.on_out_of_domain == "clip":
+                raise ValueError(f"{where}: on_out_of_domain 'clip' applies to numeric columns")
+        else:
+            if self.categories is not None:
+                raise ValueError(f"{where}: a {self.type} column takes 'bounds' and 'bins', not 'categories'")
+            if self.bounds is None or self.bins is None:
+                raise ValueError(f"{where}: a {self.type} column needs public 'bounds' [low, high] and 'bins' edges")
+            low, high = self.bounds
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise ValueError(f"{where}: bounds must be finite with low < high, got {list(self.bounds)}")
+            edges = self.bins
+            if len(edges) < 2:
+                raise ValueError(f"{where}: bins needs at least two edges")
+            if any(not math.isfinite(e) for e in edges) or any(b <= a for a, b in zip(edges, edges[1:])):
+                raise ValueError(f"{where}: bin edges must be finite and strictly increasing, got {list(edges)}")
+            if edges[0] != low or edges[-1] != high:
+                raise ValueError(f"{where}: the first and last bin edges must equal the bounds {list(self.bounds)}, got {edges[0]} and {edges[-1]}")
+            if self.type == "integer" and any(float(e) != int(e) for e in edges):
+                raise ValueError(f"{where}: an integer column needs integer bin edges")
+            if self.on_out_of_domain == "category":
+                raise ValueError(f"{where}: numeric out-of-domain values can 'fail' or 'clip', not become a category")
+        return self
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Level labels in code order: domain levels, then missing, then out-of-domain."""
+        if self.type == "categorical":
+            levels = list(self.categories or ())
+        elif self.type == "boolean":
+            levels = ["false", "true"]
+        else:
+            edges = self.bins or ()
+            levels = [f"[{_fmt(a)}, {_fmt(b)}{']' if i == len(edges) - 2 else ')'}" for i, (a, b) in enumerate(zip(edges, edges[1:]))]
+        if self.nullable:
+            levels.append(MISSING_LABEL)
+        if self.on_out_of_domain == "category":
+            levels.append(OUT_OF_DOMAIN_LABEL)
+        return tuple(levels)
+
+    @property
+    def domain_levels(self) -> int:
+        """Number of in-domain levels (categories, 2 for boolean, or bins)."""
+        if self.type == "categorical":
+            return len(self.categories or ())
+        if self.type == "boolean":
+            return 2
+        return len(self.bins or ()) - 1
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+class Schema(BaseModel):
+    """A table's public schema; columns keep file order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    source: str = ""
+    columns: tuple[Column, ...]
+
+    @model_validator(mode="after")
+    def _check(self) -> "Schema":
+        names = [c.name for c in self.columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"column names repeat: {dupes}")
+        if not self.kept_columns:
+            raise ValueError("every column is dropped; a schema needs at least one kept column")
+        return self
+
+    @property
+    def kept_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if not c.drop)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"schema {self.name!r} has no column {name!r}")
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON form: the schema's identity in manifests and release keys."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _format_validation_error(err: ValidationError, raw: dict) -> str:
+    lines = []
+    columns = raw.get("columns") if isinstance(raw, dict) else None
+    for e in err.errors():
+        loc = list(e["loc"])
+        where = "schema"
+        if len(loc) >= 2 and loc[0] == "columns" and isinstance(loc[1], int):
+            col = columns[loc[1]] if isinstance(columns, list) and loc[1] < len(columns) else {}
+            name = col.get("name", f"#{loc[1]}") if isinstance(col, dict) else f"#{loc[1]}"
+            where = f"column {name!r}" + (f" field {'.'.join(map(str, loc[2:]))!r}" if len(loc) > 2 else "")
+        elif loc:
+            where = f"field {'.'.join(map(str, loc))!r}"
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {msg}")
+    return "; ".join(lines)
+
+
+def parse_schema(raw: object, origin: str = "<schema>") -> Schema:
+    """Validate a mapping as a Schema, with errors that name the column and the problem."""
+    if not isinstance(raw, dict):
+        raise SchemaError(f"{origin}: a schema must be a mapping with 'name' and 'columns', got {type(raw).__name__}")
+    try:
+        return Schema.model_validate(raw)
+    except ValidationError as err:
+        raise SchemaError(f"{origin}: {_format_validation_error(err, raw)}") from None
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Read and validate a YAML schema file."""
+    path = Path(path)
+    if not path.is_file():
+        raise SchemaError(f"schema file {str(path)!r} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise SchemaError(f"{path}: not valid YAML: {err}") from None
+    return parse_schema(raw, origin=str(path))
+
+
+def draft_schema_from_data(frame, name: str, max_categories: int = 50, n_bins: int = 8) -> dict:
+    """Draft a schema from the private rows, FOR HUMAN REVIEW ONLY.
+
+    The categories, bounds and bins it writes come from the data and so leak it. Replace them with
+    values from public documentation before any private run.
+    """
+    warnings.warn(
+        "draft_schema_from_data reads the private rows: its categories, bounds and bins are "
+        "data-dependent and NOT differentially private. Review the draft and replace them with public "
+        "values before a private run.",
+        stacklevel=2,
+    )
+    columns = []
+    for col in frame.columns:
+        series = frame[col]
+        nullable = bool(series.isna().any())
+        if series.dtype.kind in "iuf":
+            low, high = float(series.min()), float(series.max())
+            edges = [low + (high - low) * i / n_bins for i in range(n_bins + 1)]
+            kind = "integer" if series.dtype.kind in "iu" else "float"
+            if kind == "integer":
+                edges = sorted({int(round(e)) for e in edges})
+            columns.append({"name": col, "type": kind, "bounds": [edges[0], edges[-1]], "bins": edges, "nullable": nullable})
+        elif series.dtype.kind == "b":
+            columns.append({"name": col, "type": "boolean", "nullable": nullable})
+        else:
+            cats = sorted(map(str, series.dropna().unique()))
+            if len(cats) > max_categories:
+                columns.append({"name": col, "type": "categorical", "drop": True, "categories": cats[:1],
+                                "description": f"DRAFT: {len(cats)} distinct values, looks like an identifier"})
+            else:
+                columns.append({"name": col, "type": "categorical", "categories": cats, "nullable": nullable})
+    return {
+        "name": name,
+        "description": "DRAFT FROM PRIVATE DATA - NOT PUBLIC METADATA. Replace categories, bounds and bins "
+        "with values from documentation before any private run.",
+        "columns": columns,
+    }
