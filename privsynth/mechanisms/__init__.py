@@ -1,0 +1,28 @@
+"""The private mechanisms, one module per paper, looked up by name.
+
+Modules are imported lazily so that picking one mechanism never pays for another's imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+MECHANISM_MODULES: dict[str, str] = {
+    "rap": "privsynth.mechanisms.rap",
+    "reduced_space": "privsynth.mechanisms.reduced_space",
+    "private_sampling": "privsynth.mechanisms.private_sampling",
+    "microaggregation": "privsynth.mechanisms.microaggregation",
+}
+
+
+class UnknownMechanismError(ValueError):
+    pass
+
+
+def get_mechanism(name: str) -> ModuleType:
+    """The mechanism module registered under ``name`` (see privsynth.mechanisms.base for its contract)."""
+    if name not in MECHANISM_MODULES:
+        raise UnknownMechanismError(
+            f"unknown mechanism {name!r}; expected one of {sorted(MECHANISM_MODULES)}")
+    return importlib.import_module(MECHANISM_MODULES[name])
