@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import time
+
 import numpy as np
 import pytest
 
-from privsynth.audit import marginal_error_summary
-from privsynth.encoding import Domain
+from privsynth.audit import (
+    build_audit,
+    column_distributions,
+    headline,
+    marginal_error_summary,
+    plot_columns,
+    render_markdown,
+    tstr_score,
+)
+from privsynth.encoding import Domain, domain_of
+from privsynth.schema import parse_schema
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _random_codes(domain: Domain, n: int, seed: int) -> np.ndarray:
@@ -92,3 +107,160 @@ def test_rejects_bad_inputs():
         marginal_error_summary(good, good + 2, domain)
     with pytest.raises(ValueError, match="max_marginals"):
         marginal_error_summary(good, good, domain, max_marginals=0)
+
+
+def test_speed_on_adult_sized_table():
+    # Adult's shape and level counts: 48,842 rows x 15 attributes, 455 3-way marginals.
+    sizes = (13, 9, 8, 16, 16, 7, 15, 6, 5, 2, 6, 5, 9, 42, 2)
+    domain = Domain(tuple(f"x{i}" for i in range(len(sizes))), sizes)
+    real = _random_codes(domain, 48_842, 10)
+    synth = _random_codes(domain, 48_842, 11)
+    start = time.perf_counter()
+    summary = marginal_error_summary(real, synth, domain)
+    elapsed = time.perf_counter() - start
+    assert summary["3"]["n_marginals"] == 455
+    assert elapsed < 5.0, f"marginal_error_summary took {elapsed:.2f}s"
+
+
+# ---------------------------------------------------------------- columns and plots
+
+def _small_schema():
+    return parse_schema({
+        "name": "toy",
+        "columns": [
+            {"name": "colour", "type": "categorical", "categories": ["red", "green", "a very long category label indeed"]},
+            {"name": "age", "type": "integer", "bounds": [0, 100], "bins": [0, 30, 60, 100], "nullable": True},
+            {"name": "flag", "type": "boolean"},
+            {"name": "country/region", "type": "categorical", "categories": [f"c{i}" for i in range(30)]},
+        ],
+    })
+
+
+def test_column_distributions_hand_computed():
+    schema = _small_schema()
+    real = np.array([[0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 1, 2], [0, 3, 0, 3]], dtype=np.int32)
+    synth = np.array([[0, 0, 0, 0], [0, 0, 1, 1]], dtype=np.int32)
+    dist = column_distributions(real, synth, schema)
+    assert list(dist) == ["colour", "age", "flag", "country/region"]
+    assert dist["colour"]["labels"] == ["red", "green", "a very long category label indeed"]
+    assert dist["colour"]["real"] == pytest.approx([0.5, 0.25, 0.25])
+    assert dist["colour"]["synthetic"] == pytest.approx([1.0, 0.0, 0.0])
+    assert dist["colour"]["tv"] == pytest.approx(0.5)
+    assert dist["age"]["labels"][-1] == "<missing>" and len(dist["age"]["real"]) == 4
+    assert dist["flag"]["tv"] == pytest.approx(0.0)
+    for d in dist.values():
+        assert sum(d["real"]) == pytest.approx(1.0) and sum(d["synthetic"]) == pytest.approx(1.0)
+
+
+def test_plots_are_small_valid_pngs(tmp_path):
+    import matplotlib.image as mpimg
+
+    schema = _small_schema()
+    domain = domain_of(schema)
+    dist = column_distributions(_random_codes(domain, 500, 20), _random_codes(domain, 400, 21), schema)
+    paths = plot_columns(dist, tmp_path / "plots")
+    assert len(paths) == 4 and len({p.name for p in paths}) == 4
+    for path in paths:
+        assert path.parent == tmp_path / "plots"
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+        assert path.stat().st_size < 100_000
+        image = mpimg.imread(path)
+        assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    assert paths[3].name == "03_country_region.png"  # unsafe characters replaced, order kept
+
+
+# ---------------------------------------------------------------- TSTR
+
+def test_tstr_on_separable_problem_beats_majority():
+    # Target (attribute 0) equals attribute 1; attribute 2 is noise. Classes are unbalanced so the
+    # majority baseline is well above chance but far from perfect.
+    domain = Domain(("y", "x", "noise"), (3, 3, 4))
+    rng = np.random.default_rng(0)
+
+    def table(n):
+        y = rng.choice(3, size=n, p=[0.5, 0.3, 0.2])
+        return np.column_stack([y, y, rng.integers(0, 4, n)]).astype(np.int32)
+
+    real, synth = table(2000), table(1500)
+    score = tstr_score(real, synth, domain, target=0, seed=1)
+    assert score["majority_baseline"] == pytest.approx(0.5, abs=0.06)
+    assert score["tstr_accuracy"] > 0.99 and score["trtr_accuracy"] > 0.99
+    assert score["n_test_real"] == 600 and score["n_train_real"] == 1400 and score["n_train_synthetic"] == 1500
+    # Synthetic rows that break the target-feature link cannot do better than guessing from priors.
+    broken = synth.copy()
+    broken[:, 1] = rng.permutation(broken[:, 1])
+    bad = tstr_score(real, broken, domain, target=0, seed=1)
+    assert bad["tstr_accuracy"] < 0.6 < score["tstr_accuracy"]
+    assert tstr_score(real, synth, domain, target=0, seed=1) == score
+
+
+def test_tstr_subsamples_training_rows(monkeypatch):
+    import privsynth.audit as audit_module
+
+    monkeypatch.setattr(audit_module, "_MAX_TRAIN_ROWS", 300)
+    domain = Domain(("y", "x"), (2, 3))
+    score = tstr_score(_random_codes(domain, 1000, 1), _random_codes(domain, 800, 2), domain, target=0)
+    assert score["n_train_real"] == 300 and score["n_train_synthetic"] == 300 and score["n_test_real"] == 300
+
+
+def test_tstr_validates_target():
+    domain = Domain(("y", "x"), (2, 2))
+    codes = _random_codes(domain, 50, 0)
+    with pytest.raises(ValueError, match="target"):
+        tstr_score(codes, codes, domain, target=2)
+
+
+# ---------------------------------------------------------------- whole audit and reports
+
+def test_build_audit_is_internal_json_and_renders(tmp_path):
+    schema = _small_schema()
+    domain = domain_of(schema)
+    real = _random_codes(domain, 600, 30)
+    synth = _random_codes(domain, 500, 31)
+    audit = build_audit(real, synth, schema, domain, tmp_path, target_column="flag")
+    assert audit["visibility"] == "internal" and audit["differentially_private"] is False
+    assert "NOT differentially private" in audit["notice"]
+    assert json.loads(json.dumps(audit)) == audit
+    assert audit["marginals"] == marginal_error_summary(real, synth, domain)
+    assert audit["tstr"]["target"] == "flag"
+    assert all((tmp_path / name).is_file() for name in audit["plots"])
+
+    paths = [tmp_path / name for name in audit["plots"]]
+    md = render_markdown(audit, paths)
+    assert md.startswith("# INTERNAL")
+    assert "NOT differentially private" in md
+    assert "| 3 | 4 |" in md  # 4 three-way marginals over 4 attributes
+    for name in audit["plots"]:
+        assert f"]({name})" in md
+    assert "country/region" in md and "Train on synthetic" in md
+
+    nested = render_markdown(audit, paths, relative_to=tmp_path.parent)
+    assert f"]({tmp_path.name}/{audit['plots'][0]})" in nested
+    embedded = render_markdown(audit, paths, embed=True)
+    uri = embedded.split("](data:image/png;base64,", 1)[1].split(")", 1)[0]
+    assert base64.b64decode(uri)[:8] == PNG_SIGNATURE
+
+    line = headline(audit)
+    assert line.startswith("audit (internal): mean TV 1-way ")
+    assert "3-way" in line and "TSTR" in line and "\n" not in line
+
+
+def test_build_audit_without_target_and_with_subset(tmp_path):
+    schema = _small_schema()
+    domain = domain_of(schema)
+    codes = _random_codes(domain, 100, 40)
+    audit = build_audit(codes, codes, schema, domain, tmp_path, max_marginals=2, seed=3)
+    assert audit["tstr"] is None
+    assert audit["marginals"]["2"]["n_marginals"] == 2
+    assert headline(audit) == "audit (internal): mean TV 1-way 0.000, 2-way 0.000, 3-way 0.000"
+    assert "At most 2 marginals" in render_markdown(audit, [])
+
+
+def test_build_audit_rejects_mismatches(tmp_path):
+    schema = _small_schema()
+    domain = domain_of(schema)
+    codes = _random_codes(domain, 50, 50)
+    with pytest.raises(ValueError, match="domain does not match"):
+        build_audit(codes, codes, schema, Domain(domain.names, (9,) * 4), tmp_path)
+    with pytest.raises(ValueError, match="target_column"):
+        build_audit(codes, codes, schema, domain, tmp_path, target_column="nope")
