@@ -11,6 +11,7 @@ so tables of different sizes compare directly.
 from __future__ import annotations
 
 import base64
+import os
 import re
 from pathlib import Path
 
@@ -361,7 +362,7 @@ def render_markdown(audit: dict, plot_paths, *, relative_to: str | Path | None =
             if embed:
                 src = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
             elif relative_to is not None:
-                src = Path(path).resolve().relative_to(Path(relative_to).resolve()).as_posix()
+                src = Path(os.path.relpath(path.resolve(), Path(relative_to).resolve())).as_posix()
             else:
                 src = path.name
             lines += [f"![{_md_cell(name)}]({src})", ""]
