@@ -1,0 +1,401 @@
+"""Sources and sinks: CSV, Parquet (local path or fsspec URL) and SQL tables (DuckDB, PostgreSQL).
+
+Input forms (the ``--input`` argument):
+
+* ``path/to/table.csv`` (also ``.csv.gz``, ``.tsv``) or ``path/to/table.parquet``; a URL such as
+  ``s3://bucket/table.parquet`` works for Parquet when the matching fsspec backend is installed;
+* ``duckdb:path/to/warehouse.duckdb?table=people`` or ``duckdb:path.duckdb?query=SELECT ...``;
+* any SQLAlchemy URL with ``?table=NAME`` or ``?query=...``, e.g.
+  ``postgresql://user@host/db?table=people`` (needs a driver such as psycopg).
+
+Sink forms (``--sink``): ``duckdb:path.duckdb?table=synthetic_people`` (the table is replaced in one
+transaction), or a ``.parquet`` / ``.csv`` path.
+
+Rows are read in record batches, so memory is bounded by one batch. Errors name the file and say
+what was expected; they never quote cell values (logs are releases).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from privsynth.schema import Schema
+
+DEFAULT_BATCH_ROWS = 65_536
+
+
+class InputError(ValueError):
+    """The input cannot be read as a table the schema describes; the message names file and problem."""
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    kind: str  # "csv" | "parquet" | "sql"
+    location: str
+    table: str | None = None
+    query: str | None = None
+    delimiter: str = ","
+
+    def describe(self) -> str:
+        """A public description: the location and table, never credentials."""
+        if self.kind != "sql":
+            return f"{self.kind}:{self.location}"
+        parts = urlsplit(self.location)
+        host = parts.hostname or ""
+        return f"sql:{parts.scheme}://{host}{parts.path}" + (f" table={self.table}" if self.table else " (query)")
+
+
+def parse_source(spec: str) -> SourceSpec:
+    """Parse an ``--input`` argument; raises InputError on an unknown form."""
+    if not spec or not isinstance(spec, str):
+        raise InputError("--input must be a path or URL")
+    lowered = spec.lower()
+    if lowered.startswith("duckdb:") or "://" in spec.split("?")[0] and not lowered.split("?")[0].endswith((".parquet", ".csv", ".csv.gz", ".tsv")):
+        return _parse_sql(spec)
+    path = spec.split("?")[0]
+    if path.lower().endswith(".parquet"):
+        return SourceSpec("parquet", path)
+    if path.lower().endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
+        return SourceSpec("csv", path, delimiter="\t" if ".tsv" in path.lower() else ",")
+    raise InputError(f"--input {spec!r}: expected a .csv, .csv.gz, .tsv or .parquet file, "
+                     "a duckdb:PATH?table=NAME source, or a SQLAlchemy URL with ?table=NAME")
+
+
+def _parse_sql(spec: str) -> SourceSpec:
+    base, _, query_string = spec.partition("?")
+    params = {k: v[-1] for k, v in parse_qs(query_string, keep_blank_values=True).items()}
+    table, query = params.get("table"), params.get("query")
+    if bool(table) == bool(query):
+        raise InputError(f"--input {_redact(spec)!r}: a SQL source needs exactly one of ?table=NAME or ?query=SELECT...")
+    if table is not None and not all(part.replace("_", "").isalnum() for part in table.split(".")):
+        raise InputError(f"--input: table name {table!r} must be letters, digits, '_' and '.' only")
+    return SourceSpec("sql", base, table=table, query=query)
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(parts.password, "***")
+    return url
+
+
+def _duckdb_path(location: str) -> str:
+    return location[len("duckdb:"):].removeprefix("//") if location.lower().startswith("duckdb:") else location
+
+
+def _check_file(spec: SourceSpec) -> None:
+    if "://" in spec.location:
+        return
+    path = Path(spec.location)
+    if not path.exists():
+        raise InputError(f"input file {spec.location!r} does not exist")
+    if not path.is_file():
+        raise InputError(f"input {spec.location!r} is not a file")
+    if path.stat().st_size == 0:
+        raise InputError(f"input file {spec.location!r} is empty (0 bytes); expected a header row and data rows")
+
+
+def _open_text(location: str):
+    raw = gzip.open(location, "rb") if location.lower().endswith(".gz") else open(location, "rb")
+    return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+
+
+def _csv_header(spec: SourceSpec, schema: Schema) -> list[str]:
+    try:
+        with _open_text(spec.location) as handle:
+            first = handle.readline()
+    except UnicodeDecodeError as err:
+        raise InputError(f"input file {spec.location!r} is not UTF-8 text (bad byte at offset {err.start} of the header)") from None
+    except (OSError, EOFError) as err:
+        raise InputError(f"input file {spec.location!r} cannot be read: {type(err).__name__}") from None
+    if not first.strip():
+        raise InputError(f"input file {spec.location!r} has no header row")
+    header = next(csv.reader([first], delimiter=spec.delimiter))
+    header = [h.strip() for h in header]
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise InputError(f"input file {spec.location!r}: duplicate column name(s) {dupes}")
+    if len(header) == 1 and len(schema.columns) > 1:
+        for other in (";", "\t", "|"):
+            if other in header[0]:
+                raise InputError(f"input file {spec.location!r}: the header has one column but contains {other!r}; "
+                                 f"expected {spec.delimiter!r}-delimited columns {list(schema.column_names)}")
+    return header
+
+
+def _csv_batches(spec: SourceSpec, schema: Schema, batch_rows: int) -> Iterator[pd.DataFrame]:
+    header = _csv_header(spec, schema)
+    try:
+        with _open_text(spec.location) as handle:
+            reader = pd.read_csv(handle, sep=spec.delimiter, dtype=str, keep_default_na=False, na_values=[""],
+                                 chunksize=batch_rows, skipinitialspace=True, engine="c")
+            for chunk in reader:
+                chunk.columns = header
+                yield chunk
+    except UnicodeDecodeError as err:
+        raise InputError(f"input file {spec.location!r} is not UTF-8 text (invalid byte sequence near byte {err.start} of a block)") from None
+    except pd.errors.ParserError as err:
+        line = str(err).split("line")[-1].split(",")[0].strip() if "line" in str(err) else "?"
+        raise InputError(f"input file {spec.location!r}: malformed CSV (row near line {line} has the wrong number of fields)") from None
+    except (OSError, EOFError) as err:
+        raise InputError(f"input file {spec.location!r} cannot be read ({type(err).__name__}; truncated or corrupt?)") from None
+
+
+def _parquet_batches(spec: SourceSpec, batch_rows: int) -> Iterator[pd.DataFrame]:
+    try:
+        source = pq.ParquetFile(spec.location)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise InputError(f"input file {spec.location!r} is not a readable Parquet file ({type(err).__name__}; truncated or corrupt?)") from None
+    names = source.schema_arrow.names
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InputError(f"input file {spec.location!r}: duplicate column name(s) {dupes}")
+    try:
+        for batch in source.iter_batches(batch_size=batch_rows):
+            yield batch.to_pandas()
+    except (pa.ArrowInvalid, OSError) as err:
+        raise InputError(f"input file {spec.location!r}: a row group cannot be read ({type(err).__name__}; truncated or corrupt?)") from None
+
+
+def _sql_batches(spec: SourceSpec, batch_rows: int) -> Iterator[pd.DataFrame]:
+    query = spec.query or f"SELECT * FROM {spec.table}"
+    if spec.location.lower().startswith("duckdb:"):
+        import duckdb
+
+        path = _duckdb_path(spec.location)
+        if path not in ("", ":memory:") and not Path(path).is_file():
+            raise InputError(f"DuckDB database {path!r} does not exist")
+        try:
+            con = duckdb.connect(path, read_only=True)
+        except duckdb.Error as err:
+            raise InputError(f"DuckDB database {path!r} cannot be opened: {type(err).__name__}") from None
+        try:
+            try:
+                reader = con.execute(query).fetch_record_batch(batch_rows)
+            except duckdb.Error as err:
+                raise InputError(f"DuckDB source {spec.describe()}: {str(err).splitlines()[0]}") from None
+            for batch in reader:
+                yield batch.to_pandas()
+        finally:
+            con.close()
+        return
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(spec.location)
+    except Exception as err:  # driver missing or bad URL: say which, without the password
+        raise InputError(f"SQL source {spec.describe()}: cannot create an engine ({type(err).__name__}: {err})") from None
+    try:
+        with engine.connect() as con:
+            yield from pd.read_sql_query(sqlalchemy.text(query), con, chunksize=batch_rows)
+    except sqlalchemy.exc.SQLAlchemyError as err:
+        raise InputError(f"SQL source {spec.describe()}: {type(err).__name__}") from None
+    finally:
+        engine.dispose()
+
+
+def iter_source(spec: SourceSpec, schema: Schema, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pd.DataFrame]:
+    """Record batches of the source as DataFrames, in source order."""
+    if spec.kind in ("csv", "parquet"):
+        _check_file(spec)
+    if spec.kind == "csv":
+        return _csv_batches(spec, schema, batch_rows)
+    if spec.kind == "parquet":
+        return _parquet_batches(spec, batch_rows)
+    return _sql_batches(spec, batch_rows)
+
+
+# ---------------------------------------------------------------- typing raw columns
+
+def raw_arrow_schema(schema: Schema, extra_columns: list[str]) -> pa.Schema:
+    """Types of raw.parquet: schema columns typed by the schema, unexpected columns as strings."""
+    types = {"categorical": pa.string(), "boolean": pa.string(), "integer": pa.float64(), "float": pa.float64()}
+    fields = [pa.field(c.name, types[c.type]) for c in schema.columns]
+    return pa.schema(fields + [pa.field(name, pa.string()) for name in extra_columns])
+
+
+def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFrame:
+    """Schema columns as the schema's types; a value that cannot be read as the type is an error.
+
+    Numeric columns become float64 (NaN = missing) so that a bad type is reported here, by column,
+    instead of as a parser message that would quote the value.
+    """
+    out = {}
+    for name in frame.columns:
+        series = frame[name]
+        try:
+            col = schema.column(name)
+        except KeyError:
+            out[name] = series.astype("string").astype(object).where(series.notna(), None)
+            continue
+        if col.type in ("integer", "float"):
+            if series.dtype.kind in "iufb":
+                numeric = series.astype(np.float64)
+            else:
+                text = series.astype("string").str.strip()
+                numeric = pd.to_numeric(text, errors="coerce")
+                bad = numeric.isna() & text.notna() & (text != "")
+                lowered = text.str.lower()
+                # 'nan' / 'inf' spellings parse as floats; keep them so validation can name them.
+                special = lowered.isin(["nan", "inf", "+inf", "-inf", "infinity", "-infinity"])
+                numeric = numeric.where(~special, pd.to_numeric(text.where(special), errors="coerce"))
+                bad &= ~special
+                if bad.any():
+                    raise InputError(f"{origin}: column {name!r} has {int(bad.sum())} value(s) that are not numbers "
+                                     f"(the schema says {col.type})")
+                numeric = numeric.astype(np.float64)
+            if col.type == "integer":
+                finite = np.isfinite(numeric.to_numpy())
+                fractional = finite & (numeric.to_numpy() != np.round(numeric.to_numpy()))
+                if fractional.any():
+                    raise InputError(f"{origin}: column {name!r} has {int(fractional.sum())} non-integer value(s) "
+                                     "(the schema says integer)")
+            out[name] = numeric
+        else:
+            out[name] = series.astype("string").astype(object).where(series.notna(), None)
+    return pd.DataFrame(out)
+
+
+# ---------------------------------------------------------------- atomic artifacts
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _temporary_sibling(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write to a temporary sibling, fsync, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary_sibling(path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_json(path: str | Path, payload: object) -> None:
+    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=False, default=_json_default) + "\n").encode())
+
+
+def _json_default(value: object):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+class AtomicParquetWriter:
+    """Stream batches into ``path`` through a temporary file renamed on successful close."""
+
+    def __init__(self, path: str | Path, arrow_schema: pa.Schema) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = _temporary_sibling(self.path)
+        self._writer = pq.ParquetWriter(self._tmp, arrow_schema, compression="zstd")
+        self.schema = arrow_schema
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+
+    def __enter__(self) -> "AtomicParquetWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._writer.close()
+        if exc_type is None:
+            os.replace(self._tmp, self.path)
+        self._tmp.unlink(missing_ok=True)
+
+
+def atomic_write_table(path: str | Path, table: pa.Table) -> None:
+    with AtomicParquetWriter(path, table.schema) as writer:
+        writer.write(table)
+
+
+def iter_parquet(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns)
+
+
+# ---------------------------------------------------------------- sinks
+
+def write_sink(table: pa.Table, sink: str) -> str:
+    """Write the synthetic table to a sink; returns a public description of where it went."""
+    lowered = sink.lower()
+    if lowered.startswith("duckdb:"):
+        base, _, query_string = sink.partition("?")
+        params = {k: v[-1] for k, v in parse_qs(query_string).items()}
+        name = params.get("table")
+        if not name or not all(part.replace("_", "").isalnum() for part in name.split(".")):
+            raise InputError(f"--sink {sink!r}: expected duckdb:PATH?table=NAME with a plain table name")
+        import duckdb
+
+        path = _duckdb_path(base)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        con = duckdb.connect(path)
+        try:
+            staged = table  # referenced by name below through DuckDB's replacement scan
+            con.execute("BEGIN TRANSACTION")
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM staged")
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.close()
+        return f"duckdb:{path} table {name}"
+    if lowered.endswith(".parquet"):
+        atomic_write_table(sink, table)
+        return sink
+    if lowered.endswith(".csv"):
+        buffer = io.BytesIO()
+        table.to_pandas().to_csv(buffer, index=False)
+        atomic_write_bytes(sink, buffer.getvalue())
+        return sink
+    raise InputError(f"--sink {sink!r}: expected duckdb:PATH?table=NAME, or a .parquet or .csv path")
+
+
+def check_writable_directory(path: str | Path) -> Path:
+    """Create the folder if needed and prove it is writable, before any budget is spent."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-", delete=True):
+            pass
+    except OSError as err:
+        raise InputError(f"output folder {str(path)!r} cannot be written ({err.strerror or type(err).__name__})") from None
+    return path

@@ -1,0 +1,120 @@
+"""A run folder: stage artifacts written atomically, and ``manifest.json`` that says which to trust.
+
+Every artifact is written to a temporary name and renamed, and the manifest (itself replaced
+atomically after each stage) records its sha256. A later attempt of the same run trusts an artifact
+only if the manifest lists it and its hash still matches, so a crash never leaves a half-written
+artifact that a re-run would read.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+import uuid
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from privsynth.io import atomic_write_json, sha256_file
+
+MANIFEST = "manifest.json"
+PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highspy", "opendp", "prefect",
+            "great-expectations", "duckdb")
+
+# Artifacts and who may see them (DESIGN section 2).
+VISIBILITY = {
+    "raw.parquet": "private",
+    "validation.json": "public",
+    "bits.parquet": "private",
+    "encoding.json": "public",
+    "release.parquet": "public (DP)",
+    "privacy.json": "public (DP)",
+    "synthetic.parquet": "public (DP)",
+    "audit.json": "internal (not DP)",
+    "audit.md": "internal (not DP)",
+}
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+class RunFolderError(ValueError):
+    pass
+
+
+@dataclass
+class RunFolder:
+    path: Path
+    manifest: dict
+
+    @staticmethod
+    def open(path: str | Path, run_key: dict, run_id: str) -> "RunFolder":
+        """Open a fresh folder, or resume one that holds an earlier attempt of the *same* run.
+
+        A non-empty folder that holds anything else is refused, so nothing already written is lost.
+        """
+        path = Path(path)
+        manifest_path = path / MANIFEST
+        if manifest_path.is_file():
+            try:
+                manifest = json.loads(manifest_path.read_text())
+            except (OSError, json.JSONDecodeError):
+                raise RunFolderError(f"output folder {str(path)!r} holds an unreadable manifest.json; choose another --output") from None
+            if manifest.get("run_key") != run_key:
+                raise RunFolderError(f"output folder {str(path)!r} holds a different run ({manifest.get('run_id')}); "
+                                     "choose an empty or new --output folder")
+            manifest.setdefault("attempts", 1)
+            manifest["attempts"] += 1
+            return RunFolder(path, manifest)
+        if path.exists() and any(p for p in path.iterdir() if not p.name.startswith(".")):
+            raise RunFolderError(f"output folder {str(path)!r} is not empty and holds no privsynth run; "
+                                 "choose an empty or new --output folder")
+        path.mkdir(parents=True, exist_ok=True)
+        manifest = {"run_id": run_id, "run_key": run_key, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "attempts": 1, "package_versions": package_versions(), "stages": {}, "artifacts": {}}
+        folder = RunFolder(path, manifest)
+        folder.save()
+        return folder
+
+    @staticmethod
+    def load(path: str | Path) -> "RunFolder":
+        path = Path(path)
+        return RunFolder(path, json.loads((path / MANIFEST).read_text()))
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def save(self) -> None:
+        atomic_write_json(self.path / MANIFEST, self.manifest)
+
+    def trusted(self, name: str) -> bool:
+        """The artifact exists, is listed in the manifest, and its hash matches."""
+        entry = self.manifest["artifacts"].get(name)
+        target = self.file(name)
+        return bool(entry) and target.is_file() and sha256_file(target) == entry["sha256"]
+
+    def record(self, stage: str, artifacts: list[str], **facts) -> None:
+        """Mark a stage done and list its artifacts with their hashes (atomically)."""
+        for name in artifacts:
+            self.manifest["artifacts"][name] = {
+                "path": name, "sha256": sha256_file(self.file(name)),
+                "visibility": VISIBILITY.get(name, "internal (not DP)" if name.endswith(".png") else "public")}
+        self.manifest["stages"][stage] = {"status": "done", "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                          "artifacts": artifacts, **facts}
+        self.save()
+
+    def stage_done(self, stage: str) -> bool:
+        entry = self.manifest["stages"].get(stage)
+        return bool(entry) and all(self.trusted(a) for a in entry.get("artifacts", []))
