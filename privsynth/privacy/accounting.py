@@ -61,6 +61,8 @@ def epsilon_from_rho(rho: float, delta: float) -> float:
     The objective is convex in alpha on (1, inf); we minimise it numerically in log(alpha - 1) and
     return min(tight, classic) so floating-point slack can only make the answer more conservative
     than the exact infimum by the solver's tolerance, never less than the classic bound allows.
+    For tiny rho and a lax delta the infimum can be negative (a valid but meaningless statement);
+    the result is floored at 0, since (eps, delta)-DP for eps < 0 implies (0, delta)-DP.
     """
     _check_positive("rho", rho)
     _check_delta(delta)
@@ -70,7 +72,7 @@ def epsilon_from_rho(rho: float, delta: float) -> float:
         return _tight_objective(1.0 + math.exp(log_alpha_minus_one), rho, log_inv_delta)
 
     result = minimize_scalar(objective, bounds=(-20.0, 20.0), method="bounded", options={"xatol": 1e-10})
-    return min(float(result.fun), epsilon_from_rho_classic(rho, delta))
+    return max(0.0, min(float(result.fun), epsilon_from_rho_classic(rho, delta)))
 
 
 @dataclass(frozen=True)

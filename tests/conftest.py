@@ -1,0 +1,67 @@
+"""Shared fixtures: a tiny schema and frame that exercise every column type, and the bundled Adult paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from privsynth.schema import Schema, parse_schema
+
+REPO = Path(__file__).resolve().parents[1]
+ADULT_SCHEMA = REPO / "schemas" / "adult.yaml"
+ADULT_DATA = REPO / "privsynth" / "data" / "adult.csv.gz"
+
+# Every column type and every domain feature: a nullable categorical with an out-of-domain category,
+# a plain categorical, integer bins with clipping, float bins that fail out of domain, a nullable
+# boolean, and a dropped identifier.
+TINY_SCHEMA = {
+    "name": "tiny",
+    "description": "unit-test schema",
+    "columns": [
+        {"name": "id", "type": "categorical", "drop": True},
+        {"name": "color", "type": "categorical", "categories": ["red", "green", "blue"], "nullable": True,
+         "on_out_of_domain": "category"},
+        {"name": "size", "type": "categorical", "categories": ["S", "M", "L", "XL"]},
+        {"name": "age", "type": "integer", "bounds": [0, 100], "bins": [0, 18, 40, 65, 100], "on_out_of_domain": "clip"},
+        {"name": "score", "type": "float", "bounds": [0.0, 1.0], "bins": [0.0, 0.25, 0.5, 1.0], "nullable": True},
+        {"name": "member", "type": "boolean", "nullable": True},
+    ],
+}
+
+
+@pytest.fixture()
+def tiny_schema_dict() -> dict:
+    """A fresh, mutable copy of the tiny schema mapping (tests edit it to build invalid cases)."""
+    import copy
+
+    return copy.deepcopy(TINY_SCHEMA)
+
+
+@pytest.fixture()
+def tiny_schema() -> Schema:
+    return parse_schema(TINY_SCHEMA)
+
+
+@pytest.fixture()
+def tiny_frame() -> pd.DataFrame:
+    """Eight rows covering every level, a missing value per nullable column, and bin boundaries."""
+    return pd.DataFrame({
+        "id": [f"p{i}" for i in range(8)],
+        "color": ["red", "green", "blue", None, "purple", "red", "green", "blue"],
+        "size": ["S", "M", "L", "XL", "S", "M", "L", "XL"],
+        "age": [0, 17, 18, 39, 40, 65, 100, 50],
+        "score": [0.0, 0.25, 0.49, 0.5, 1.0, None, 0.75, 0.1],
+        "member": [True, False, None, True, False, True, False, True],
+    })
+
+
+@pytest.fixture(scope="session")
+def adult_schema_path() -> Path:
+    return ADULT_SCHEMA
+
+
+@pytest.fixture(scope="session")
+def adult_data_path() -> Path:
+    return ADULT_DATA
