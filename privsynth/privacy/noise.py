@@ -18,6 +18,7 @@ authorizes it only after the budget ledger has been charged (DESIGN section 5.2)
 from __future__ import annotations
 
 import math
+import numbers
 import secrets
 from abc import ABC, abstractmethod
 
@@ -49,8 +50,20 @@ class NoiseSource(ABC):
 
     @staticmethod
     def _check_scale(scale: float) -> None:
-        if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        # numbers.Real admits numpy scalars (a scale computed with numpy is common); bool is refused.
+        if not (isinstance(scale, numbers.Real) and not isinstance(scale, (bool, np.bool_))
+                and math.isfinite(scale) and scale > 0):
             raise ValueError(f"noise scale must be a finite number > 0, got {scale!r}")
+
+    @staticmethod
+    def _check_scores(scores: np.ndarray, what: str) -> np.ndarray:
+        # A NaN score would win numpy's argmax outright (and OpenDP refuses it): reject it here.
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.ndim != 1 or scores.size == 0:
+            raise ValueError(f"{what} needs a non-empty vector of scores")
+        if not np.all(np.isfinite(scores)):
+            raise ValueError(f"{what} needs finite scores")
+        return scores
 
     def laplace(self, scale: float, size: int) -> np.ndarray:
         """i.i.d. Laplace(0, scale) noise."""
@@ -68,17 +81,15 @@ class NoiseSource(ABC):
         """argmax_i scores_i + Gumbel(scale): (Delta^2 / (2 scale^2))-zCDP for scores of L-inf sensitivity Delta."""
         self._require_authorized()
         self._check_scale(scale)
-        scores = np.asarray(scores, dtype=np.float64)
-        if scores.ndim != 1 or scores.size == 0:
-            raise ValueError("noisy_max needs a non-empty vector of scores")
+        scores = self._check_scores(scores, "noisy_max")
         return self._noisy_max(scores, float(scale))
 
     def noisy_top_k(self, scores: np.ndarray, scale: float, k: int) -> np.ndarray:
         """k distinct indices by peeling report-noisy-max (Gumbel); costs k noisy_max calls."""
         self._require_authorized()
         self._check_scale(scale)
-        scores = np.asarray(scores, dtype=np.float64)
-        if not (1 <= k <= scores.size):
+        scores = self._check_scores(scores, "noisy_top_k")
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not (1 <= k <= scores.size):
             raise ValueError(f"noisy_top_k needs 1 <= k <= {scores.size}, got {k}")
         return self._noisy_top_k(scores, float(scale), int(k))
 
