@@ -74,9 +74,9 @@ class Column(BaseModel):
                 raise ValueError(f"{where}: on_out_of_domain 'clip' applies to numeric columns")
         else:
             if self.categories is not None:
-                raise ValueError(f"{where}: a {self.type} column takes 'bounds' and 'bins', not 'categories'")
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column takes 'bounds' and 'bins', not 'categories'")
             if self.bounds is None or self.bins is None:
-                raise ValueError(f"{where}: a {self.type} column needs public 'bounds' [low, high] and 'bins' edges")
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] and 'bins' edges")
             low, high = self.bounds
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise ValueError(f"{where}: bounds must be finite with low < high, got {list(self.bounds)}")
@@ -117,6 +117,10 @@ class Column(BaseModel):
         if self.type == "boolean":
             return 2
         return len(self.bins or ()) - 1
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 def _fmt(x: float) -> str:
@@ -176,7 +180,8 @@ def _format_validation_error(err: ValidationError, raw: dict) -> str:
         elif loc:
             where = f"field {'.'.join(map(str, loc))!r}"
         msg = e["msg"].removeprefix("Value error, ")
-        lines.append(f"{where}: {msg}")
+        # Column validators already name their column; do not say it twice.
+        lines.append(msg if msg.startswith(f"{where}: ") else f"{where}: {msg}")
     return "; ".join(lines)
 
 
