@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
+import os
 import pickle
+import uuid
 
 import numpy as np
 import pytest
@@ -172,6 +174,8 @@ def test_idempotent_recharge_is_not_charged_again(ledger):
     assert ledger.charge("adult", "same-key", pure(0.7)).reused
     with pytest.raises(BudgetExceededError):
         ledger.charge("adult", "other-key", pure(0.7))
+    assert ledger.find_charge("adult", "same-key") == first.charge
+    assert ledger.find_charge("adult", "never-charged") is None
     # the same key with a different cost is a caller bug, not a reuse
     with pytest.raises(ReleaseKeyConflictError, match="different cost"):
         ledger.charge("adult", "same-key", pure(0.1))
@@ -394,3 +398,71 @@ def test_racing_processes_cannot_overspend(tmp_path):
 def test_racing_spawned_processes_cannot_overspend(tmp_path):
     # The same race with fresh interpreters (spawn), as a scheduler's workers would be.
     _race_round(tmp_path, "spawn", n=4)
+
+
+# ---------------------------------------------------------------- PostgreSQL (opt-in)
+# Set PRIVSYNTH_TEST_POSTGRES_URL to a scratch database to run these, e.g.
+#   postgresql+psycopg://user@host/db   (sync driver)  or  postgresql+asyncpg://user@host/db
+# (asyncpg is driven through SQLAlchemy's greenlet bridge, only here in the tests).
+
+PG_URL = os.environ.get("PRIVSYNTH_TEST_POSTGRES_URL", "")
+needs_pg = pytest.mark.skipif(not PG_URL, reason="PRIVSYNTH_TEST_POSTGRES_URL is not set")
+
+
+def _on_pg(fn):
+    if sa.engine.make_url(PG_URL).get_dialect().is_async:
+        import asyncio
+
+        from sqlalchemy.util import greenlet_spawn
+
+        return asyncio.run(greenlet_spawn(fn))
+    return fn()
+
+
+def _pg_race_worker(dataset: str, key: str, barrier, results) -> None:
+    def body():
+        ledger = BudgetLedger(PG_URL)
+        barrier.wait()
+        try:
+            ledger.charge(dataset, key, PrivacyCost.pure(0.3, "race"))
+            results.put((key, "charged"))
+        except BudgetExceededError:
+            results.put((key, "refused"))
+        except Exception as exc:
+            results.put((key, f"error: {exc!r}"))
+        finally:
+            ledger.close()
+
+    _on_pg(body)
+
+
+@needs_pg
+def test_postgres_charge_and_race():
+    dataset = f"pg-test-{uuid.uuid4().hex}"
+
+    def setup():
+        with BudgetLedger(PG_URL) as led:
+            led.set_budget(dataset, 1.0, DELTA)
+            assert led.charge(dataset, "earlier", pure(0.6)).status.spent_epsilon == pytest.approx(0.6)
+            assert led.charge(dataset, "earlier", pure(0.6)).reused
+            with pytest.raises(NonPrivateChargeError):
+                led.charge(dataset, "np", PrivacyCost.not_private("k-anonymity"))
+
+    _on_pg(setup)
+    n = 4
+    ctx = mp.get_context("fork")
+    barrier, results = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_pg_race_worker, args=(dataset, f"racer-{i}", barrier, results)) for i in range(n)]
+    for p in procs:
+        p.start()
+    outcomes = dict(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert sorted(outcomes.values()) == ["charged"] + ["refused"] * (n - 1), outcomes
+
+    def check():
+        with BudgetLedger(PG_URL) as led:
+            (status,) = led.status(dataset)
+            assert status.charges == 2 and status.spent_epsilon == pytest.approx(0.9)
+
+    _on_pg(check)

@@ -549,6 +549,7 @@ class BudgetLedger:
         budget and ``require_budget`` is True, NonPrivateChargeError for a non-DP cost against a
         budgeted dataset. With ``require_budget=False`` and no budget the charge is recorded
         without a limit (ad-hoc runs), so a budget set later still counts it.
+        ``description`` is stored and shown by `privsynth budget show`: put no data values in it.
         """
         dataset = _check_name("dataset", dataset)
         release_key = _check_name("release_key", release_key)
@@ -670,6 +671,14 @@ class BudgetLedger:
                     raise UnknownDatasetError(self._unknown_message(conn, name))
                 result.append(self._status_of(name, budget, records))
             return result
+
+    def find_charge(self, dataset: str, release_key: str) -> ChargeRecord | None:
+        """The stored charge of this release key, or None; charges nothing (a read-only lookup)."""
+        dataset = _check_name("dataset", dataset)
+        release_key = _check_name("release_key", release_key)
+        with self._transaction(None) as conn:
+            row = next((r for r in self._charge_rows(conn, dataset) if r.release_key == release_key), None)
+        return row
 
     def history(self, dataset: str) -> list[ChargeRecord]:
         """Every charge of ``dataset``, oldest first."""
