@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import numpy as np
 import pytest
@@ -109,17 +108,16 @@ def test_rejects_bad_inputs():
         marginal_error_summary(good, good, domain, max_marginals=0)
 
 
-def test_speed_on_adult_sized_table():
+def test_adult_sized_table_covers_every_marginal():
     # Adult's shape and level counts: 48,842 rows x 15 attributes, 455 3-way marginals.
+    # (Speed is measured in benchmarks/, never asserted here.)
     sizes = (13, 9, 8, 16, 16, 7, 15, 6, 5, 2, 6, 5, 9, 42, 2)
     domain = Domain(tuple(f"x{i}" for i in range(len(sizes))), sizes)
     real = _random_codes(domain, 48_842, 10)
     synth = _random_codes(domain, 48_842, 11)
-    start = time.perf_counter()
     summary = marginal_error_summary(real, synth, domain)
-    elapsed = time.perf_counter() - start
-    assert summary["3"]["n_marginals"] == 455
-    assert elapsed < 5.0, f"marginal_error_summary took {elapsed:.2f}s"
+    assert [summary[k]["n_marginals"] for k in ("1", "2", "3")] == [15, 105, 455]
+    assert all(0.0 < summary[k]["mean_tv"] <= summary[k]["max_tv"] <= 1.0 for k in ("1", "2", "3"))
 
 
 # ---------------------------------------------------------------- columns and plots
