@@ -125,7 +125,7 @@ def _print_run_summary(result: dict) -> None:
                                               if cost.get("differentially_private") else ""))
     if result.get("reused_release"):
         print("  release         : reused the stored release of this run; nothing charged")
-    print(f"  audit (internal): {result['audit_headline']}")
+    print(f"  {result['audit_headline']}")
     print(f"  reports         : {result['run_dir']}/audit.md, privacy.json, manifest.json")
 
 
@@ -156,9 +156,9 @@ def command_feasibility(args: argparse.Namespace) -> int:
 
 
 def command_budget(args: argparse.Namespace) -> int:
-    from privsynth.privacy.ledger import Ledger, format_status
+    from privsynth.privacy.ledger import BudgetLedger, format_status
 
-    ledger = Ledger(args.ledger)
+    ledger = BudgetLedger(args.ledger)
     if args.budget_command == "set":
         ledger.set_budget(args.dataset, args.epsilon, args.delta)
         print(format_status(ledger.status(args.dataset)))
@@ -179,6 +179,9 @@ def command_mechanisms(_: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    # Without a Prefect server, runs use Prefect's ephemeral API; on a busy 2-core machine it can take
+    # longer to start than Prefect's 20 s default.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     args = build_parser().parse_args(argv)
     handlers = {"run": command_run, "feasibility": command_feasibility, "budget": command_budget,
                 "mechanisms": command_mechanisms}

@@ -14,8 +14,8 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from privsynth.config import RunParameters, check_delta_against_rows, plan_run
-from privsynth.pipeline import ValidationFailedError
-from privsynth.privacy.ledger import Ledger
+from privsynth.pipeline import ValidationFailedError, precheck_budget
+from privsynth.privacy.ledger import BudgetLedger
 from privsynth.releases import ReleaseStore, release_key
 from privsynth.runfolder import RunFolder
 from tasks.audit import audit_task
@@ -62,9 +62,9 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
     """Release a DP synthetic table. Returns the run folder, the outputs and the headline audit figures."""
     logger = get_run_logger()
     plan = plan_run(parameters)
-    ledger = Ledger(parameters.ledger)
+    ledger = BudgetLedger(parameters.ledger)
     cost = plan.mechanism.privacy_cost(plan.mechanism_config)
-    ledger.check(plan.dataset, cost)  # fails before the data is read when the budget cannot cover this run
+    precheck_budget(ledger, plan.dataset, cost)  # fails before the data is read when the budget cannot cover this run
     if hasattr(plan.mechanism, "check_feasible") and getattr(plan.mechanism_config, "n_public", None) is not None:
         plan.mechanism.check_feasible(plan.mechanism_config)
 

@@ -91,17 +91,16 @@ def iter_raw_frames(raw_path: Path, batch_rows: int = 65_536) -> Iterator[pd.Dat
 # ---------------------------------------------------------------- validate
 
 def validate(raw_path: Path, schema: Schema, out_path: Path) -> dict:
-    """Run the schema's expectation suite over raw.parquet batch by batch; write validation.json.
+    """Run the schema's Great Expectations suite over raw.parquet and write validation.json.
 
-    Outcomes of the batches are merged per expectation (counts add up), so memory stays bounded.
-    validation.json holds pass/fail and counts per expectation, never values.
+    validation.json holds pass/fail and counts per expectation, never values. The suite runs on the
+    whole table in memory (GX's pandas engine); at tens of millions of rows this is the stage to move
+    to GX's Spark or SQL engines.
     """
-    from privsynth.validation import merge_reports, validate_frame
+    from privsynth.validation import validate_frame
 
-    reports = [validate_frame(frame, schema) for frame in iter_raw_frames(raw_path)]
-    report = merge_reports(reports)
-    payload = report.to_json()
-    atomic_write_json(out_path, payload)
+    report = validate_frame(pq.read_table(raw_path).to_pandas(), schema)
+    atomic_write_json(out_path, report.to_json())
     return {"success": report.success, "message": "" if report.success else report.failure_message()}
 
 
@@ -198,9 +197,9 @@ def release_stage(*, mechanism: ModuleType, config, bits_path: Path, domain: Dom
         release, privacy = found
         return ReleaseOutcome(release, privacy, reused=True)
     cost = mechanism.privacy_cost(config)
-    receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release")
+    receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=False)
     noise = make_noise_source(seed)
-    noise.authorize(key)
+    noise.authorize(receipt.reference)
     release = run_mechanism(mechanism, config, bits_path, domain, noise)
     privacy = {
         "visibility": "public",
@@ -215,3 +214,29 @@ def release_stage(*, mechanism: ModuleType, config, bits_path: Path, domain: Dom
     }
     store.put(key, release, column_names, privacy)
     return ReleaseOutcome(release, privacy, reused=False)
+
+
+def precheck_budget(ledger, dataset: str, cost) -> None:
+    """Refuse a run the dataset's budget cannot cover, before any data is read.
+
+    The binding check is the ledger's transactional charge in the mechanism stage; this early check
+    only spares a doomed run its ingest and validation. A dataset with no budget runs ad hoc: its
+    charges are recorded without a limit (and count against a budget set later).
+    """
+    from privsynth.privacy.ledger import BudgetExceededError, NonPrivateChargeError, UnknownDatasetError, fits_budget
+
+    try:
+        status = ledger.status(dataset)[0]
+    except UnknownDatasetError:
+        return
+    if status.epsilon is None:
+        return
+    if not cost.is_dp:
+        raise NonPrivateChargeError(f"dataset {dataset!r} has a privacy budget; a release with no DP guarantee "
+                                    "cannot be charged to it")
+    costs = [record.cost() for record in ledger.history(dataset)] + [cost]
+    if not fits_budget(costs, status.epsilon, status.delta):
+        raise BudgetExceededError(
+            f"dataset {dataset!r}: this run needs {cost.epsilon_at(status.delta) if status.delta else cost.pure_epsilon:.4g} "
+            f"epsilon but only {status.remaining_epsilon:.4g} of {status.epsilon:g} remains "
+            f"(spent {status.spent_epsilon:.4g}); nothing was read or charged")

@@ -35,5 +35,5 @@ def audit_task(parameters: RunParameters, run_dir: str) -> dict:
     create_markdown_artifact(key="privsynth-audit-report", markdown=render_markdown(audit, []),
                              description="INTERNAL (not DP) audit report")
     line = headline(audit)
-    get_run_logger().info("audit (internal): %s", line)
+    get_run_logger().info("%s", line)
     return {"headline": line, "marginals": audit["marginals"]}

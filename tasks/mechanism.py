@@ -6,7 +6,7 @@ from privsynth.config import RunParameters, plan_run
 from privsynth.encoding import domain_of, one_hot_names
 from privsynth.io import atomic_write_json, atomic_write_table
 from privsynth.pipeline import release_stage
-from privsynth.privacy.ledger import Ledger
+from privsynth.privacy.ledger import BudgetLedger
 from privsynth.releases import ReleaseStore
 from privsynth.runfolder import RunFolder
 from tasks.common import TASK_DEFAULTS
@@ -19,7 +19,7 @@ def mechanism_task(parameters: RunParameters, run_dir: str, release_key: str, re
     names = one_hot_names(plan.schema)
     outcome = release_stage(mechanism=plan.mechanism, config=plan.mechanism_config, bits_path=folder.file("bits.parquet"),
                             domain=domain_of(plan.schema), key=release_key, store=ReleaseStore(release_store),
-                            ledger=Ledger(plan.parameters.ledger), dataset=plan.dataset, delta=plan.parameters.delta,
+                            ledger=BudgetLedger(plan.parameters.ledger), dataset=plan.dataset, delta=plan.parameters.delta,
                             seed=plan.parameters.seed, column_names=names)
     atomic_write_table(folder.file("release.parquet"), outcome.release.to_arrow(names))
     privacy = dict(outcome.privacy, reused_stored_release=outcome.reused)
