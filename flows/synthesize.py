@@ -16,7 +16,7 @@ from prefect.runtime import flow_run
 from privsynth.config import RunParameters, check_delta_against_rows, plan_run
 from privsynth.pipeline import ValidationFailedError, precheck_budget
 from privsynth.privacy.ledger import BudgetLedger
-from privsynth.releases import ReleaseStore, release_key
+from privsynth.releases import ReleaseStore, run_release_key
 from privsynth.runfolder import RunFolder
 from tasks.audit import audit_task
 from tasks.binarise import binarise_task
@@ -96,7 +96,7 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
     mechanism_plan = plan_run(mechanism_parameters)
     if hasattr(mechanism_plan.mechanism, "check_feasible"):
         mechanism_plan.mechanism.check_feasible(mechanism_plan.mechanism_config)
-    key = release_key(input_hash, plan.schema.content_hash(), parameters.mechanism,
+    key = run_release_key(input_hash, plan.schema.content_hash(), parameters.mechanism,
                       mechanism_plan.mechanism_config.model_dump(mode="json"), parameters.seed, run_id)
     store = release_store or str(ReleaseStore().root)
     privacy = mechanism_task(mechanism_parameters, str(run_dir), key, store)

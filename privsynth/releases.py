@@ -8,7 +8,6 @@ complete or absent.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -23,17 +22,17 @@ from privsynth.mechanisms.base import Release
 DEFAULT_STORE = "runs/releases"
 
 
-def release_key(input_hash: str, schema_hash: str, mechanism: str, config: dict, seed: int | None, run_nonce: str | None) -> str:
-    """sha256 of (input content hash, schema hash, mechanism, config, seed).
+def run_release_key(input_hash: str, schema_hash: str, mechanism: str, config: dict, seed: int | None, run_id: str) -> str:
+    """The key of a run's release (privsynth.privacy.ledger.release_key).
 
-    Without a seed the noise is fresh on every run, so the key also carries a per-run nonce: a re-run
-    of the *same* run (same folder, or a retried Prefect flow run) reuses its release, a new run is a
-    new release and is charged.
+    Without a seed the noise is fresh on every run, so the run id joins the key: a re-run of the
+    *same* run (same folder, or a retried Prefect flow run) reuses its release, a new run is a new
+    release and is charged.
     """
-    canonical = json.dumps({"input": input_hash, "schema": schema_hash, "mechanism": mechanism, "config": config,
-                            "seed": seed, "nonce": None if seed is not None else run_nonce},
-                           sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    from privsynth.privacy.ledger import release_key
+
+    keyed = config if seed is not None else {**config, "run_nonce": run_id}
+    return release_key(input_hash, schema_hash, mechanism, keyed, seed)
 
 
 class ReleaseStore:
