@@ -79,6 +79,24 @@ def domain_of(schema: Schema) -> Domain:
 
 # ---------------------------------------------------------------- table <-> codes
 
+def category_text(values: pd.Series) -> pd.Series:
+    """Values as category text. An integral float reads as its integer ("3", not "3.0"): an integer-coded
+    column with a missing value arrives as float64 from pandas, SQL drivers and Parquet, and its codes
+    must still match the schema's categories. Missing values stay missing."""
+    if values.dtype.kind == "f":
+        arr = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        integral = np.isfinite(arr) & (arr == np.round(arr)) & (np.abs(arr) < 2.0**63)
+        text = np.where(integral, np.where(integral, arr, 0).astype(np.int64).astype(str), arr.astype(str))
+        return pd.Series(text, index=values.index, dtype=object).where(values.notna(), None)
+    if values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) not in ("string", "empty", "boolean"):
+        def one(v):
+            if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
+                return str(int(v))
+            return str(v)
+        return values.map(one).where(values.notna(), None)
+    return values.astype(str).where(values.notna(), None)
+
+
 def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
     """Codes of one column; raises ValueError naming the column for values the schema forbids."""
     n_levels = col.domain_levels
@@ -89,16 +107,15 @@ def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
     present = ~missing
     values = series[present]
     if col.type == "categorical":
-        index = {c: i for i, c in enumerate(col.categories or ())}
-        mapped = values.astype(str).map(index)
-        ood = mapped.isna().to_numpy()
-        sub = np.where(ood, ood_code, mapped.fillna(-1).to_numpy(dtype=np.int64))
+        # A hashed index lookup (vectorised), not Series.map: binarising is on the per-row path.
+        found = pd.Index(list(col.categories or ())).get_indexer(category_text(values).to_numpy(dtype=object))
+        ood = found < 0
+        sub = np.where(ood, ood_code, found)
     elif col.type == "boolean":
-        truthy = {True: 1, False: 0, "true": 1, "false": 0, "True": 1, "False": 0, 1: 1, 0: 0, "1": 1, "0": 0}
-        mapped = values.map(lambda v: truthy.get(v, truthy.get(str(v).strip().lower(), -1)))
-        sub = mapped.to_numpy(dtype=np.int64)
-        ood = sub < 0
-        sub = np.where(ood, ood_code, sub)
+        text = category_text(values).astype(str).str.strip().str.lower().to_numpy(dtype=object)
+        found = pd.Index(["false", "true", "0", "1"]).get_indexer(text)
+        ood = found < 0
+        sub = np.where(ood, ood_code, found % 2)
     else:
         numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
         low, high = col.bounds

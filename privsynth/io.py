@@ -35,6 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from privsynth.encoding import category_text
 from privsynth.schema import Schema
 
 DEFAULT_BATCH_ROWS = 65_536
@@ -268,7 +269,9 @@ def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFra
                                      "(the schema says integer)")
             out[name] = numeric
         else:
-            out[name] = series.astype("string").astype(object).where(series.notna(), None)
+            # category_text: an integer-coded category column that holds a null arrives as float64
+            # (1.0, 2.0); its text must be "1", "2" to match the schema's categories.
+            out[name] = category_text(series).astype(object).where(series.notna(), None)
     return pd.DataFrame(out)
 
 

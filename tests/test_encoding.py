@@ -1,0 +1,266 @@
+"""Binarisation: exact codes for every level, missing and out-of-domain values, bins, and bit layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privsynth.encoding import (Domain, category_text, decode_codes, domain_of, encode_codes, from_binary, from_one_hot,
+                                one_hot, one_hot_names, to_binary)
+from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, load_schema, parse_schema
+
+# Expected codes of the tiny frame (conftest), column by column:
+#   color: red green blue <missing>=3 purple-><out-of-domain>=4 red green blue
+#   size : S M L XL S M L XL
+#   age  : bins [0,18) [18,40) [40,65) [65,100]; 0 17 18 39 40 65 100 50
+#   score: bins [0,.25) [.25,.5) [.5,1]; 0 .25 .49 .5 1.0 <missing>=3 .75 .1
+#   member: True False <missing>=2 True False True False True
+TINY_CODES = np.array([
+    [0, 1, 2, 3, 4, 0, 1, 2],
+    [0, 1, 2, 3, 0, 1, 2, 3],
+    [0, 0, 1, 1, 2, 3, 3, 2],
+    [0, 1, 1, 2, 2, 3, 2, 0],
+    [1, 0, 2, 1, 0, 1, 0, 1],
+]).T
+
+
+def test_domain_of_tiny(tiny_schema):
+    domain = domain_of(tiny_schema)
+    assert domain.names == ("color", "size", "age", "score", "member")
+    assert domain.sizes == (5, 4, 4, 4, 3)
+    np.testing.assert_array_equal(domain.offsets, [0, 5, 9, 13, 17, 20])
+    assert domain.width == 20
+    assert domain.binary_widths == (3, 2, 2, 2, 2)
+    assert domain.binary_width == 11
+    assert domain.size_of((0, 2)) == 20
+    assert Domain.from_json(domain.to_json()) == domain
+    assert len(one_hot_names(tiny_schema)) == domain.width
+    assert one_hot_names(tiny_schema)[3] == f"color={MISSING_LABEL}"
+
+
+@pytest.mark.parametrize("names, sizes", [((), ()), (("a",), (2, 3)), (("a",), (0,))])
+def test_domain_validation(names, sizes):
+    with pytest.raises(ValueError):
+        Domain(names, sizes)
+
+
+def test_encode_tiny_frame(tiny_schema, tiny_frame):
+    codes = encode_codes(tiny_frame, tiny_schema)
+    assert codes.dtype == np.int32 and codes.shape == (8, 5)
+    np.testing.assert_array_equal(codes, TINY_CODES)
+
+
+def test_every_category_round_trips(tiny_schema):
+    rng = np.random.default_rng(0)
+    domain = domain_of(tiny_schema)
+    # Every level of every attribute, as a full grid over the columns' levels cycled together.
+    n = max(domain.sizes)
+    codes = np.stack([np.arange(n) % s for s in domain.sizes], axis=1).astype(np.int32)
+    decoded = decode_codes(codes, tiny_schema, rng)
+    np.testing.assert_array_equal(encode_codes(decoded, tiny_schema), codes)
+    assert decoded["color"].iloc[:3].tolist() == ["red", "green", "blue"]
+    assert decoded["size"].iloc[:4].tolist() == ["S", "M", "L", "XL"]
+    assert decoded["color"].iloc[4] == OUT_OF_DOMAIN_LABEL
+    assert pd.isna(decoded["color"].iloc[3])
+    assert decoded["member"].iloc[:3].tolist()[:2] == [False, True] and pd.isna(decoded["member"].iloc[2])
+    assert pd.isna(decoded["score"].iloc[3])
+
+
+def test_bin_boundaries_are_left_closed_and_last_bin_closed():
+    schema = parse_schema({"name": "t", "columns": [
+        {"name": "x", "type": "float", "bounds": [0, 10], "bins": [0, 2.5, 5, 10]},
+        {"name": "n", "type": "integer", "bounds": [1, 9], "bins": [1, 3, 9]},
+    ]})
+    frame = pd.DataFrame({"x": [0.0, 2.4999, 2.5, 4.999, 5.0, 9.99, 10.0],
+                          "n": [1, 2, 3, 8, 9, 3, 2]})
+    codes = encode_codes(frame, schema)
+    np.testing.assert_array_equal(codes[:, 0], [0, 0, 1, 1, 2, 2, 2])
+    np.testing.assert_array_equal(codes[:, 1], [0, 0, 1, 1, 1, 1, 0])
+
+
+def test_clip_and_fail_out_of_domain(tiny_schema, tiny_frame):
+    frame = tiny_frame.copy()
+    frame["age"] = [-5, 150, 18, 39, 40, 65, 100, 1000]
+    codes = encode_codes(frame, tiny_schema)
+    np.testing.assert_array_equal(codes[:, 2], [0, 3, 1, 1, 2, 3, 3, 3])
+    frame = tiny_frame.copy()
+    frame["score"] = [0.0, 0.25, 0.49, 0.5, 1.0001, None, 0.75, -0.1]  # fail: score does not clip
+    with pytest.raises(ValueError, match=r"column 'score': 2 value\(s\) outside the schema's domain") as info:
+        encode_codes(frame, tiny_schema)
+    assert "1.0001" not in str(info.value) and "-0.1" not in str(info.value)
+
+
+def test_category_outside_domain_fails_when_not_allowed(tiny_schema, tiny_frame):
+    frame = tiny_frame.copy()
+    frame.loc[2, "size"] = "XXL"
+    with pytest.raises(ValueError, match=r"column 'size': 1 value\(s\) outside") as info:
+        encode_codes(frame, tiny_schema)
+    assert "XXL" not in str(info.value)
+
+
+def test_null_in_non_nullable_column(tiny_schema, tiny_frame):
+    frame = tiny_frame.copy()
+    frame.loc[0, "size"] = None
+    with pytest.raises(ValueError, match=r"column 'size': 1 missing value\(s\) but the column is not nullable"):
+        encode_codes(frame, tiny_schema)
+    frame = tiny_frame.copy()
+    frame["age"] = frame["age"].astype(float)
+    frame.loc[1, "age"] = np.nan
+    with pytest.raises(ValueError, match="column 'age'.*missing"):
+        encode_codes(frame, tiny_schema)
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, "abc"])
+def test_non_finite_numeric(tiny_schema, tiny_frame, bad):
+    frame = tiny_frame.copy().astype({"age": object})
+    frame.loc[3, "age"] = bad
+    with pytest.raises(ValueError, match=r"column 'age': 1 value\(s\) are not finite numbers"):
+        encode_codes(frame, tiny_schema)
+
+
+def test_missing_schema_column(tiny_schema, tiny_frame):
+    with pytest.raises(ValueError, match=r"missing schema column\(s\) \['member'\]"):
+        encode_codes(tiny_frame.drop(columns=["member"]), tiny_schema)
+    # A dropped column need not be present.
+    encode_codes(tiny_frame.drop(columns=["id"]), tiny_schema)
+
+
+def test_boolean_spellings():
+    schema = parse_schema({"name": "t", "columns": [{"name": "b", "type": "boolean", "nullable": True}]})
+    frame = pd.DataFrame({"b": [True, False, "true", "false", "True", "FALSE", 1, 0, "1", "0", None, 1.0, np.True_]})
+    codes = encode_codes(frame, schema)[:, 0]
+    np.testing.assert_array_equal(codes, [1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 2, 1, 1])
+    with pytest.raises(ValueError, match=r"column 'b': 1 value\(s\) outside"):
+        encode_codes(pd.DataFrame({"b": ["yes"]}), schema)
+    nullable = pd.DataFrame({"b": pd.array([True, None, False], dtype="boolean")})
+    np.testing.assert_array_equal(encode_codes(nullable, schema)[:, 0], [1, 2, 0])
+
+
+def test_integer_coded_categories_with_missing_values():
+    # An integer-coded category column with a null arrives as float64 (1.0, NaN, 2.0): it must match "1", "2".
+    schema = parse_schema({"name": "t", "columns": [
+        {"name": "k", "type": "categorical", "categories": ["1", "2", "10"], "nullable": True}]})
+    for column in ([1.0, np.nan, 2.0, 10.0], pd.array([1, None, 2, 10], dtype="Int64"), [1, None, 2, 10.0], ["1", None, "2", "10"]):
+        codes = encode_codes(pd.DataFrame({"k": column}), schema)[:, 0]
+        np.testing.assert_array_equal(codes, [0, 3, 1, 2])
+    with pytest.raises(ValueError, match="outside"):
+        encode_codes(pd.DataFrame({"k": [1.5]}), schema)
+
+
+def test_category_text():
+    assert category_text(pd.Series([1.0, np.nan, 2.5])).tolist()[::2] == ["1", "2.5"]
+    assert pd.isna(category_text(pd.Series([1.0, np.nan])).iloc[1])
+    assert category_text(pd.Series(["a", "b"])).tolist() == ["a", "b"]
+    assert category_text(pd.Series([3, 4])).tolist() == ["3", "4"]
+
+
+def test_categorical_dtype_input(tiny_schema, tiny_frame):
+    frame = tiny_frame.copy()
+    frame["size"] = frame["size"].astype("category")
+    frame["color"] = frame["color"].astype("category")
+    np.testing.assert_array_equal(encode_codes(frame, tiny_schema), TINY_CODES)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_numeric_decode_lands_inside_the_bin(seed):
+    schema = parse_schema({"name": "t", "columns": [
+        {"name": "n", "type": "integer", "bounds": [0, 10], "bins": [0, 1, 4, 10]},
+        {"name": "x", "type": "float", "bounds": [-1, 1], "bins": [-1, -0.5, 0.5, 1]},
+    ]})
+    rng = np.random.default_rng(seed)
+    codes = np.stack([np.repeat([0, 1, 2], 2000), np.tile([0, 1, 2], 2000)], axis=1).astype(np.int32)
+    decoded = decode_codes(codes, schema, rng)
+    n = decoded["n"].to_numpy(dtype=np.int64)
+    assert set(n[codes[:, 0] == 0]) == {0}
+    assert set(n[codes[:, 0] == 1]) == {1, 2, 3}          # [1, 4): 4 is not in the bin
+    assert set(n[codes[:, 0] == 2]) == set(range(4, 11))  # last bin [4, 10] includes the upper bound
+    x = decoded["x"].to_numpy(dtype=np.float64)
+    edges = np.array([-1, -0.5, 0.5, 1])
+    assert np.all(x >= edges[codes[:, 1]]) and np.all(x <= edges[codes[:, 1] + 1])
+    assert np.all(x[codes[:, 1] < 2] < edges[codes[:, 1] + 1][codes[:, 1] < 2])
+    # Decoding spreads values over the bin instead of piling them on a midpoint.
+    assert len(np.unique(x)) > 5000
+    np.testing.assert_array_equal(encode_codes(decoded, schema), codes)
+
+
+def test_decode_rejects_wrong_shape(tiny_schema):
+    with pytest.raises(ValueError, match=r"shape \(n, 5\)"):
+        decode_codes(np.zeros((3, 4), dtype=np.int32), tiny_schema, np.random.default_rng(0))
+
+
+def test_one_hot_round_trip(tiny_schema, tiny_frame):
+    domain = domain_of(tiny_schema)
+    codes = encode_codes(tiny_frame, tiny_schema)
+    bits = one_hot(codes, domain)
+    assert bits.shape == (8, domain.width) and bits.dtype == np.uint8
+    assert np.all(bits.sum(axis=1) == domain.n_attributes)
+    for j in range(domain.n_attributes):
+        block = bits[:, domain.offsets[j]: domain.offsets[j + 1]]
+        np.testing.assert_array_equal(block.sum(axis=1), 1)
+        np.testing.assert_array_equal(block.argmax(axis=1), codes[:, j])
+    np.testing.assert_array_equal(from_one_hot(bits, domain), codes)
+    # Relaxed rows decode to the arg-max level of each block.
+    relaxed = bits * 0.6 + 0.4 / np.repeat(domain.sizes, domain.sizes)[None, :]
+    np.testing.assert_array_equal(from_one_hot(relaxed, domain), codes)
+    with pytest.raises(ValueError, match="width 20"):
+        from_one_hot(bits[:, :-1], domain)
+
+
+def test_binary_round_trip_and_invalid_codes():
+    domain = Domain(("a", "b", "c", "d"), (5, 2, 1, 8))
+    assert domain.binary_widths == (3, 1, 0, 3)
+    rng = np.random.default_rng(0)
+    codes = np.stack([rng.integers(0, s, 500) for s in domain.sizes], axis=1).astype(np.int32)
+    bits = to_binary(codes, domain)
+    assert bits.shape == (500, 7) and set(np.unique(bits)) <= {0, 1}
+    back, invalid = from_binary(bits, domain)
+    np.testing.assert_array_equal(back, codes)
+    assert not invalid.any()
+    # Most significant bit first: code 4 of attribute a is 100.
+    np.testing.assert_array_equal(to_binary(np.array([[4, 1, 0, 6]], dtype=np.int32), domain), [[1, 0, 0, 1, 1, 1, 0]])
+    # Codes 5, 6, 7 of a 5-level attribute are invalid and map to code mod 5.
+    cube = np.array([[1, 0, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1], [0, 1, 1, 0, 1, 1, 1]], dtype=np.uint8)
+    back, invalid = from_binary(cube, domain)
+    np.testing.assert_array_equal(back[:, 0], [0, 2, 3])
+    np.testing.assert_array_equal(invalid[:, 0], [True, True, False])
+    assert not invalid[:, 1:].any()
+    with pytest.raises(ValueError, match="width 7"):
+        from_binary(cube[:, :6], domain)
+
+
+def test_binary_all_single_level():
+    domain = Domain(("a",), (1,))
+    bits = to_binary(np.zeros((3, 1), dtype=np.int32), domain)
+    assert bits.shape == (3, 0)
+    codes, invalid = from_binary(bits, domain)
+    np.testing.assert_array_equal(codes, 0)
+    assert not invalid.any()
+
+
+@pytest.fixture(scope="module")
+def adult(adult_schema_path, adult_data_path):
+    """The bundled Adult table, read and typed the way ingest does it."""
+    from privsynth.io import coerce_batch, iter_source, parse_source
+
+    schema = load_schema(adult_schema_path)
+    spec = parse_source(str(adult_data_path))
+    frame = pd.concat([coerce_batch(b, schema, "adult") for b in iter_source(spec, schema)], ignore_index=True)
+    return frame, schema
+
+
+def test_adult_codes_decode_encode_exactly(adult):
+    frame, schema = adult
+    assert len(frame) == 48842
+    codes = encode_codes(frame, schema)
+    domain = domain_of(schema)
+    assert codes.shape == (48842, 15)
+    assert np.all(codes >= 0) and np.all(codes < np.array(domain.sizes))
+    # Missing workclass / occupation / native_country get their own level.
+    workclass = schema.column("workclass")
+    assert (codes[:, 1] == workclass.labels.index(MISSING_LABEL)).sum() == frame["workclass"].isna().sum() > 0
+    decoded = decode_codes(codes, schema, np.random.default_rng(0))
+    np.testing.assert_array_equal(encode_codes(decoded, schema), codes)
+    # Categorical columns decode to their exact labels.
+    for name in ("education", "sex", "income"):
+        assert (decoded[name].astype(str) == frame[name].astype(str)).all()
