@@ -22,7 +22,15 @@ validation encodes without error (categorical values are compared as strings, as
 The report is written to the public ``validation.json``: it holds pass/fail, counts and messages
 built only from schema metadata and column names, never a data value. GX results are reduced to a
 whitelist of counts; partial_unexpected_list, observed_value, exception messages and tracebacks
-(which can quote values) are dropped.
+(which can quote values) are dropped. The counts it keeps (rows, unexpected values) are exact, not
+DP: on a passing run they are zeros and the row count n, which the mechanisms treat as public
+(replace-one neighbours); on a failing run the pipeline stops before any release. GX's
+``unexpected_percent`` is relative to the non-missing values, except for the not-null check
+(relative to all rows).
+
+Cost: importing GX takes about 4 s once per process; after that, validating the 48,842-row Adult
+table takes about 0.6 s of CPU (mostly GX's per-expectation bookkeeping; one ephemeral context per
+call costs a few milliseconds). Progress bars and analytics are off.
 """
 
 from __future__ import annotations
@@ -330,10 +338,7 @@ def _gx_outcomes(frame: pd.DataFrame, schema: Schema, suite) -> list[Expectation
         column = r.expectation_config.kwargs.get("column")
         if kind == "expect_table_columns_to_match_set":
             continue  # reported by _column_set_outcome, which withholds names that may be data
-        raised = bool((r.exception_info or {}).get("raised_exception")) or any(
-            isinstance(v, dict) and v.get("raised_exception") for v in (r.exception_info or {}).values()
-        )
-        if raised:
+        if _raised(r.exception_info):
             # GX's exception text can quote values: keep only the fact that the check could not run.
             col = schema.column(column) if column in schema.column_names else None
             if kind == "expect_column_values_to_be_between" and col is not None and col.bounds:
@@ -351,6 +356,16 @@ def _gx_outcomes(frame: pd.DataFrame, schema: Schema, suite) -> list[Expectation
             None if safe["element_count"] is None else int(safe["element_count"]),
         ))
     return out
+
+
+def _raised(info: Any) -> bool:
+    """Whether a GX result records an exception: flat ({'raised_exception': ...}) or per metric."""
+    if not info:
+        return False
+    def flag(x: Any) -> bool:
+        value = x.get("raised_exception") if isinstance(x, dict) else getattr(x, "raised_exception", None)
+        return bool(value) and value != "False"
+    return flag(info) or any(flag(v) for v in info.values())
 
 
 def validate_frame(frame: pd.DataFrame, schema: Schema) -> ValidationReport:

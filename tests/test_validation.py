@@ -4,6 +4,7 @@ that no data value ever reaches the report (it is the public validation.json).""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -287,7 +288,8 @@ def test_check_frame_raises_with_the_failure_lines():
 SECRET = "Zebra-7731-SECRET"
 
 
-def test_secret_values_never_reach_the_report():
+def test_secret_values_never_reach_the_report(caplog, capfd):
+    caplog.set_level(logging.DEBUG)  # GX's own logs go to Prefect's log capture in a run
     bad = frame(
         k=["a", SECRET, "b"],                          # out-of-domain category (GX would list it)
         n=["1", SECRET, "3"],                          # string in a numeric fail column (GX raises, quoting it)
@@ -300,6 +302,15 @@ def test_secret_values_never_reach_the_report():
     published = json.dumps(report.to_json()) + report.failure_message() + repr(report)
     assert SECRET not in published
     assert "Zebra" not in published and "7731" not in published
+    out, err = capfd.readouterr()
+    assert SECRET not in caplog.text + out + err
+
+
+def test_validation_prints_nothing(capfd):
+    # GX draws tqdm progress bars on stderr by default; the context turns them off.
+    validate_frame(frame(n=[1, 2, 99]), SCHEMA)
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
 
 
 def test_out_of_bounds_number_is_not_quoted():
