@@ -93,15 +93,15 @@ def iter_raw_frames(raw_path: Path, batch_rows: int = 65_536) -> Iterator[pd.Dat
 def validate(raw_path: Path, schema: Schema, out_path: Path) -> dict:
     """Run the schema's Great Expectations suite over raw.parquet and write validation.json.
 
-    validation.json holds pass/fail and counts per expectation, never values. The suite runs on the
+    validation.json holds pass/fail per expectation, never values or counts. The suite runs on the
     whole table in memory (GX's pandas engine); at tens of millions of rows this is the stage to move
     to GX's Spark or SQL engines.
     """
     from privsynth.validation import validate_frame
 
     report = validate_frame(pq.read_table(raw_path).to_pandas(), schema)
-    atomic_write_json(out_path, report.to_json())
-    return {"success": report.success, "message": "" if report.success else report.failure_message()}
+    atomic_write_json(out_path, report.public_json())
+    return {"success": report.success, "message": "" if report.success else report.public_failure_message()}
 
 
 # ---------------------------------------------------------------- binarise

@@ -86,6 +86,12 @@ class ExpectationOutcome:
     unexpected_percent: float | None = None
     element_count: int | None = None
     message: str = ""
+    public_message: str = ""
+
+    def public_json(self) -> dict:
+        """Pass/fail and a count-free message: what validation.json and logs may hold (DESIGN 5.4)."""
+        return {"expectation_type": self.expectation_type, "column": self.column, "success": self.success,
+                "message": self.public_message}
 
     def to_json(self) -> dict:
         return {
@@ -121,6 +127,25 @@ class ValidationReport:
             "failed_expectations": len(self.failures),
             "results": [r.to_json() for r in self.results],
         }
+
+    def public_json(self) -> dict:
+        """validation.json: pass/fail per expectation, no values and no counts.
+
+        Counts (and the row count n) are statistics of the private table; under add/remove-one
+        neighbours even n is private, so the public report states only which expectation failed.
+        """
+        return {
+            "success": self.success,
+            "schema": self.schema_name,
+            "schema_hash": self.schema_hash,
+            "evaluated_expectations": len(self.results),
+            "failed_expectations": len(self.failures),
+            "results": [r.public_json() for r in self.results],
+        }
+
+    def public_failure_message(self) -> str:
+        """One count-free line per failed expectation; '' on success."""
+        return "\n".join(r.public_message for r in self.failures)
 
     def failure_message(self) -> str:
         """One line per failed expectation naming the column and what was expected; '' on success."""
@@ -225,7 +250,10 @@ def _outcome(kind: str, column: str | None, success: bool, schema: Schema, frame
     col = schema.column(column) if column is not None and column in schema.column_names else None
     if message is None:
         message = "" if success else _message(kind, column, col, unexpected, frame)
-    return ExpectationOutcome(kind, column, bool(success), unexpected, percent, elements, message)
+        public = "" if success else _message(kind, column, col, None, frame)
+    else:
+        public = message
+    return ExpectationOutcome(kind, column, bool(success), unexpected, percent, elements, message, public)
 
 
 # ---------------------------------------------------------------- pandas-side checks
