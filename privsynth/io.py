@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import numpy as np
 import pandas as pd
@@ -67,7 +67,8 @@ def parse_source(spec: str) -> SourceSpec:
     if not spec or not isinstance(spec, str):
         raise InputError("--input must be a path or URL")
     lowered = spec.lower()
-    if lowered.startswith("duckdb:") or "://" in spec.split("?")[0] and not lowered.split("?")[0].endswith((".parquet", ".csv", ".csv.gz", ".tsv")):
+    file_suffixes = (".parquet", ".csv", ".csv.gz", ".tsv", ".tsv.gz")
+    if lowered.startswith("duckdb:") or ("://" in spec.split("?")[0] and not lowered.split("?")[0].endswith(file_suffixes)):
         return _parse_sql(spec)
     path = spec.split("?")[0]
     if path.lower().endswith(".parquet"):
@@ -78,14 +79,42 @@ def parse_source(spec: str) -> SourceSpec:
                      "a duckdb:PATH?table=NAME source, or a SQLAlchemy URL with ?table=NAME")
 
 
+def _split_source_parameters(query_string: str) -> tuple[dict[str, str], list[str]]:
+    """``table`` / ``query`` of a source's query string, and the other parameters as given.
+
+    ``query=`` runs literally to the end of the string: SQL holds '+', '&', '%' and '=' that URL
+    decoding would silently change (``a+b`` would become ``a b``). Other parameters (``sslmode=...``)
+    belong to the connection URL and are kept, undecoded, in order.
+    """
+    ours: dict[str, str] = {}
+    others: list[str] = []
+    rest = query_string
+    while rest:
+        if rest.lower().startswith("query="):
+            ours["query"] = rest[len("query="):]
+            break
+        piece, _, rest = rest.partition("&")
+        key, _, value = piece.partition("=")
+        if key.lower() == "table":
+            ours["table"] = unquote(value)
+        elif piece:
+            others.append(piece)
+    return ours, others
+
+
 def _parse_sql(spec: str) -> SourceSpec:
     base, _, query_string = spec.partition("?")
-    params = {k: v[-1] for k, v in parse_qs(query_string, keep_blank_values=True).items()}
+    params, others = _split_source_parameters(query_string)
     table, query = params.get("table"), params.get("query")
-    if bool(table) == bool(query):
+    if bool(table) == bool(query and query.strip()):
         raise InputError(f"--input {_redact(spec)!r}: a SQL source needs exactly one of ?table=NAME or ?query=SELECT...")
     if table is not None and not all(part.replace("_", "").isalnum() for part in table.split(".")):
         raise InputError(f"--input: table name {table!r} must be letters, digits, '_' and '.' only")
+    if others:
+        if base.lower().startswith("duckdb:"):
+            names = sorted({piece.partition("=")[0] for piece in others})
+            raise InputError(f"--input: a duckdb: source takes ?table=NAME or ?query=SELECT..., not {names}")
+        base = base + "?" + "&".join(others)  # connection options of the SQLAlchemy URL, e.g. sslmode
     return SourceSpec("sql", base, table=table, query=query)
 
 
@@ -94,6 +123,17 @@ def _redact(url: str) -> str:
     if parts.password:
         return url.replace(parts.password, "***")
     return url
+
+
+def _duckdb_error(err: Exception) -> str:
+    """A DuckDB error for the user. Catalog, parser and binder errors speak of the query (a missing table
+    or column) and are quoted; any other error, a conversion error above all, may quote a cell value,
+    so only its kind is named."""
+    import duckdb
+
+    if isinstance(err, (duckdb.CatalogException, duckdb.ParserException, duckdb.BinderException)):
+        return str(err).splitlines()[0]
+    return f"{type(err).__name__} while reading the rows"
 
 
 def _duckdb_path(location: str) -> str:
@@ -188,11 +228,16 @@ def _sql_batches(spec: SourceSpec, batch_rows: int) -> Iterator[pd.DataFrame]:
             raise InputError(f"DuckDB database {path!r} cannot be opened: {type(err).__name__}") from None
         try:
             try:
-                reader = con.execute(query).fetch_record_batch(batch_rows)
+                # A relation streams batch by batch; a DB-API result would be copied whole first.
+                relation = con.sql(query)
+                if relation is None:
+                    raise InputError(f"DuckDB source {spec.describe()}: the query returns no table")
+                # DuckDB >= 2 calls it to_arrow_reader, 1.x fetch_arrow_reader; pyproject allows both.
+                fetch = getattr(relation, "to_arrow_reader", None) or relation.fetch_arrow_reader
+                for batch in fetch(batch_rows):
+                    yield batch.to_pandas()
             except duckdb.Error as err:
-                raise InputError(f"DuckDB source {spec.describe()}: {str(err).splitlines()[0]}") from None
-            for batch in reader:
-                yield batch.to_pandas()
+                raise InputError(f"DuckDB source {spec.describe()}: {_duckdb_error(err)}") from None
         finally:
             con.close()
         return
@@ -243,7 +288,7 @@ def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFra
         try:
             col = schema.column(name)
         except KeyError:
-            out[name] = series.astype("string").astype(object).where(series.notna(), None)
+            out[name] = category_text(series).astype(object).where(series.notna(), None)
             continue
         if col.type in ("integer", "float"):
             if series.dtype.kind in "iufb":
