@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from privsynth.io import atomic_write_json, sha256_file
+from privsynth.io import _json_default, atomic_write_json, sha256_file
 
 MANIFEST = "manifest.json"
 PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highspy", "opendp", "prefect",
@@ -66,6 +66,11 @@ class RunFolder:
         A non-empty folder that holds anything else is refused, so nothing already written is lost.
         """
         path = Path(path)
+        # Compare keys as they read back from JSON: a tuple or a numpy number in the key must not make
+        # the same run look like a different one on resume.
+        run_key = json.loads(json.dumps(run_key, default=_json_default))
+        if path.exists() and not path.is_dir():
+            raise RunFolderError(f"output folder {str(path)!r} is a file; choose an empty or new --output folder")
         manifest_path = path / MANIFEST
         if manifest_path.is_file():
             try:
