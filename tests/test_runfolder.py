@@ -105,3 +105,36 @@ def test_run_ids_and_versions():
     assert a != b and len(a.split("-")) == 3
     versions = package_versions()
     assert versions["python"] and versions["pyarrow"] != "not installed"
+
+
+# ---------------------------------------------------------------- release store (DESIGN 5.3)
+
+def test_release_key_and_store(tmp_path):
+    from privsynth.encoding import Domain, one_hot
+    from privsynth.mechanisms.base import Release
+    from privsynth.releases import ReleaseStore, run_release_key
+
+    base = dict(input_hash="i", schema_hash="s", mechanism="rap", config={"epsilon": 1.0})
+    seeded = run_release_key(**base, seed=1, run_id="a")
+    assert seeded == run_release_key(**base, seed=1, run_id="b")  # a seed fixes the noise: same release
+    assert seeded != run_release_key(**base, seed=2, run_id="a")
+    assert run_release_key(**base, seed=None, run_id="a") != run_release_key(**base, seed=None, run_id="b")
+    assert run_release_key(**base, seed=None, run_id="a") == run_release_key(**base, seed=None, run_id="a")
+    assert run_release_key(**dict(base, config={"epsilon": 2.0}), seed=1, run_id="a") != seeded
+
+    domain = Domain(("a", "b"), (2, 3))
+    release = Release("rap", one_hot(np.array([[0, 2], [1, 1]]), domain).astype(float), np.array([0.25, 0.75]))
+    store = ReleaseStore(tmp_path / "store")
+    assert store.get(seeded) is None
+    store.put(seeded, release, ["a=0", "a=1", "b=0", "b=1", "b=2"], {"cost": {"rho": 0.1}})
+    got, privacy = store.get(seeded)
+    np.testing.assert_array_equal(got.points, release.points)
+    np.testing.assert_array_equal(got.weights, release.weights)
+    assert privacy == {"cost": {"rho": 0.1}}
+    # A second put under the same key keeps the first release: it is never replaced.
+    other = Release("rap", release.points, np.array([0.5, 0.5]))
+    store.put(seeded, other, ["a=0", "a=1", "b=0", "b=1", "b=2"], {"cost": {"rho": 9}})
+    got, privacy = store.get(seeded)
+    np.testing.assert_array_equal(got.weights, release.weights)
+    assert privacy["cost"]["rho"] == 0.1
+    assert [p.name for p in (tmp_path / "store").iterdir()] == [seeded]  # no staging leftovers
