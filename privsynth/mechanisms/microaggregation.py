@@ -288,6 +288,8 @@ def _run_dp(stats: MicroaggregationStatistics, domain: Domain, config: Config, n
         "epsilon_pca": eps_pca, "epsilon_weights": eps_w, "epsilon_centroids": eps_c,
         "centroids": config.centroids, "count_threshold": config.count_threshold,
         "count_noise_scale": 1.0 / eps_w, "centroid_noise_scale": centroid_scale,
+        # Post-processing of the noisy cell counts: the default number of synthetic rows.
+        "n_estimate": float(max(1.0, noisy_counts.sum())),
     }
     return Release(mechanism=NAME, points=points, weights=weights, exact=False, public_facts=facts)
 
