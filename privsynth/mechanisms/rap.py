@@ -237,9 +237,10 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
     n_hat = max(1.0, statistics.n + float(noise.gaussian(b.sigma_n, 1)[0]))
 
     rng = noise.post_rng
-    state = AdamState(theta=rng.uniform(-1.0, 1.0, size=(config.synthetic_rows, domain.width)),
-                      m=np.zeros((config.synthetic_rows, domain.width)),
-                      v=np.zeros((config.synthetic_rows, domain.width)))
+    shape = (config.synthetic_rows, domain.width)
+    # The optimiser state is float32 (speed); the release is renormalised in float64 at the end.
+    state = AdamState(theta=rng.uniform(-1.0, 1.0, size=shape).astype(np.float32),
+                      m=np.zeros(shape, dtype=np.float32), v=np.zeros(shape, dtype=np.float32))
     settings = ProjectionSettings(config.parametrization, config.learning_rate, config.max_iterations, config.tolerance)
     penalty = _expected_noise_l1(b.sigma, plan.cells) if config.size_penalty else np.zeros(len(cands))
 
@@ -262,7 +263,7 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
         sub, target, weight = _measured_problem(plan, cands, domain, cell_measured, noisy / n_hat)
         project(state, sub, target, weight, domain, settings)
 
-    points = to_relaxed(state.theta, domain, config.parametrization)
+    points = to_relaxed(state.theta.astype(np.float64), domain, config.parametrization)
     selected = [list(cands[i]) for i in np.flatnonzero(measured)] if config.selection == "marginal" else None
     return Release(
         mechanism=NAME,
