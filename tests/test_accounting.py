@@ -206,4 +206,9 @@ def test_bad_delta_rejected(bad):
 
 def test_numpy_scalars_accepted():
     assert rho_from_pure_epsilon(np.float64(1.0)) == 0.5
+    assert rho_from_pure_epsilon(np.int64(1)) == 0.5
+    assert rho_from_pure_epsilon(np.float32(0.5)) == 0.125
+    assert rho_from_epsilon_delta(np.float32(1.0), np.float64(1e-5)) == pytest.approx(2.08199383e-02, rel=1e-7)
+    with pytest.raises(ValueError, match="epsilon"):
+        rho_from_pure_epsilon(np.bool_(True))
     assert epsilon_from_rho(np.float64(0.5), np.float64(1e-6)) == pytest.approx(5.2215344445, abs=1e-9)

@@ -14,38 +14,48 @@ Conversions used (Bun & Steinke 2016; Canonne, Kamath & Steinke 2020):
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
+import numpy as np
 from scipy.optimize import minimize_scalar
 
 
-def _check_positive(name: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+def _is_real(value: object) -> bool:
+    # numbers.Real admits numpy scalars (np.int64, np.float32 ...); bool is a number to Python, not to us.
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_positive(name: str, value: float) -> float:
+    """The value as a Python float (a float32 would silently lower the precision of the math below)."""
+    if not _is_real(value) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
 
 
-def _check_delta(delta: float) -> None:
-    if not isinstance(delta, (int, float)) or isinstance(delta, bool) or not (0 < delta < 1):
+def _check_delta(delta: float) -> float:
+    if not _is_real(delta) or not (0 < delta < 1):
         raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
+    return float(delta)
 
 
 def rho_from_pure_epsilon(epsilon: float) -> float:
     """A pure eps-DP release is (eps^2/2)-zCDP."""
-    _check_positive("epsilon", epsilon)
+    epsilon = _check_positive("epsilon", epsilon)
     return epsilon * epsilon / 2.0
 
 
 def epsilon_from_rho_classic(rho: float, delta: float) -> float:
     """Classic conversion: rho-zCDP => (rho + 2 sqrt(rho ln(1/delta)), delta)-DP."""
-    _check_positive("rho", rho)
-    _check_delta(delta)
+    rho = _check_positive("rho", rho)
+    delta = _check_delta(delta)
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
 def rho_from_epsilon_delta(epsilon: float, delta: float) -> float:
     """Exact inverse of the classic conversion (RAP, Alg. 2 first line)."""
-    _check_positive("epsilon", epsilon)
-    _check_delta(delta)
+    epsilon = _check_positive("epsilon", epsilon)
+    delta = _check_delta(delta)
     log_inv_delta = math.log(1.0 / delta)
     root = math.sqrt(log_inv_delta + epsilon) - math.sqrt(log_inv_delta)
     return root * root
@@ -64,8 +74,8 @@ def epsilon_from_rho(rho: float, delta: float) -> float:
     For tiny rho and a lax delta the infimum can be negative (a valid but meaningless statement);
     the result is floored at 0, since (eps, delta)-DP for eps < 0 implies (0, delta)-DP.
     """
-    _check_positive("rho", rho)
-    _check_delta(delta)
+    rho = _check_positive("rho", rho)
+    delta = _check_delta(delta)
     log_inv_delta = math.log(1.0 / delta)
 
     def objective(log_alpha_minus_one: float) -> float:
@@ -99,11 +109,11 @@ class PrivacyCost:
 
     @staticmethod
     def pure(epsilon: float, guarantee: str, notes: tuple[str, ...] = ()) -> "PrivacyCost":
-        return PrivacyCost(rho=rho_from_pure_epsilon(epsilon), pure_epsilon=epsilon, guarantee=guarantee, notes=notes)
+        return PrivacyCost(rho=rho_from_pure_epsilon(epsilon), pure_epsilon=float(epsilon), guarantee=guarantee, notes=notes)
 
     @staticmethod
     def zcdp(rho: float, guarantee: str, notes: tuple[str, ...] = ()) -> "PrivacyCost":
-        _check_positive("rho", rho)
+        rho = _check_positive("rho", rho)
         return PrivacyCost(rho=rho, pure_epsilon=None, guarantee=guarantee, notes=notes)
 
     @staticmethod
