@@ -264,3 +264,15 @@ def test_adult_codes_decode_encode_exactly(adult):
     # Categorical columns decode to their exact labels.
     for name in ("education", "sex", "income"):
         assert (decoded[name].astype(str) == frame[name].astype(str)).all()
+
+
+def test_out_of_range_codes_refused():
+    domain = Domain(("a", "b"), (3, 2))
+    for bad in (np.array([[3, 0]]), np.array([[0, -1]]), np.array([[0, 0, 0]])):
+        with pytest.raises(ValueError, match="codes"):
+            one_hot(bad.astype(np.int32), domain)
+        with pytest.raises(ValueError, match="codes"):
+            to_binary(bad.astype(np.int32), domain)
+    with pytest.raises(ValueError, match=r"attribute\(s\) \['a'\]"):
+        one_hot(np.array([[3, 1]], dtype=np.int32), domain)
+    assert one_hot(np.zeros((0, 2), dtype=np.int32), domain).shape == (0, 5)
