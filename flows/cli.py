@@ -16,11 +16,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from typing import Any
 
 EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the contract's error form: exit 2 and one line (no usage block)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"privsynth: error: {message} (see '{self.prog} --help')\n")
+
+
+class _KnownErrorsOnOneLine(logging.Filter):
+    """Drop the traceback from Prefect's log records of a known input/parameter error.
+
+    Such an error is the user's to fix, and its message already names the file, column or
+    parameter; the traceback only buries it. Unexpected errors keep their tracebacks.
+    """
+
+    def __init__(self, known: tuple[type[BaseException], ...]) -> None:
+        super().__init__()
+        self.known = known
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, self.known):
+            record.exc_info = None
+            record.exc_text = None
+        return True
 
 
 def _option_value(text: str) -> Any:
@@ -34,8 +61,10 @@ def _parse_options(pairs: list[str]) -> dict[str, Any]:
     options = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"privsynth: error: --option expects KEY=VALUE, got {pair!r}")
+        if not sep or not key.strip():
+            from privsynth.config import ParameterError
+
+            raise ParameterError(f"--option expects KEY=VALUE, got {pair!r}")
         options[key.strip()] = _option_value(value)
     return options
 
@@ -44,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     from privsynth.config import DEFAULT_MECHANISM
     from privsynth.mechanisms import MECHANISM_MODULES
 
-    parser = argparse.ArgumentParser(prog="privsynth", description="Differentially private synthetic tables.")
+    parser = _Parser(prog="privsynth", description="Differentially private synthetic tables.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="release a DP synthetic table (default: the bundled Adult example)")
@@ -141,6 +170,9 @@ def command_run(args: argparse.Namespace) -> int:
     plan_run(parameters)  # every parameter checked here, before Prefect starts or any data is read
     from flows.synthesize import synthesize
 
+    one_line = _KnownErrorsOnOneLine(_known_errors())
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logging.getLogger(name).addFilter(one_line)
     result = synthesize(parameters)
     _print_run_summary(result)
     return 0

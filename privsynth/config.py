@@ -124,8 +124,13 @@ def plan_run(parameters: RunParameters) -> RunPlan:
 
 
 def check_delta_against_rows(delta: float, rows: int) -> None:
-    """delta must be below 1/n: a larger delta allows releasing a whole record outright."""
-    if not delta < 1.0 / rows:
-        raise ParameterError(f"delta {delta:g} must be < 1/n = {1.0 / rows:.3g} for this input; pick a smaller --delta")
+    """delta must be below 1/n: a larger delta allows releasing a whole record outright.
+
+    The message does not state n (the row count is private under add/remove neighbours); a refusal
+    only says that n >= 1/delta does not hold, and it is not a release.
+    """
     if not math.isfinite(delta):
         raise ParameterError("delta must be finite")
+    if not delta < 1.0 / rows:
+        raise ParameterError(f"delta {delta:g} is not below 1/n for this input (n = its row count); "
+                             "pick a --delta well below 1/n, e.g. 1e-9; nothing was charged")

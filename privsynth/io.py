@@ -171,7 +171,11 @@ def _csv_header(spec: SourceSpec, schema: Schema) -> list[str]:
     header = [h.strip() for h in header]
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
-        raise InputError(f"input file {spec.location!r}: duplicate column name(s) {dupes}")
+        # A file without a header row makes its first data row the "header": name repeats only when
+        # they are schema names, which cannot be data values.
+        named = dupes if set(dupes) <= set(schema.column_names) else f"{len(dupes)} (names withheld: not schema columns)"
+        raise InputError(f"input file {spec.location!r}: duplicate column name(s) {named}; expected each of "
+                         f"{list(schema.column_names)} once")
     if len(header) == 1 and len(schema.columns) > 1:
         for other in (";", "\t", "|"):
             if other in header[0]:

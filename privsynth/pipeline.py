@@ -7,6 +7,7 @@ directly. Nothing here imports Prefect.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,34 @@ from privsynth.schema import Schema
 
 class ValidationFailedError(ValueError):
     """The input failed schema validation; nothing was charged."""
+
+
+# ---------------------------------------------------------------- test hook: simulated crashes
+
+FAULT_ENV = "PRIVSYNTH_FAULT_INJECT"
+FAULT_POINTS = ("after_charge", "after_release_stored", "during_rounding", "before_audit")
+
+
+class InjectedFault(RuntimeError):
+    """Raised by :func:`fault_point` in its in-process mode (tests only)."""
+
+
+def fault_point(name: str) -> None:
+    """TEST HOOK (no effect in normal runs): simulate a crash at the named point of a run.
+
+    With ``PRIVSYNTH_FAULT_INJECT=<name>`` the process dies on the spot with ``os._exit(137)``, as a
+    SIGKILL or an out-of-memory kill would: no ``finally`` block, no Prefect state change, no flush.
+    With ``PRIVSYNTH_FAULT_INJECT=raise:<name>`` it raises :class:`InjectedFault` instead (for
+    in-process tests). The points are listed in ``FAULT_POINTS``; tests/test_fault_injection.py
+    proves a re-run of the same run is charged once and reads no half-written artifact.
+    """
+    wanted = os.environ.get(FAULT_ENV)
+    if not wanted:
+        return
+    if wanted == name:
+        os._exit(137)
+    if wanted == f"raise:{name}":
+        raise InjectedFault(f"injected fault at {name!r}")
 
 
 # ---------------------------------------------------------------- ingest
@@ -198,6 +227,7 @@ def release_stage(*, mechanism: ModuleType, config, bits_path: Path, domain: Dom
         return ReleaseOutcome(release, privacy, reused=True)
     cost = mechanism.privacy_cost(config)
     receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=False)
+    fault_point("after_charge")
     noise = make_noise_source(seed)
     noise.authorize(receipt.reference)
     release = run_mechanism(mechanism, config, bits_path, domain, noise)
@@ -213,6 +243,7 @@ def release_stage(*, mechanism: ModuleType, config, bits_path: Path, domain: Dom
         "neighbouring_datasets": "add or remove one record",
     }
     store.put(key, release, column_names, privacy)
+    fault_point("after_release_stored")
     return ReleaseOutcome(release, privacy, reused=False)
 
 

@@ -82,7 +82,9 @@ class RunFolder:
                                      "choose an empty or new --output folder")
             manifest.setdefault("attempts", 1)
             manifest["attempts"] += 1
-            return RunFolder(path, manifest)
+            folder = RunFolder(path, manifest)
+            folder.remove_stale_temporaries()
+            return folder
         if path.exists() and any(p for p in path.iterdir() if not p.name.startswith(".")):
             raise RunFolderError(f"output folder {str(path)!r} is not empty and holds no privsynth run; "
                                  "choose an empty or new --output folder")
@@ -119,6 +121,36 @@ class RunFolder:
         self.manifest["stages"][stage] = {"status": "done", "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                           "artifacts": artifacts, **facts}
         self.save()
+
+    def require(self, name: str) -> Path:
+        """The path of an artifact a stage is about to read; refuses one the manifest does not vouch for.
+
+        A crashed attempt can leave a file that was never recorded, or one that changed after it was;
+        reading it would pass a half-written or foreign artifact downstream.
+        """
+        if not self.trusted(name):
+            raise RunFolderError(f"run folder {str(self.path)!r}: {name} is missing or does not match the manifest; "
+                                 "re-run the same command to rebuild it")
+        return self.file(name)
+
+    def discard(self, names: list[str], reason: str) -> None:
+        """Delete artifacts (private copies of a failed run) and say so in the manifest."""
+        for name in names:
+            existed = self.file(name).exists() or name in self.manifest["artifacts"]
+            self.file(name).unlink(missing_ok=True)
+            self.manifest["artifacts"].pop(name, None)
+            if existed:
+                self.manifest.setdefault("discarded", {})[name] = reason
+        self.save()
+
+    def remove_stale_temporaries(self) -> list[str]:
+        """Remove the temporary files of atomic writes that a killed attempt left behind."""
+        removed = []
+        for stale in self.path.glob(".*.tmp"):
+            if stale.is_file():
+                stale.unlink(missing_ok=True)
+                removed.append(stale.name)
+        return removed
 
     def stage_done(self, stage: str) -> bool:
         entry = self.manifest["stages"].get(stage)

@@ -9,7 +9,7 @@ from privsynth.audit import build_audit, headline, render_markdown
 from privsynth.config import RunParameters, plan_run
 from privsynth.encoding import domain_of
 from privsynth.io import atomic_write_bytes, atomic_write_json
-from privsynth.pipeline import iter_codes, read_codes_of_table
+from privsynth.pipeline import fault_point, iter_codes, read_codes_of_table
 from privsynth.runfolder import RunFolder
 from tasks.common import IO_RETRIES, TASK_DEFAULTS
 
@@ -18,11 +18,12 @@ import numpy as np
 
 @task(name="audit", **TASK_DEFAULTS, **IO_RETRIES)
 def audit_task(parameters: RunParameters, run_dir: str) -> dict:
+    fault_point("before_audit")  # test hook
     plan = plan_run(parameters)
     folder = RunFolder.load(run_dir)
     domain = domain_of(plan.schema)
-    real = np.concatenate(list(iter_codes(folder.file("bits.parquet"), domain)))
-    synthetic = read_codes_of_table(folder.file("synthetic.parquet"), plan.schema)
+    real = np.concatenate(list(iter_codes(folder.require("bits.parquet"), domain)))
+    synthetic = read_codes_of_table(folder.require("synthetic.parquet"), plan.schema)
     audit = build_audit(real, synthetic, plan.schema, domain, folder.path, target_column=plan.parameters.audit_target)
     plots = sorted(Path(p).name for p in audit.get("plots", []))
     atomic_write_json(folder.file("audit.json"), audit)

@@ -13,7 +13,7 @@ def binarise_task(parameters: RunParameters, run_dir: str) -> dict:
     plan = plan_run(parameters)
     folder = RunFolder.load(run_dir)
     if not folder.stage_done("binarise"):
-        domain = binarise(folder.file("raw.parquet"), plan.schema, folder.file("bits.parquet"), folder.file("encoding.json"))
+        domain = binarise(folder.require("raw.parquet"), plan.schema, folder.file("bits.parquet"), folder.file("encoding.json"))
         folder.record("binarise", ["bits.parquet", "encoding.json"])
         get_run_logger().info("binarise: %d attributes, %d one-hot bits", domain.n_attributes, domain.width)
     return folder.manifest["stages"]["binarise"]

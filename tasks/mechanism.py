@@ -17,7 +17,7 @@ def mechanism_task(parameters: RunParameters, run_dir: str, release_key: str, re
     plan = plan_run(parameters)
     folder = RunFolder.load(run_dir)
     names = one_hot_names(plan.schema)
-    outcome = release_stage(mechanism=plan.mechanism, config=plan.mechanism_config, bits_path=folder.file("bits.parquet"),
+    outcome = release_stage(mechanism=plan.mechanism, config=plan.mechanism_config, bits_path=folder.require("bits.parquet"),
                             domain=domain_of(plan.schema), key=release_key, store=ReleaseStore(release_store),
                             ledger=BudgetLedger(plan.parameters.ledger), dataset=plan.dataset, delta=plan.parameters.delta,
                             seed=plan.parameters.seed, column_names=names)
