@@ -1,0 +1,381 @@
+"""Reduced-space reweighting with Laplace noise (Boedihardjo, Strohmer & Vershynin, "Privacy of
+synthetic data: a statistical framework", Algorithm 1; spec ``private_sampling.md`` section 2).
+
+The algorithm, as implemented here:
+
+1. **Statistics.** The linear statistics are the cells of a marginal workload W (default: every
+   2-way marginal). They are gathered as *counts* c(X) in one streaming pass.
+2. **Laplace noise.** ``c~ = c(X) + Lap(|W| / epsilon)`` independently per cell.
+3. **Reduced space.** Omega* = m points of the schema domain drawn from a public density: the
+   product of the noisy 1-way marginals (derived from c~ alone) or the uniform density.
+4. **Reweighting LP.** Proportions ``y = c~ / n_hat`` with ``n_hat`` estimated from c~; the weights
+   h on Omega* solve ``min_h ||A h - y||`` over the simplex, where ``A[f, i]`` is the indicator that
+   point i lies in cell f. ``objective="linf"`` is the paper's minimax LP (3.3); ``"l1"`` (default)
+   minimises the sum of absolute residuals, which is the maximum-likelihood fit under Laplace noise.
+5. **Release.** The points of Omega* with non-zero weight, one-hot, and their weights h.
+   Resampling any number of rows from it is post-processing.
+
+Privacy (add-or-remove-one neighbours; n itself stays private).
+    Every record x falls in exactly one cell of every marginal of W, so adding or removing x changes
+    the count vector c by +-1 in exactly |W| coordinates (one per marginal) and nowhere else:
+        ||c(X + x) - c(X)||_1 = |W|   for every X and every x
+    (the sensitivity is attained by every record and does not depend on n). Laplace noise of scale
+    b = |W| / epsilon on each coordinate is therefore epsilon-DP (Dwork et al. 2006; [SF] Lemma 3.1).
+    Everything after the noise (n_hat, the 1-way marginals that define the reduced-space density,
+    Omega*, the LP, the release, any resampling) reads only c~ and public randomness, so it is
+    post-processing. Hence:  **this release is pure epsilon-DP; delta is not used.**
+    [SF] Thm 2.2 normalises by the private n first (sensitivity 2|F|/n); noising counts avoids
+    treating n as public and has the same accuracy up to the factor 2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from privsynth.encoding import Domain, one_hot
+from privsynth.mechanisms.base import Release
+from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.noise import NoiseSource
+from privsynth.workload import Marginal, accumulate_marginals, all_marginals, cell_index
+
+NAME = "reduced_space"
+
+WorkloadName = Literal["2way", "1way+2way"]
+SpaceName = Literal["noisy_marginals", "uniform"]
+ObjectiveName = Literal["l2", "l1", "linf"]
+
+
+class Config(BaseModel):
+    """Public configuration of the reduced-space mechanism.
+
+    epsilon: pure-DP budget of the Laplace release.
+    delta: accepted for the shared interface; unused (the release is pure epsilon-DP).
+    workload: the marginals whose cells are the linear statistics. ``"2way"`` (every 2-way marginal;
+        the 1-way marginals are sums of their cells) or ``"1way+2way"``.
+    reduced_space: the public density Omega* is drawn from: ``"noisy_marginals"`` (product of the
+        noisy 1-way marginals, computed from the same noisy release, so free) or ``"uniform"``.
+    points_per_statistic: m = ceil(points_per_statistic * |F|), capped by ``max_points`` and by the
+        domain size (a domain with at most m records is used whole).
+    objective: ``"l1"`` (sum of absolute residuals; Laplace maximum likelihood) or ``"linf"`` (the
+        paper's minimax LP).
+    time_limit_s: HiGHS time limit; hitting it is an error, never a silently worse release.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    epsilon: float = Field(gt=0, allow_inf_nan=False)
+    delta: float = Field(default=1e-9, gt=0, lt=1)
+    workload: WorkloadName = "2way"
+    reduced_space: SpaceName = "noisy_marginals"
+    points_per_statistic: float = Field(default=3.5, gt=0, allow_inf_nan=False)
+    max_points: int = Field(default=50_000, ge=1)
+    objective: ObjectiveName = "l2"
+    iterations: int = Field(default=200, ge=1)
+    time_limit_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+
+    @field_validator("epsilon", "delta", "points_per_statistic", "time_limit_s", mode="before")
+    @classmethod
+    def _no_bool(cls, value: object, info) -> object:
+        if isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be a number, not a boolean")
+        return value
+
+
+# ------------------------------------------------------------------------------------ privacy
+
+def workload_marginals(domain: Domain, workload: WorkloadName) -> list[Marginal]:
+    """The marginals of the workload (public: from the domain and the config only).
+
+    A one-attribute domain has no 2-way marginal; its workload is the single 1-way marginal.
+    """
+    k = domain.n_attributes
+    if k == 1:
+        return [(0,)]
+    pairs = all_marginals(k, 2)
+    return (all_marginals(k, 1) + pairs) if workload == "1way+2way" else pairs
+
+
+def l1_sensitivity(marginals: list[Marginal]) -> int:
+    """L1 sensitivity of the concatenated cell counts under adding or removing one record: |W|."""
+    return len(marginals)
+
+
+def laplace_scale(epsilon: float, marginals: list[Marginal]) -> float:
+    """Laplace scale per cell count for epsilon-DP: |W| / epsilon."""
+    return l1_sensitivity(marginals) / epsilon
+
+
+def privacy_cost(config: Config) -> PrivacyCost:
+    """Pure epsilon-DP (add-or-remove-one neighbours), from the config alone."""
+    return PrivacyCost.pure(
+        config.epsilon,
+        guarantee=(f"pure {config.epsilon:g}-DP (add/remove one record): Laplace(|W|/epsilon) on the "
+                   f"cell counts of the {config.workload} marginal workload, L1 sensitivity |W|; "
+                   "reduced space, LP reweighting and resampling are post-processing"),
+        notes=("delta is not used: the release is pure epsilon-DP",
+               "the number of records n is not released; it is estimated from the noisy counts"),
+    )
+
+
+# ------------------------------------------------------------------------------------ statistics
+
+@dataclass(frozen=True)
+class Statistics:
+    """Private: the exact cell counts of every workload marginal (n is deliberately not kept)."""
+
+    marginals: tuple[Marginal, ...]
+    counts: np.ndarray  # concatenated cell counts, marginal by marginal, each in row-major cell order
+
+    def __repr__(self) -> str:  # never print private counts
+        return f"Statistics(marginals={len(self.marginals)}, cells={self.counts.size})"
+
+
+def collect_statistics(batches: Iterable[np.ndarray], domain: Domain, config: Config) -> Statistics:
+    """One streaming pass: the cell counts of every marginal of the workload."""
+    marginals = workload_marginals(domain, config.workload)
+    totals, _n = accumulate_marginals(batches, domain, marginals)
+    return Statistics(tuple(marginals), np.concatenate([totals[m] for m in marginals]))
+
+
+def cell_offsets(domain: Domain, marginals: tuple[Marginal, ...] | list[Marginal]) -> np.ndarray:
+    """Start of each marginal's cells in the concatenated statistics vector (length |W| + 1)."""
+    return np.concatenate([[0], np.cumsum([domain.size_of(m) for m in marginals])]).astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------ post-processing
+
+def estimate_total(noisy_counts: np.ndarray, offsets: np.ndarray) -> float:
+    """n_hat: inverse-variance weighted mean of the noisy marginal totals (post-processing).
+
+    A marginal with c cells has a total whose noise variance is c * 2b^2, so weights 1/c.
+    Floored at 1 so the proportions stay finite.
+    """
+    totals = np.add.reduceat(noisy_counts, offsets[:-1])
+    weights = 1.0 / np.diff(offsets)
+    return max(1.0, float(weights @ totals / weights.sum()))
+
+
+def noisy_one_way(noisy_counts: np.ndarray, domain: Domain, marginals: tuple[Marginal, ...]) -> list[np.ndarray]:
+    """Per attribute, a probability vector from the noisy release (post-processing).
+
+    Every marginal containing attribute a gives an estimate of a's counts by summing out the other
+    attributes; these are combined with weights inverse to the number of noisy cells summed (their
+    noise variance), clipped at 0 and normalised (uniform when nothing positive survives).
+    """
+    offsets = cell_offsets(domain, marginals)
+    sums = [np.zeros(s) for s in domain.sizes]
+    weight_sums = np.zeros(domain.n_attributes)
+    for j, m in enumerate(marginals):
+        table = noisy_counts[offsets[j]: offsets[j + 1]].reshape([domain.sizes[a] for a in m])
+        for axis, a in enumerate(m):
+            other = tuple(i for i in range(len(m)) if i != axis)
+            summed = domain.size_of(m) // domain.sizes[a]
+            sums[a] += table.sum(axis=other) / summed
+            weight_sums[a] += 1.0 / summed
+    out = []
+    for a, s in enumerate(sums):
+        p = np.clip(s / weight_sums[a], 0.0, None) if weight_sums[a] > 0 else np.zeros_like(s)
+        out.append(p / p.sum() if p.sum() > 0 else np.full(s.size, 1.0 / s.size))
+    return out
+
+
+def reduced_space_size(domain: Domain, n_statistics: int, config: Config) -> int:
+    """m: ceil(points_per_statistic * |F|), capped by max_points and by the number of records of the domain."""
+    m = min(config.max_points, math.ceil(config.points_per_statistic * n_statistics))
+    domain_size = math.prod(domain.sizes)
+    return max(1, min(m, domain_size))
+
+
+def whole_domain(domain: Domain) -> np.ndarray:
+    """Every record of the domain as codes (only for small domains)."""
+    grids = np.meshgrid(*[np.arange(s) for s in domain.sizes], indexing="ij")
+    return np.stack([g.ravel() for g in grids], axis=1).astype(np.int32)
+
+
+def draw_reduced_space(domain: Domain, m: int, probabilities: list[np.ndarray] | None,
+                       rng: np.random.Generator, max_rounds: int = 20) -> np.ndarray:
+    """Omega*: up to m distinct records (codes) drawn from a product density.
+
+    ``probabilities=None`` is the uniform density. Duplicates carry no information for the LP (they
+    only duplicate a column), so draws are repeated until m distinct points are found or
+    ``max_rounds`` rounds have passed. When the domain has at most m records, it is used whole.
+    """
+    if math.prod(domain.sizes) <= m:
+        return whole_domain(domain)
+    probs = probabilities or [np.full(s, 1.0 / s) for s in domain.sizes]
+    found = np.empty((0, domain.n_attributes), dtype=np.int32)
+    for _ in range(max_rounds):
+        need = m - found.shape[0]
+        batch = np.stack([rng.choice(p.size, size=need, p=p) for p in probs], axis=1).astype(np.int32)
+        stacked = np.concatenate([found, batch])
+        _, first = np.unique(stacked, axis=0, return_index=True)
+        found = stacked[np.sort(first)]  # keep draw order so the result does not depend on sorting
+        if found.shape[0] >= m:
+            break
+    return found[:m]
+
+
+def design_matrix(points: np.ndarray, domain: Domain, marginals: tuple[Marginal, ...]) -> sp.csc_matrix:
+    """A (|F| x m, CSC): A[f, i] = 1 iff point i lies in cell f; exactly |W| ones per column."""
+    offsets = cell_offsets(domain, marginals)
+    rows = np.stack([offsets[j] + cell_index(points, domain, m) for j, m in enumerate(marginals)], axis=0)
+    m = points.shape[0]
+    cols = np.broadcast_to(np.arange(m), rows.shape)
+    data = np.ones(rows.size)
+    return sp.csc_matrix((data, (rows.ravel(), cols.ravel())), shape=(int(offsets[-1]), m))
+
+
+class LPFailedError(RuntimeError):
+    """The reweighting LP did not reach an optimal solution."""
+
+
+def fit_lp(A: sp.spmatrix, y: np.ndarray, objective: Literal["l1", "linf"], time_limit_s: float = 300.0) -> np.ndarray:
+    """Weights h on the simplex minimising ||A h - y||_1 or ||A h - y||_inf: an LP, solved by HiGHS.
+
+    ``"linf"`` is [SF] (3.3): min t s.t. -t <= A h - y <= t, h >= 0, sum h = 1. ``"l1"`` replaces t
+    by one slack per statistic. Solved in q = m h (variables O(1), not O(1/m)) against m y; the
+    solution is clipped at 0 and renormalised. Only the noisy statistics y may be passed here.
+    """
+    n_rows, m = A.shape
+    q = cp.Variable(m, nonneg=True)
+    residual = A @ q - m * y
+    constraints = [cp.sum(q) == m]
+    if objective == "linf":
+        t = cp.Variable(nonneg=True)
+        constraints += [residual <= t, -residual <= t]
+        problem = cp.Problem(cp.Minimize(t), constraints)
+    elif objective == "l1":
+        s = cp.Variable(n_rows, nonneg=True)
+        constraints += [residual <= s, -residual <= s]
+        problem = cp.Problem(cp.Minimize(cp.sum(s)), constraints)
+    else:
+        raise ValueError(f"objective must be 'l1' or 'linf', got {objective!r}")
+    # Fixed options and a single thread: the same y gives the same h.
+    problem.solve(solver=cp.HIGHS, time_limit=float(time_limit_s), threads=1, random_seed=0)
+    if problem.status != cp.OPTIMAL or q.value is None:
+        raise LPFailedError(f"reweighting LP ended with status {problem.status!r} "
+                            f"(|F|={n_rows}, m={m}, time_limit_s={time_limit_s}); "
+                            "use objective='l2' or fewer points_per_statistic")
+    return _clean_weights(np.asarray(q.value, dtype=np.float64))
+
+
+def project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto the probability simplex (Duchi et al. 2008)."""
+    u = np.sort(v)[::-1]
+    cumulative = np.cumsum(u) - 1.0
+    ranks = np.arange(1, v.size + 1)
+    r = ranks[u - cumulative / ranks > 0][-1]
+    return np.maximum(v - cumulative[r - 1] / r, 0.0)
+
+
+def spectral_norm_squared(A: sp.spmatrix, iterations: int = 50) -> float:
+    """||A||_2^2 by power iteration on A^T A from the all-ones vector (deterministic).
+
+    A is non-negative, so the all-ones start is not orthogonal to the Perron vector; the estimate
+    approaches the true value from below, hence the 5% margin used by the caller.
+    """
+    x = np.ones(A.shape[1])
+    value = 0.0
+    for _ in range(iterations):
+        x = A.T @ (A @ x)
+        value = float(np.linalg.norm(x))
+        x /= value
+    return value
+
+
+def fit_least_squares(A: sp.spmatrix, y: np.ndarray, iterations: int) -> np.ndarray:
+    """Weights h on the simplex minimising ||A h - y||_2^2, by accelerated projected gradient (FISTA).
+
+    A fixed number of iterations from the uniform h: deterministic, O(iterations * nnz(A)), and
+    scales to m in the tens of thousands where the LPs do not (see the module notes). The
+    objective never increases above its value at the uniform start (monotone restart).
+    """
+    A = sp.csr_matrix(A)
+    At = sp.csr_matrix(A.T)
+    step = 1.0 / (1.05 * spectral_norm_squared(A))
+    m = A.shape[1]
+    h = np.full(m, 1.0 / m)
+    z, t = h.copy(), 1.0
+    value = float(np.sum((A @ h - y) ** 2))
+    for _ in range(iterations):
+        candidate = project_simplex(z - step * (At @ (A @ z - y)))
+        candidate_value = float(np.sum((A @ candidate - y) ** 2))
+        t_next = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+        if candidate_value > value:  # restart the momentum (O'Donoghue & Candes 2015)
+            z, t = h.copy(), 1.0
+            continue
+        z = candidate + ((t - 1.0) / t_next) * (candidate - h)
+        h, t, value = candidate, t_next, candidate_value
+    return _clean_weights(h)
+
+
+def _clean_weights(h: np.ndarray) -> np.ndarray:
+    """Clip solver round-off (tiny negatives, relative dust below 1e-12) and renormalise."""
+    h = np.clip(h, 0.0, None)
+    h[h < 1e-12 * h.max()] = 0.0
+    return h / h.sum()
+
+
+def fit_weights(A: sp.spmatrix, y: np.ndarray, config: "Config") -> np.ndarray:
+    """Dispatch to the configured objective."""
+    if config.objective == "l2":
+        return fit_least_squares(A, y, config.iterations)
+    return fit_lp(A, y, config.objective, config.time_limit_s)
+
+
+def fit_error(A: sp.spmatrix, h: np.ndarray, y: np.ndarray, objective: ObjectiveName) -> float:
+    """The objective at h (a private-side diagnostic; never written to a public artifact)."""
+    r = A @ h - y
+    if objective == "l1":
+        return float(np.abs(r).sum())
+    if objective == "linf":
+        return float(np.abs(r).max())
+    return float(np.sum(r ** 2))
+
+
+# ------------------------------------------------------------------------------------ run
+
+def run(statistics: Statistics, domain: Domain, config: Config, noise: NoiseSource) -> Release:
+    """The DP release: Omega* points (one-hot) weighted by the LP solution. Pure epsilon-DP."""
+    marginals = tuple(statistics.marginals)
+    if marginals != tuple(workload_marginals(domain, config.workload)):
+        raise ValueError("statistics were collected for a different workload or domain")
+    offsets = cell_offsets(domain, marginals)
+    if statistics.counts.shape != (int(offsets[-1]),):
+        raise ValueError("statistics do not match the workload's cell count")
+    scale = laplace_scale(config.epsilon, list(marginals))
+    noisy = statistics.counts + noise.laplace(scale, statistics.counts.size)
+    # ---- everything below reads only `noisy` and public randomness: post-processing
+    del statistics
+    n_hat = estimate_total(noisy, offsets)
+    y = noisy / n_hat
+    rng = noise.post_rng
+    m = reduced_space_size(domain, y.size, config)
+    probs = noisy_one_way(noisy, domain, marginals) if config.reduced_space == "noisy_marginals" else None
+    points = draw_reduced_space(domain, m, probs, rng)
+    A = design_matrix(points, domain, marginals)
+    h = fit_weights(A, y, config)
+    keep = h > 0
+    return Release(
+        mechanism=NAME,
+        points=one_hot(points[keep], domain, dtype=np.float64),
+        weights=h[keep] / h[keep].sum(),
+        exact=False,
+        public_facts={
+            "workload": config.workload,
+            "marginals": len(marginals),
+            "statistics": int(y.size),
+            "laplace_scale_counts": scale,
+            "reduced_space": config.reduced_space,
+            "reduced_space_points_requested": m,
+            "objective": config.objective,
+        },
+    )
