@@ -14,6 +14,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from privsynth.config import RunParameters, check_delta_against_rows, plan_run
+from privsynth.encoding import domain_of
 from privsynth.pipeline import ValidationFailedError, precheck_budget
 from privsynth.privacy.ledger import BudgetLedger
 from privsynth.releases import ReleaseStore, run_release_key
@@ -34,24 +35,34 @@ def _run_id() -> str:
     return f"{stamp}-{str(run)[:6]}" if run else stamp
 
 
-def _n_public_fill(parameters: RunParameters, rows: int) -> RunParameters:
-    """Mechanisms whose guarantee is stated for a public n (private sampling) get the input's row count."""
+def _configured(parameters: RunParameters, input_rows: int | None) -> RunParameters:
+    """Complete a mechanism's config with public facts and check what its guarantee allows.
+
+    Private sampling states its guarantee for a public n and a bit count p: ``configure_for`` fills
+    them (the input's row count is then treated as public, and privacy.json says so) and
+    ``check_feasible`` refuses a request the guarantee does not cover. Called once before the data is
+    read (the box bound alone already rules out most requests) and again with the row count.
+    """
     plan = plan_run(parameters)
-    fields = plan.mechanism.Config.model_fields
-    if "n_public" in fields and getattr(plan.mechanism_config, "n_public", None) is None:
-        options = dict(parameters.mechanism_options, n_public=rows)
-        return parameters.model_copy(update={"mechanism_options": options})
-    return parameters
+    mechanism = plan.mechanism
+    if not hasattr(mechanism, "configure_for"):
+        return parameters
+    config = mechanism.configure_for(plan.mechanism_config, domain_of(plan.schema), input_rows=input_rows)
+    mechanism.check_feasible(config)
+    options = config.model_dump(mode="json", exclude={"epsilon", "delta"})
+    return parameters.model_copy(update={"mechanism_options": options})
 
 
 def _output_rows(parameters: RunParameters, privacy: dict) -> int | None:
-    """Rows to write: --rows, else the release's own DP size (never the private n)."""
+    """Rows to write: --rows, else the release's own DP estimate of n (never the private n).
+
+    An exact release (private sampling) is published as it is: None.
+    """
+    if privacy.get("exact_release"):
+        return None
     if parameters.rows is not None:
         return parameters.rows
-    facts = privacy.get("release_facts", {})
-    if facts.get("exact_rows"):
-        return None
-    estimate = facts.get("n_estimate")
+    estimate = privacy.get("release_facts", {}).get("n_estimate")
     if estimate is None:
         raise ValueError(f"mechanism {parameters.mechanism} gives no DP estimate of n; pass --rows")
     return max(1, int(round(estimate)))
@@ -63,10 +74,8 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
     logger = get_run_logger()
     plan = plan_run(parameters)
     ledger = BudgetLedger(parameters.ledger)
-    cost = plan.mechanism.privacy_cost(plan.mechanism_config)
+    cost = plan.mechanism.privacy_cost(plan_run(_configured(parameters, input_rows=None)).mechanism_config)
     precheck_budget(ledger, plan.dataset, cost)  # fails before the data is read when the budget cannot cover this run
-    if hasattr(plan.mechanism, "check_feasible") and getattr(plan.mechanism_config, "n_public", None) is not None:
-        plan.mechanism.check_feasible(plan.mechanism_config)
 
     run_id = _run_id()
     run_dir = Path(parameters.output) if parameters.output else Path("runs") / run_id
@@ -92,10 +101,8 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
                                     f"(details: {run_dir / 'validation.json'})")
     binarise_task(parameters, str(run_dir))
 
-    mechanism_parameters = _n_public_fill(parameters, rows_in)
+    mechanism_parameters = _configured(parameters, input_rows=rows_in)
     mechanism_plan = plan_run(mechanism_parameters)
-    if hasattr(mechanism_plan.mechanism, "check_feasible"):
-        mechanism_plan.mechanism.check_feasible(mechanism_plan.mechanism_config)
     key = run_release_key(input_hash, plan.schema.content_hash(), parameters.mechanism,
                       mechanism_plan.mechanism_config.model_dump(mode="json"), parameters.seed, run_id)
     store = release_store or str(ReleaseStore().root)

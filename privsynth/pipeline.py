@@ -130,7 +130,9 @@ def validate(raw_path: Path, schema: Schema, out_path: Path) -> dict:
 
     report = validate_frame(pq.read_table(raw_path).to_pandas(), schema)
     atomic_write_json(out_path, report.public_json())
-    return {"success": report.success, "message": "" if report.success else report.public_failure_message()}
+    # One line, "; "-separated: error messages and log lines are single lines (the CLI contract).
+    message = "" if report.success else "; ".join(report.public_failure_message().splitlines())
+    return {"success": report.success, "message": message}
 
 
 # ---------------------------------------------------------------- binarise
@@ -240,6 +242,7 @@ def release_stage(*, mechanism: ModuleType, config, bits_path: Path, domain: Dom
         "release_key": key,
         "ledger": {"dataset": dataset, "charged_now": not getattr(receipt, "reused", False)},
         "release_facts": release.public_facts,
+        "exact_release": release.exact,
         "neighbouring_datasets": "add or remove one record",
     }
     store.put(key, release, column_names, privacy)
