@@ -162,13 +162,39 @@ def test_design_matrix_has_one_cell_per_marginal_and_answers_marginals():
 def test_reduced_space_points_are_distinct_and_follow_the_density():
     big = Domain(("a", "b", "c", "d", "e"), (10, 10, 10, 10, 10))
     probs = [np.array([0.0] * 9 + [1.0])] + [np.full(10, 0.1)] * 4
-    points = rs.draw_reduced_space(big, 500, probs, np.random.default_rng(0))
+    points = rs.draw_reduced_space(big, 500, rs.product_sampler(probs), np.random.default_rng(0))
     assert points.shape == (500, 5)
     assert np.unique(points, axis=0).shape[0] == 500
     assert np.all(points[:, 0] == 9)  # zero-probability levels never appear
     # small domains are used whole
     whole = rs.draw_reduced_space(DOMAIN, 1000, None, np.random.default_rng(0))
     assert whole.shape == (72, 4) and np.unique(whole, axis=0).shape[0] == 72
+
+
+def test_noisy_tree_links_dependent_attributes_and_samples_valid_records():
+    big = Domain(("a", "b", "c", "d"), (4, 3, 4, 5))
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 4, 5000)
+    d = rng.integers(0, 5, 5000)
+    X = np.stack([a, rng.integers(0, 3, 5000), (a + 1) % 4, d], axis=1).astype(np.int32)  # c is a function of a
+    marginals = tuple(rs.workload_marginals(big, "2way"))
+    counts = rs.collect_statistics([X], big, rs.Config(epsilon=1.0)).counts
+    one_way = rs.noisy_one_way(counts, big, marginals)
+    tree = rs.noisy_tree(counts, big, marginals, scale=1.0, one_way=one_way, mix=0.0)
+    assert sorted(tree.order) == [0, 1, 2, 3] and tree.order[0] == 0
+    assert tree.parent[2] == 0
+    for v, cond in tree.conditionals.items():
+        assert np.allclose(cond.sum(axis=1), 1.0)
+    sample = rs.tree_sampler(tree)(4000, np.random.default_rng(1))
+    assert sample.shape == (4000, 4) and np.all(sample < np.array(big.sizes))
+    assert np.all(sample[:, 2] == (sample[:, 0] + 1) % 4)  # the functional dependence is kept
+    assert total_variation(marginal_counts(sample, big, (1,)), marginal_counts(X, big, (1,))) < 0.05
+
+
+def test_mutual_information():
+    assert rs.mutual_information(np.eye(3)) == pytest.approx(math.log(3))
+    assert rs.mutual_information(np.ones((3, 4))) == pytest.approx(0.0)
+    assert rs.mutual_information(np.zeros((2, 2))) == 0.0
 
 
 def test_reduced_space_size_rule():
@@ -236,7 +262,7 @@ def test_lp_failure_is_reported_not_hidden():
 
 # ------------------------------------------------------------------------------ full runs
 
-@pytest.mark.parametrize("space", ["noisy_marginals", "uniform"])
+@pytest.mark.parametrize("space", ["noisy_tree", "noisy_marginals", "uniform"])
 def test_full_run_on_a_small_random_table(space):
     big = Domain(("a", "b", "c", "d", "e", "f"), (4, 5, 3, 6, 2, 5))  # 3600 records > m, so Omega* is drawn
     X = random_codes(3000, big, seed=8)

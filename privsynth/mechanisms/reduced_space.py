@@ -31,7 +31,7 @@ Privacy (add-or-remove-one neighbours; n itself stays private).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,7 +49,7 @@ from privsynth.workload import Marginal, accumulate_marginals, all_marginals, ce
 NAME = "reduced_space"
 
 WorkloadName = Literal["2way", "1way+2way"]
-SpaceName = Literal["noisy_marginals", "uniform"]
+SpaceName = Literal["noisy_tree", "noisy_marginals", "uniform"]
 ObjectiveName = Literal["l2", "l1", "linf"]
 
 
@@ -74,7 +74,7 @@ class Config(BaseModel):
     epsilon: float = Field(gt=0, allow_inf_nan=False)
     delta: float = Field(default=1e-9, gt=0, lt=1)
     workload: WorkloadName = "2way"
-    reduced_space: SpaceName = "noisy_marginals"
+    reduced_space: SpaceName = "noisy_tree"
     points_per_statistic: float = Field(default=3.5, gt=0, allow_inf_nan=False)
     max_points: int = Field(default=50_000, ge=1)
     objective: ObjectiveName = "l2"
@@ -200,27 +200,116 @@ def whole_domain(domain: Domain) -> np.ndarray:
     return np.stack([g.ravel() for g in grids], axis=1).astype(np.int32)
 
 
-def draw_reduced_space(domain: Domain, m: int, probabilities: list[np.ndarray] | None,
-                       rng: np.random.Generator, max_rounds: int = 20) -> np.ndarray:
-    """Omega*: up to m distinct records (codes) drawn from a product density.
+Sampler = Callable[[int, np.random.Generator], np.ndarray]
 
-    ``probabilities=None`` is the uniform density. Duplicates carry no information for the LP (they
-    only duplicate a column), so draws are repeated until m distinct points are found or
-    ``max_rounds`` rounds have passed. When the domain has at most m records, it is used whole.
+
+def product_sampler(probabilities: list[np.ndarray]) -> Sampler:
+    """Independent attributes with the given level probabilities."""
+    def sample(size: int, rng: np.random.Generator) -> np.ndarray:
+        return np.stack([rng.choice(p.size, size=size, p=p) for p in probabilities], axis=1).astype(np.int32)
+    return sample
+
+
+@dataclass(frozen=True)
+class TreeDensity:
+    """A tree-structured density: root level probabilities, then P(child | parent) along the tree."""
+
+    order: tuple[int, ...]                 # attributes in sampling order (order[0] is the root)
+    parent: dict[int, int]
+    root: np.ndarray
+    conditionals: dict[int, np.ndarray]    # child -> (parent levels x child levels), rows sum to 1
+
+
+def noisy_tree(noisy_counts: np.ndarray, domain: Domain, marginals: tuple[Marginal, ...], scale: float,
+               one_way: list[np.ndarray], threshold: float = 2.0, mix: float = 0.1) -> TreeDensity:
+    """A Chow-Liu tree fitted to the noisy 2-way tables (post-processing of the release).
+
+    Cells below ``threshold`` noise scales are treated as empty (a Laplace(b) draw exceeds 2b with
+    probability e^-2 / 2, so this removes most pure-noise mass from large sparse tables); the
+    maximum spanning tree of the resulting mutual informations links the attributes; each
+    conditional is mixed with the child's noisy 1-way marginal (weight ``mix``) so that every level
+    the 1-way estimate supports can still be drawn.
+    """
+    offsets = cell_offsets(domain, marginals)
+    k = domain.n_attributes
+    tables: dict[tuple[int, int], np.ndarray] = {}
+    information = np.full((k, k), -np.inf)
+    for j, marginal in enumerate(marginals):
+        if len(marginal) != 2:
+            continue
+        a, c = marginal
+        t = noisy_counts[offsets[j]: offsets[j + 1]].reshape(domain.sizes[a], domain.sizes[c])
+        t = np.where(t > threshold * scale, t, 0.0)
+        tables[(a, c)], tables[(c, a)] = t, t.T
+        information[a, c] = information[c, a] = mutual_information(t)
+    order, parent = [0], {}
+    while len(order) < k:  # Prim's algorithm; ties broken by the lowest indices
+        _, u, v = max((information[u, v], -u, -v) for u in order for v in range(k) if v not in order)
+        parent[-v] = -u
+        order.append(-v)
+    conditionals = {}
+    for v in order[1:]:
+        t = tables[(parent[v], v)]
+        rows = t.sum(axis=1, keepdims=True)
+        cond = np.where(rows > 0, t / np.where(rows > 0, rows, 1.0), one_way[v][None, :])
+        conditionals[v] = (1.0 - mix) * cond + mix * one_way[v][None, :]
+    return TreeDensity(tuple(order), parent, one_way[0], conditionals)
+
+
+def mutual_information(table: np.ndarray) -> float:
+    """Mutual information of a non-negative 2-way table (0 for an empty table)."""
+    total = table.sum()
+    if total <= 0:
+        return 0.0
+    p = table / total
+    outer = p.sum(axis=1, keepdims=True) * p.sum(axis=0, keepdims=True)
+    nz = p > 0
+    return float(np.sum(p[nz] * np.log(p[nz] / outer[nz])))
+
+
+def tree_sampler(tree: TreeDensity) -> Sampler:
+    def sample(size: int, rng: np.random.Generator) -> np.ndarray:
+        out = np.zeros((size, len(tree.order)), dtype=np.int32)
+        out[:, tree.order[0]] = rng.choice(tree.root.size, size=size, p=tree.root)
+        for v in tree.order[1:]:
+            cdf = np.cumsum(tree.conditionals[v], axis=1)
+            cdf /= cdf[:, -1:]
+            u = rng.uniform(size=(size, 1))
+            out[:, v] = np.minimum((u > cdf[out[:, tree.parent[v]]]).sum(axis=1), cdf.shape[1] - 1)
+        return out
+    return sample
+
+
+def draw_reduced_space(domain: Domain, m: int, sampler: Sampler | None, rng: np.random.Generator,
+                       max_rounds: int = 20) -> np.ndarray:
+    """Omega*: up to m distinct records (codes) drawn from a public density (``None``: uniform).
+
+    Duplicates carry no information for the LP (they only duplicate a column), so draws are
+    repeated until m distinct points are found or ``max_rounds`` rounds have passed. When the
+    domain has at most m records, it is used whole.
     """
     if math.prod(domain.sizes) <= m:
         return whole_domain(domain)
-    probs = probabilities or [np.full(s, 1.0 / s) for s in domain.sizes]
+    sampler = sampler or product_sampler([np.full(s, 1.0 / s) for s in domain.sizes])
     found = np.empty((0, domain.n_attributes), dtype=np.int32)
     for _ in range(max_rounds):
-        need = m - found.shape[0]
-        batch = np.stack([rng.choice(p.size, size=need, p=p) for p in probs], axis=1).astype(np.int32)
-        stacked = np.concatenate([found, batch])
+        stacked = np.concatenate([found, sampler(m - found.shape[0], rng)])
         _, first = np.unique(stacked, axis=0, return_index=True)
         found = stacked[np.sort(first)]  # keep draw order so the result does not depend on sorting
         if found.shape[0] >= m:
             break
     return found[:m]
+
+
+def space_sampler(noisy_counts: np.ndarray, domain: Domain, marginals: tuple[Marginal, ...],
+                  scale: float, space: "SpaceName") -> Sampler | None:
+    """The public density Omega* is drawn from, computed from the noisy counts only."""
+    if space == "uniform":
+        return None
+    one_way = noisy_one_way(noisy_counts, domain, marginals)
+    if space == "noisy_tree" and domain.n_attributes > 1:
+        return tree_sampler(noisy_tree(noisy_counts, domain, marginals, scale, one_way))
+    return product_sampler(one_way)
 
 
 def design_matrix(points: np.ndarray, domain: Domain, marginals: tuple[Marginal, ...]) -> sp.csc_matrix:
@@ -359,8 +448,8 @@ def run(statistics: Statistics, domain: Domain, config: Config, noise: NoiseSour
     y = noisy / n_hat
     rng = noise.post_rng
     m = reduced_space_size(domain, y.size, config)
-    probs = noisy_one_way(noisy, domain, marginals) if config.reduced_space == "noisy_marginals" else None
-    points = draw_reduced_space(domain, m, probs, rng)
+    sampler = space_sampler(noisy, domain, marginals, scale, config.reduced_space)
+    points = draw_reduced_space(domain, m, sampler, rng)
     A = design_matrix(points, domain, marginals)
     h = fit_weights(A, y, config)
     keep = h > 0
