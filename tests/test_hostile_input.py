@@ -336,6 +336,8 @@ class _Lines(logging.Handler):
 @pytest.fixture
 def prefect_logs():
     """Every Prefect flow/task log line of the test, tracebacks included."""
+    import flows.synthesize  # noqa: F401  (configures Prefect's logging first; it would drop a handler added before)
+
     handler = _Lines()
     logger = logging.getLogger("prefect")
     logger.addHandler(handler)
