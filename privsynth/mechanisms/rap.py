@@ -81,11 +81,11 @@ class Config(BaseModel):
     selection: Literal["marginal", "cell"] = "marginal"
     candidates: Literal["workload", "downward_closure"] = "downward_closure"
     size_penalty: bool = Field(True, description="subtract the expected noise L1 from marginal scores")
-    rounds: int = Field(8, description="T, adaptive rounds")
-    picks_per_round: int = Field(4, description="K, queries (cells or marginals) measured per round")
+    rounds: int = Field(12, description="T, adaptive rounds")
+    picks_per_round: int = Field(6, description="K, queries (cells or marginals) measured per round")
     n_hat_share: float = Field(0.01, description="share of rho spent on the noisy total count")
     synthetic_rows: int = Field(1000, description="n', relaxed rows")
-    max_iterations: int = Field(600, description="Adam steps per round at most")
+    max_iterations: int = Field(200, description="Adam steps per round at most")
     learning_rate: float = Field(0.05, description="Adam learning rate")
     parametrization: Literal["softmax", "sparsemax"] = "softmax"
     tolerance: float = Field(1e-3, description="early stop when the loss falls by less than this fraction per 25 steps")
