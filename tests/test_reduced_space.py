@@ -276,7 +276,9 @@ def test_full_run_on_a_small_random_table(space):
     assert release.public_facts["statistics"] == n_stats
     assert release.public_facts["reduced_space_points_requested"] == math.ceil(2.0 * n_stats)
     assert set(release.public_facts) == {"workload", "marginals", "statistics", "laplace_scale_counts",
-                                         "reduced_space", "reduced_space_points_requested", "objective"}
+                                         "reduced_space", "reduced_space_points_requested", "objective",
+                                         "n_estimate"}
+    assert release.public_facts["n_estimate"] == pytest.approx(3000, rel=0.05)
     synthetic = round_release(release, big, 3000, np.random.default_rng(0))
     assert synthetic.shape == (3000, 6)
     tv2 = np.mean([total_variation(marginal_counts(X, big, m), relaxed_marginal(release.points, release.weights, big, m))

@@ -490,5 +490,8 @@ def run(statistics: Statistics, domain: Domain, config: Config, noise: NoiseSour
             "reduced_space": config.reduced_space,
             "reduced_space_points_requested": m,
             "objective": config.objective,
+            # n_hat reads only the noisy counts, so it is covered by the guarantee; the flow uses it
+            # as the default number of synthetic rows.
+            "n_estimate": n_hat,
         },
     )
