@@ -14,6 +14,7 @@ from privsynth.encoding import Domain, one_hot
 from privsynth.mechanisms import rap
 from privsynth.mechanisms.rap_backend import (
     MarginalPlan,
+    block_softmax,
     blockwise,
     cell_scores,
     marginal_l1_scores,
@@ -282,6 +283,14 @@ def test_sparsemax_known_values_and_properties():
     for row in range(5):
         others = rng.dirichlet(np.ones(6), size=2000)
         assert np.linalg.norm(p[row] - z[row]) <= np.linalg.norm(others - z[row], axis=1).min() + 1e-12
+
+
+def test_block_softmax_matches_per_block_softmax():
+    dom = Domain(("a", "b", "c"), (3, 1, 5))
+    theta = np.random.default_rng(0).normal(size=(7, dom.width)) * 30
+    x = block_softmax(theta, dom)
+    assert np.allclose(x, blockwise(softmax, theta, dom))
+    assert np.allclose(np.add.reduceat(x, dom.offsets[:-1], axis=1), 1.0)
 
 
 def test_plan_answers_and_gradient():

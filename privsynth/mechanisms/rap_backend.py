@@ -62,6 +62,14 @@ def blockwise(fn, theta: np.ndarray, domain: Domain) -> np.ndarray:
     return out
 
 
+def block_softmax(theta: np.ndarray, domain: Domain) -> np.ndarray:
+    """Softmax of every attribute block at once (no Python loop over blocks: it dominated a step)."""
+    starts = domain.offsets[:-1]
+    shift = np.repeat(np.maximum.reduceat(theta, starts, axis=1), domain.sizes, axis=1)
+    e = np.exp(theta - shift)
+    return e / np.repeat(np.add.reduceat(e, starts, axis=1), domain.sizes, axis=1)
+
+
 def softmax_backward(x: np.ndarray, grad_x: np.ndarray, domain: Domain) -> np.ndarray:
     """Gradient wrt the logits of X = blockwise softmax(theta), given dL/dX."""
     prod = x * grad_x
@@ -231,7 +239,9 @@ class AdamState:
 
 
 def to_relaxed(theta: np.ndarray, domain: Domain, parametrization: str) -> np.ndarray:
-    return blockwise(softmax if parametrization == "softmax" else sparsemax, theta, domain)
+    if parametrization == "softmax":
+        return block_softmax(theta, domain)
+    return blockwise(sparsemax, theta, domain)
 
 
 def project(state: AdamState, plan: MarginalPlan, target: np.ndarray, weight: np.ndarray, domain: Domain,
