@@ -188,14 +188,25 @@ def command_feasibility(args: argparse.Namespace) -> int:
 
 
 def command_budget(args: argparse.Namespace) -> int:
-    from privsynth.privacy.ledger import BudgetLedger, format_status
+    import sqlalchemy as sa
 
-    ledger = BudgetLedger(args.ledger)
-    if args.budget_command == "set":
-        ledger.set_budget(args.dataset, args.epsilon, args.delta)
+    from privsynth.config import ParameterError, check_ledger_url
+    from privsynth.privacy.ledger import BudgetLedger, LedgerError, format_status
+
+    if args.ledger is not None:
+        check_ledger_url(args.ledger)
+    try:
+        ledger = BudgetLedger(args.ledger)
+        if args.budget_command == "set":
+            ledger.set_budget(args.dataset, args.epsilon, args.delta)
         print(format_status(ledger.status(args.dataset)))
-    else:
-        print(format_status(ledger.status(args.dataset)))
+    except LedgerError:
+        raise
+    except ValueError as err:  # the ledger's argument checks (epsilon > 0, 0 < delta < 1, names)
+        raise ParameterError(f"budget {args.budget_command}: {err}") from None
+    except sa.exc.SQLAlchemyError as err:
+        raise ParameterError(f"budget ledger cannot be used ({type(err).__name__}); check --ledger or "
+                             "$PRIVSYNTH_LEDGER_URL") from None
     return 0
 
 

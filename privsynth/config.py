@@ -112,6 +112,8 @@ def plan_run(parameters: RunParameters) -> RunPlan:
         raise ParameterError(describe_validation_error(err, prefix=f"mechanism {parameters.mechanism} option ")) from None
     except TypeError as err:
         raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
+    if parameters.ledger is not None:
+        check_ledger_url(parameters.ledger)
     output = check_writable_directory(parameters.output) if parameters.output else None
     if parameters.sink:
         lowered = parameters.sink.lower()
@@ -121,6 +123,17 @@ def plan_run(parameters: RunParameters) -> RunPlan:
         raise ParameterError(f"audit_target {parameters.audit_target!r} is not a kept column of schema {schema.name!r}")
     return RunPlan(parameters=parameters, source=source, schema=schema, schema_path=str(schema_path), mechanism=mechanism,
                    mechanism_config=config, output=output, dataset=parameters.dataset or schema.name)
+
+
+def check_ledger_url(url: str) -> None:
+    """The ledger URL parses as a SQLAlchemy URL (the value is not echoed: it may hold a password)."""
+    import sqlalchemy as sa
+
+    try:
+        sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        raise ParameterError("ledger: not a SQLAlchemy URL; expected e.g. sqlite:///runs/ledger.sqlite or "
+                             "postgresql://user@host/db") from None
 
 
 def check_delta_against_rows(delta: float, rows: int) -> None:
