@@ -88,6 +88,7 @@ class Config(BaseModel):
     max_iterations: int = Field(200, description="Adam steps per round at most")
     learning_rate: float = Field(0.05, description="Adam learning rate")
     parametrization: Literal["softmax", "sparsemax"] = "softmax"
+    clip_targets: bool = Field(False, description="clip noisy proportions to [0, 1] before projecting (post-processing)")
     tolerance: float = Field(1e-3, description="early stop when the loss falls by less than this fraction per 25 steps")
 
     @field_validator("epsilon")
@@ -260,7 +261,8 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
             lo, hi = (plan.starts[i], plan.starts[i + 1]) if config.selection == "marginal" else (i, i + 1)
             noisy[lo:hi] = counts[lo:hi] + noise.gaussian(b.sigma, hi - lo)
             cell_measured[lo:hi] = True
-        sub, target, weight = _measured_problem(plan, cands, domain, cell_measured, noisy / n_hat)
+        targets = np.clip(noisy / n_hat, 0.0, 1.0) if config.clip_targets else noisy / n_hat
+        sub, target, weight = _measured_problem(plan, cands, domain, cell_measured, targets)
         project(state, sub, target, weight, domain, settings)
 
     points = to_relaxed(state.theta.astype(np.float64), domain, config.parametrization)
