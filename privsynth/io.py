@@ -162,7 +162,8 @@ def _csv_header(spec: SourceSpec, schema: Schema) -> list[str]:
         with _open_text(spec.location) as handle:
             first = handle.readline()
     except UnicodeDecodeError as err:
-        raise InputError(f"input file {spec.location!r} is not UTF-8 text (bad byte at offset {err.start} of the header)") from None
+        raise InputError(f"input file {spec.location!r} is not UTF-8 text (invalid byte at byte offset {err.start}); "
+                         "expected UTF-8, re-encode the file") from None  # the first block read starts at byte 0
     except (OSError, EOFError) as err:
         raise InputError(f"input file {spec.location!r} cannot be read: {type(err).__name__}") from None
     if not first.strip():
