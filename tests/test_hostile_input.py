@@ -412,6 +412,20 @@ def test_flow_refuses_case_without_charge_release_or_private_leftovers(case, har
         assert any("Traceback" in line or "failed" in line.lower() for line in prefect_logs)  # the logs were captured
     _no_secret("\n".join(prefect_logs), "the logs")
     _no_secret(_files_text(run), "the run folder")
+    assert not any("Retry" in line for line in prefect_logs), "a bad input is not retried"
+
+
+def test_only_transient_failures_are_retried():
+    from types import SimpleNamespace
+
+    from tasks.common import retry_transient_only
+
+    def retried(error: BaseException) -> bool:
+        return retry_transient_only(None, None, SimpleNamespace(data=error))
+
+    assert retried(OSError("network file system hiccup")) and retried(TimeoutError())
+    for error in (InputError("x"), ParameterError("x"), SchemaError("x"), ValidationFailedError("x"), RunFolderError("x")):
+        assert not retried(error), type(error).__name__
 
 
 def test_an_existing_run_folder_of_another_run_is_refused_and_untouched(harness, tmp_path):
