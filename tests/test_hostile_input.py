@@ -167,6 +167,23 @@ def _duplicate_columns(tmp):
     return {}
 
 
+def _duplicate_columns_parquet(tmp):
+    frame = good_frame()
+    arrays = [pa.array(frame[c]) for c in frame.columns] + [pa.array(frame["size"])]
+    path = tmp / "data.parquet"
+    pq.write_table(pa.Table.from_arrays(arrays, names=[*frame.columns, "size"]), path)
+    return {"input": str(path)}
+
+
+def _no_header_row(tmp):
+    """The first row is data; its repeated secret must not be quoted as a "column name"."""
+    frame = good_frame().astype({"colour": object, "member": object})
+    frame.loc[0, "colour"] = SECRET_TEXT
+    frame.loc[0, "member"] = SECRET_TEXT
+    frame.to_csv(tmp / "data.csv", index=False, header=False)
+    return {}
+
+
 def _truncated_parquet(tmp):
     path = tmp / "data.parquet"
     frame = good_frame(2000)
@@ -223,6 +240,10 @@ CASES = [
     ("inf in numeric column", _inf_in_numeric, ValidationFailedError,
      r"column 'weight': some value\(s\) are \+inf or -inf; numeric values must be finite", "validate"),
     ("duplicate column names", _duplicate_columns, InputError, r"data\.csv': duplicate column name\(s\) \['weight'\]", "ingest"),
+    ("duplicate column names (Parquet)", _duplicate_columns_parquet, InputError,
+     r"data\.parquet': duplicate column name\(s\) \['size'\]", "ingest"),
+    ("no header row", _no_header_row, InputError, r"data\.csv': duplicate column name\(s\) 1 \(names withheld: "
+                                                  r"not schema columns\); expected each of \['id', 'colour'", "ingest"),
     ("truncated Parquet", _truncated_parquet, InputError, r"data\.parquet' is not a readable Parquet file", "ingest"),
     ("self-contradicting schema", _contradictory_schema, SchemaError,
      r"schema\.yaml: column 'weight': the first and last bin edges must equal the bounds \[0\.0, 1\.0\]", "plan"),
