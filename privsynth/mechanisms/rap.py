@@ -24,6 +24,9 @@ Granularity (``selection``):
   (sensitivity 1) and measured alone (sensitivity 1).
 K picks per round use ``noise.noisy_top_k``: peeling K Gumbel noisy-max calls, each at rho0 (the
 seeded source draws them as one-shot Gumbel top-K, identical in distribution: Durfee & Rogers 2019).
+Measured on Adult (3-way workload, eps 1, one seed): marginal selection 0.436 x the independent
+model's 3-way TV vs cell selection 0.844 (T x K = 10 x 50 cells), and with ``SecureNoise`` one OpenDP
+noisy-max over the 478,297 cells takes ~2.5 s (K per round), vs 0.03 s for 4 picks among 575 marginals.
 
 Candidates: the workload is all k-way marginals (k = 2 or 3) or ``workload_size`` of them drawn with
 the public ``workload_seed``. With ``candidates="downward_closure"`` the lower-order marginals
@@ -31,8 +34,8 @@ contained in workload marginals may be picked too (their counts are sums of the 
 they cost the same rho0 but carry less noise per unit of information, which matters at small epsilon.
 
 Projection (post-processing): Adam on n' relaxed rows, each attribute block a probability vector via
-a softmax parametrisation (default; measured better than the paper's sparsemax lazy projection) or
-sparsemax; squared L2 loss over every measured answer (RAP Alg. 1), warm started across rounds,
+a softmax parametrisation (default; 0.436 vs 0.501 for the paper's sparsemax lazy projection, reading
+(B) of the spec, on Adult at eps 1) or sparsemax; squared L2 loss over every measured answer (RAP Alg. 1), warm started across rounds,
 stopped when the loss falls by less than ``tolerance`` (relative) over 25 steps.
 
 Tuning note: the defaults (T, K, n', iterations, learning rate, candidates, parametrisation) were
