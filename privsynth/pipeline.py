@@ -245,6 +245,9 @@ def release_stage(*, mechanism: ModuleType, config, bits_path: Path, domain: Dom
         "exact_release": release.exact,
         "neighbouring_datasets": "add or remove one record",
     }
+    if hasattr(mechanism, "check_feasible"):
+        # Private sampling: what its guarantee allows for this p, d, n and epsilon (config-only facts).
+        privacy["feasibility"] = mechanism.check_feasible(config).to_json()
     store.put(key, release, column_names, privacy)
     fault_point("after_release_stored")
     return ReleaseOutcome(release, privacy, reused=False)
