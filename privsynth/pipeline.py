@@ -168,12 +168,14 @@ def iter_codes(bits_path: Path, domain: Domain, batch_rows: int = 65_536) -> Ite
 
 def mechanism_config(mechanism: ModuleType, epsilon: float, delta: float, rows: int | None, options: dict):
     """The mechanism's frozen config from run parameters; raises pydantic errors naming the field."""
-    fields = mechanism.Config.model_fields
     values = dict(options)
     values.setdefault("epsilon", epsilon)
     values.setdefault("delta", delta)
-    if "k" in fields and rows is not None:
-        values.setdefault("k", rows)
+    # A mechanism whose guarantee caps the rows it releases (private sampling) names the config field
+    # that takes --rows; for every other mechanism the row count is free post-processing.
+    rows_option = getattr(mechanism, "ROWS_OPTION", None)
+    if rows_option is not None and rows is not None:
+        values.setdefault(rows_option, rows)
     return mechanism.Config(**values)
 
 

@@ -51,6 +51,8 @@ from privsynth.privacy.noise import NoiseSource
 from privsynth.walsh import bits_to_signs, n_walsh, signs_to_bits, walsh_features, walsh_moment_sums
 
 NAME = "private_sampling"
+# --rows sets k: the guarantee is stated for exactly k released rows.
+ROWS_OPTION = "k"
 
 
 class InfeasibleRequestError(ValueError):
