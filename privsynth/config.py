@@ -115,6 +115,11 @@ def plan_run(parameters: RunParameters) -> RunPlan:
         raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
     if parameters.ledger is not None:
         check_ledger_url(parameters.ledger)
+    if parameters.rows is None and getattr(mechanism, "ROWS_OPTION", None) is None:
+        releases_estimate = getattr(mechanism, "releases_n_estimate", None)
+        if releases_estimate is None or not releases_estimate(config):
+            raise ParameterError(f"--rows is required with mechanism {parameters.mechanism} and these options: its "
+                                 "release carries no DP estimate of the row count")
     output = check_writable_directory(parameters.output) if parameters.output else None
     if parameters.sink:
         lowered = parameters.sink.lower()

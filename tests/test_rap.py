@@ -223,7 +223,7 @@ def test_release_contract_and_public_facts():
     assert rel.exact is False and rel.points.shape == (30, dom.width)
     assert np.allclose(rel.weights, 1 / 30)
     allowed = {"rho", "sigma", "gumbel_beta", "sigma_n", "rounds", "picks_per_round", "selection",
-               "synthetic_rows", "noisy_total_count", "measured_marginals"}
+               "synthetic_rows", "n_estimate", "measured_marginals"}
     assert set(rel.public_facts) <= allowed
 
 

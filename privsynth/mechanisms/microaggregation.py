@@ -188,6 +188,11 @@ def budget_shares(config: Config) -> tuple[float, float, float]:
     return config.epsilon * p, config.epsilon * w, config.epsilon * c
 
 
+def releases_n_estimate(config: Config) -> bool:
+    """The DP release carries n_estimate (sum of noisy cell counts); the k-anonymous one does not."""
+    return config.variant == "dp"
+
+
 def privacy_cost(config: Config) -> PrivacyCost:
     if config.variant == "k_anonymous":
         return PrivacyCost.not_private(

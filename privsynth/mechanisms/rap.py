@@ -158,6 +158,11 @@ def budget(config: Config) -> Budget:
     return Budget(rho=rho, rho_n=rho_n, rho0=rho0, sigma_n=1.0 / math.sqrt(2.0 * rho_n), sigma=scale, beta=scale)
 
 
+def releases_n_estimate(config: Config) -> bool:
+    """The release carries n_estimate (the noisy total count), the default row count."""
+    return True
+
+
 def privacy_cost(config: Config) -> PrivacyCost:
     b = budget(config)
     t, k = config.rounds, config.picks_per_round
@@ -279,7 +284,7 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
             # All of these are config-derived or DP outputs covered by the guarantee.
             "rho": b.rho, "sigma": b.sigma, "gumbel_beta": b.beta, "sigma_n": b.sigma_n,
             "rounds": t_rounds, "picks_per_round": k_picks, "selection": config.selection,
-            "synthetic_rows": config.synthetic_rows, "noisy_total_count": n_hat,
+            "synthetic_rows": config.synthetic_rows, "n_estimate": n_hat,
             **({"measured_marginals": selected} if selected is not None else {}),
         },
     )

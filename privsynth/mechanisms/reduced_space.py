@@ -137,6 +137,11 @@ def laplace_scale(epsilon: float, marginals: list[Marginal]) -> float:
     return l1_sensitivity(marginals) / epsilon
 
 
+def releases_n_estimate(config: Config) -> bool:
+    """The release carries n_estimate (from the noisy counts), the default row count."""
+    return True
+
+
 def privacy_cost(config: Config) -> PrivacyCost:
     """Pure epsilon-DP (add-or-remove-one neighbours), from the config alone."""
     return PrivacyCost.pure(
