@@ -31,6 +31,10 @@ FIELD_OPTIONS = {"input": "--input", "schema_file": "--schema", "mechanism": "--
                  "audit_target": "--audit-target"}
 
 
+# A mechanism and row count fixed, so that the case reaches the check it is about.
+FIXED = ("--mechanism", "reduced_space", "--rows", "10")
+
+
 def _run(argv: list[str], capsys) -> tuple[int, str, str]:
     try:
         code = main(argv)
@@ -113,14 +117,14 @@ def test_budget_show_of_an_empty_ledger(ledger_url, capsys):
     (["run", "--seed", "-1"], r"seed: Input should be greater than or equal to 0$"),
     (["run", "--mechanism", "magic"], r"mechanism: unknown mechanism 'magic'; expected one of \["),
     (["run", "--option", "points_per_statistic"], r"--option expects KEY=VALUE, got 'points_per_statistic'$"),
-    (["run", "--option", "points_per_statistic=-1"], r"mechanism reduced_space option points_per_statistic: Input should be greater than 0$"),
+    (["run", "--mechanism", "reduced_space", "--option", "points_per_statistic=-1"], r"mechanism reduced_space option points_per_statistic: Input should be greater than 0$"),
     (["run", "--input", "table.xlsx", "--schema", "schemas/adult.yaml"], r"--input 'table.xlsx': expected a .csv"),
     (["run", "--input", "missing.csv", "--schema", "schemas/adult.yaml"], r"input file 'missing.csv' does not exist$"),
     (["run", "--input", "missing.csv"], r"--schema is required with --input"),
     (["run", "--schema", "nope.yaml"], r"schema file 'nope.yaml' does not exist$"),
-    (["run", "--ledger", "not a url"], r"ledger: not a SQLAlchemy URL"),
-    (["run", "--sink", "out.xlsx"], r"sink 'out.xlsx': expected duckdb:PATH\?table=NAME, or a .parquet or .csv path$"),
-    (["run", "--audit-target", "nope"], r"audit_target 'nope' is not a kept column of schema 'adult'$"),
+    (["run", *FIXED, "--ledger", "not a url"], r"ledger: not a SQLAlchemy URL"),
+    (["run", *FIXED, "--sink", "out.xlsx"], r"sink 'out.xlsx': expected duckdb:PATH\?table=NAME, or a .parquet or .csv path$"),
+    (["run", *FIXED, "--audit-target", "nope"], r"audit_target 'nope' is not a kept column of schema 'adult'$"),
     (["budget", "set", "adult", "--epsilon", "-1"], r"budget set: epsilon must be a finite number > 0, got -1.0$"),
     (["budget", "set", "adult", "--epsilon", "1", "--delta", "2"], r"budget set: delta must be None"),
     (["budget", "show", "nope"], r"the ledger has no budget or charge for dataset 'nope'"),

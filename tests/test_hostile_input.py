@@ -501,7 +501,8 @@ def _cli(args: list[str], tmp: Path, api_url: str | None = None) -> subprocess.C
 
 
 def _cli_args(values: dict) -> list[str]:
-    args = ["run", "--input", values["input"], "--schema", values["schema_file"], "--epsilon", str(values["epsilon"]),
+    args = ["run", "--input", values["input"], "--schema", values["schema_file"], "--mechanism", values["mechanism"],
+            "--epsilon", str(values["epsilon"]),
             "--rows", str(values["rows"]), "--seed", str(values["seed"]), "--output", values["output"],
             "--ledger", values["ledger"], "--option", "points_per_statistic=1"]
     if "delta" in values:
