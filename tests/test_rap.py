@@ -128,6 +128,53 @@ def test_calls_made_compose_to_rho(selection):
     assert spent == pytest.approx(rap.privacy_cost(cfg).rho, rel=1e-12)
 
 
+def test_one_shot_budget_parts_sum_to_rho_hand_computed():
+    # eps 1, delta 1e-9: rho = (sqrt(ln 1e9 + 1) - sqrt(ln 1e9))^2; 1-way share 0.1 over d = 15
+    # attributes: sigma = sqrt(15 / (2 * 0.1 * rho)); 2-way share 0.2 over 105 pairs: sqrt(105 / (0.4 rho)).
+    rho = (math.sqrt(math.log(1e9) + 1) - math.sqrt(math.log(1e9))) ** 2
+    cfg = rap.Config(epsilon=1.0, delta=1e-9, init_one_way_share=0.1, init_two_way_share=0.2,
+                     rounds=5, picks_per_round=4, n_hat_share=0.01)
+    b = rap.budget(cfg)
+    assert b.rho == pytest.approx(rho, rel=1e-12)
+    assert b.rho_one_way == pytest.approx(0.1 * rho, rel=1e-12)
+    assert b.rho_two_way == pytest.approx(0.2 * rho, rel=1e-12)
+    assert b.rho0 == pytest.approx(0.69 * rho / 40, rel=1e-12)
+    assert b.rho_n + b.rho_one_way + b.rho_two_way + 2 * 5 * 4 * b.rho0 == pytest.approx(b.rho, rel=1e-12)
+    assert rap.one_shot_sigma(b.rho_one_way, 15) == pytest.approx(math.sqrt(15 / (0.2 * rho)), rel=1e-12)
+    assert rap.one_shot_sigma(b.rho_two_way, 105) == pytest.approx(math.sqrt(105 / (0.4 * rho)), rel=1e-12)
+    assert rap.privacy_cost(cfg).rho == pytest.approx(rho, rel=1e-12)
+    assert rap.privacy_cost(cfg).epsilon_at(1e-9) <= 1.0 + 1e-9
+
+
+@pytest.mark.parametrize("shares", [(0.05, 0.0), (0.0, 0.2), (0.05, 0.2)])
+def test_calls_made_with_one_shot_measurements_compose_to_rho(shares):
+    """n_hat, then one Gaussian per one-shot order (L2 sensitivity sqrt(#marginals)), then the T K
+    picks: priced at zCDP rates, the calls actually made add up to the stated rho."""
+    one, two = shares
+    cfg = rap.Config(epsilon=1.0, rounds=2, picks_per_round=2, synthetic_rows=50, max_iterations=20,
+                     init_one_way_share=one, init_two_way_share=two)
+    spy = SpyNoise(1)
+    _, dom, _, rel = run_small(cfg, spy)
+    b = rap.budget(cfg)
+    d = dom.n_attributes
+    orders = [(1, d, b.rho_one_way)] if one else []
+    orders += [(2, d * (d - 1) // 2, b.rho_two_way)] if two else []
+    assert spy.gaussian_calls[0] == (b.sigma_n, 1)
+    spent = 1 / (2 * b.sigma_n**2)
+    for pos, (order, n_marg, rho_part) in enumerate(orders, start=1):
+        scale, size = spy.gaussian_calls[pos]
+        assert size == sum(dom.size_of(m) for m in all_marginals(d, order))   # one draw, every cell
+        assert scale == pytest.approx(math.sqrt(n_marg / (2 * rho_part)), rel=1e-12)
+        assert rel.public_facts[f"sigma_init_{order}way"] == scale
+        spent += n_marg / (2 * scale**2)       # sensitivity^2 / (2 sigma^2)
+    rest = spy.gaussian_calls[1 + len(orders):]
+    assert len(rest) == cfg.rounds * cfg.picks_per_round and all(s == b.sigma for s, _ in rest)
+    spent += sum(1 / (2 * s**2) for s, _ in rest) + sum(k / (2 * s**2) for s, _, k in spy.top_k_calls)
+    assert spent == pytest.approx(rap.privacy_cost(cfg).rho, rel=1e-12)
+    # What was measured up front is never offered to selection again.
+    assert all(len(m) not in {o for o, _, _ in orders} for m in rel.public_facts["measured_marginals"])
+
+
 # ---------------------------------------------------------------- sensitivity on neighbours
 
 def test_scores_and_measurements_have_sensitivity_one():
@@ -147,6 +194,46 @@ def test_scores_and_measurements_have_sensitivity_one():
         assert d_marg.max() <= 1 + 1e-9 and d_cell.max() <= 1 + 1e-9
         per_marginal_l2 = np.sqrt(np.add.reduceat((counts - base) ** 2, plan.starts[:-1]))
         assert np.allclose(per_marginal_l2, 1.0)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_one_shot_count_vector_has_l2_sensitivity_sqrt_marginals(order):
+    """Adding one record moves exactly one cell of each of the C(d, order) marginals by 1."""
+    codes, dom = small_data(4, n=400)
+    marginals = all_marginals(dom.n_attributes, order)
+
+    def vector(table: np.ndarray) -> np.ndarray:
+        return np.concatenate([marginal_counts(table, dom, m) for m in marginals])
+
+    base = vector(codes)
+    rng = np.random.default_rng(1)
+    for extra in rng.integers(0, [3, 4, 2, 3], size=(25, 4)).astype(np.int32):
+        for neighbour in (np.vstack([codes, extra[None, :]]), codes[1:]):   # add one, remove one
+            assert np.linalg.norm(vector(neighbour) - base) == pytest.approx(math.sqrt(len(marginals)), rel=1e-12)
+
+
+def test_noise_free_one_way_init_starts_at_the_independent_model():
+    """With the noise off and no jitter, the initial rows are the true 1-way distributions, so every
+    unmeasured marginal starts at the independent model; the fit then keeps the 1-way marginals."""
+    cfg = rap.Config(epsilon=1.0, rounds=1, picks_per_round=1, synthetic_rows=20, max_iterations=1,
+                     init_one_way_share=0.05, init_perturbation=0.0, learning_rate=1e-6, size_penalty=False)
+    codes, dom, stats, rel = run_small(cfg, SpyNoise(0, zero=True))
+    n = codes.shape[0]
+    ones = [marginal_counts(codes, dom, (a,)) / n for a in range(dom.n_attributes)]
+    for a in range(dom.n_attributes):
+        assert np.allclose(relaxed_marginal(rel.points, rel.weights, dom, (a,)), ones[a], atol=1e-4)
+    independent = np.outer(ones[0], ones[2]).ravel()
+    assert np.allclose(relaxed_marginal(rel.points, rel.weights, dom, (0, 2)), independent, atol=1e-4)
+
+
+def test_noise_free_two_way_init_fits_all_pairs():
+    cfg = rap.Config(epsilon=1.0, rounds=2, picks_per_round=1, synthetic_rows=100, max_iterations=800,
+                     tolerance=1e-6, init_two_way_share=0.2)
+    codes, dom, stats, rel = run_small(cfg, SpyNoise(0, zero=True))
+    n = codes.shape[0]
+    errors = [np.abs(relaxed_marginal(rel.points, rel.weights, dom, m) - marginal_counts(codes, dom, m) / n).max()
+              for m in all_marginals(dom.n_attributes, 2)]
+    assert max(errors) < 1e-2
 
 
 # ---------------------------------------------------------------- selection and the loop
@@ -223,7 +310,7 @@ def test_release_contract_and_public_facts():
     assert rel.exact is False and rel.points.shape == (30, dom.width)
     assert np.allclose(rel.weights, 1 / 30)
     allowed = {"rho", "sigma", "gumbel_beta", "sigma_n", "rounds", "picks_per_round", "selection",
-               "synthetic_rows", "n_estimate", "measured_marginals"}
+               "synthetic_rows", "n_estimate", "measured_marginals", "sigma_init_1way", "sigma_init_2way"}
     assert set(rel.public_facts) <= allowed
 
 
@@ -238,7 +325,11 @@ def test_collect_statistics_streams_and_sums_submarginals():
 
 def test_config_validation_names_parameter():
     for bad, name in [({"epsilon": 0}, "epsilon"), ({"delta": 1.0}, "delta"), ({"rounds": 0}, "rounds"),
-                      ({"n_hat_share": 0.7}, "n_hat_share"), ({"synthetic_rows": 0}, "synthetic_rows")]:
+                      ({"n_hat_share": 0.7}, "n_hat_share"), ({"synthetic_rows": 0}, "synthetic_rows"),
+                      ({"init_one_way_share": -0.1}, "init_one_way_share"),
+                      ({"init_two_way_share": 0.5}, "init_two_way_share"),
+                      ({"init_perturbation": -1.0}, "init_perturbation"),
+                      ({"n_hat_share": 0.45, "init_one_way_share": 0.3, "init_two_way_share": 0.3}, "init_two_way_share")]:
         with pytest.raises(ValidationError, match=name):
             rap.Config(**bad)
     with pytest.raises(ValidationError):

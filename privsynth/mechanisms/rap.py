@@ -45,13 +45,14 @@ same, Table 2); treat the defaults as public constants and do not re-tune them o
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from privsynth.encoding import Domain
 from privsynth.mechanisms.base import Release
@@ -87,6 +88,9 @@ class Config(BaseModel):
     rounds: int = Field(12, description="T, adaptive rounds")
     picks_per_round: int = Field(6, description="K, queries (cells or marginals) measured per round")
     n_hat_share: float = Field(0.01, description="share of rho spent on the noisy total count")
+    init_one_way_share: float = Field(0.0, description="share of rho for one Gaussian measurement of all 1-way marginals (0 = off)")
+    init_two_way_share: float = Field(0.0, description="share of rho for one Gaussian measurement of all 2-way marginals (0 = off)")
+    init_perturbation: float = Field(0.5, description="std of the Gaussian jitter on the initial logits when initialising from measured marginals")
     synthetic_rows: int = Field(1000, description="n', relaxed rows")
     max_iterations: int = Field(200, description="Adam steps per round at most")
     learning_rate: float = Field(0.05, description="Adam learning rate")
@@ -129,6 +133,28 @@ class Config(BaseModel):
             raise ValueError(f"n_hat_share must be in (0, 0.5), got {v}")
         return v
 
+    @field_validator("init_one_way_share", "init_two_way_share")
+    @classmethod
+    def _init_share(cls, v: float, info) -> float:
+        if not (0 <= v < 0.5):
+            raise ValueError(f"{info.field_name} must be in [0, 0.5), got {v}")
+        return v
+
+    @field_validator("init_perturbation")
+    @classmethod
+    def _perturbation(cls, v: float) -> float:
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"init_perturbation must be a finite number >= 0, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _shares_leave_room(self) -> "Config":
+        spent = self.n_hat_share + self.init_one_way_share + self.init_two_way_share
+        if spent >= 0.9:
+            raise ValueError(f"n_hat_share + init_one_way_share + init_two_way_share = {spent:.3g} must stay "
+                             "below 0.9 to leave budget for the adaptive rounds")
+        return self
+
     @field_validator("learning_rate", "tolerance")
     @classmethod
     def _positive_float(cls, v: float, info) -> float:
@@ -143,6 +169,8 @@ class Config(BaseModel):
 class Budget:
     rho: float
     rho_n: float
+    rho_one_way: float   # one-shot measurement of every 1-way marginal (0 when off)
+    rho_two_way: float   # one-shot measurement of every 2-way marginal (0 when off)
     rho0: float          # per selection call and per measurement call
     sigma_n: float       # Gaussian scale of the total count
     sigma: float         # Gaussian scale per measured count vector
@@ -150,12 +178,16 @@ class Budget:
 
 
 def budget(config: Config) -> Budget:
-    """rho from (epsilon, delta) (RAP Alg. 2); n_hat_share of it for n; the rest split in 2 T K equal calls."""
+    """rho from (epsilon, delta) (RAP Alg. 2); stated shares for n and the optional one-shot 1-/2-way
+    measurements; the rest split in 2 T K equal calls (half select, half measure)."""
     rho = rho_from_epsilon_delta(config.epsilon, config.delta)
     rho_n = config.n_hat_share * rho
-    rho0 = (rho - rho_n) / (2 * config.rounds * config.picks_per_round)
+    rho_1 = config.init_one_way_share * rho
+    rho_2 = config.init_two_way_share * rho
+    rho0 = (rho - rho_n - rho_1 - rho_2) / (2 * config.rounds * config.picks_per_round)
     scale = 1.0 / math.sqrt(2.0 * rho0)  # sensitivity 1 (counts, add/remove one record)
-    return Budget(rho=rho, rho_n=rho_n, rho0=rho0, sigma_n=1.0 / math.sqrt(2.0 * rho_n), sigma=scale, beta=scale)
+    return Budget(rho=rho, rho_n=rho_n, rho_one_way=rho_1, rho_two_way=rho_2, rho0=rho0,
+                  sigma_n=1.0 / math.sqrt(2.0 * rho_n), sigma=scale, beta=scale)
 
 
 def releases_n_estimate(config: Config) -> bool:
@@ -163,12 +195,35 @@ def releases_n_estimate(config: Config) -> bool:
     return True
 
 
+def one_shot_sigma(rho_part: float, n_marginals: int) -> float:
+    """Gaussian scale for the concatenated counts of ``n_marginals`` marginals over *distinct* attribute
+    sets of one order (all 1-way or all 2-way). Adding or removing one record moves exactly one cell of
+    each by 1, so the L2 sensitivity is sqrt(n_marginals) and sigma = sqrt(n_marginals / (2 rho_part))
+    makes the measurement rho_part-zCDP."""
+    return math.sqrt(n_marginals / (2.0 * rho_part))
+
+
+def init_marginals(config: Config, n_attributes: int) -> list[Marginal]:
+    """The marginals measured once before the adaptive rounds (data-free)."""
+    out: list[Marginal] = []
+    if config.init_one_way_share > 0:
+        out += all_marginals(n_attributes, 1)
+    if config.init_two_way_share > 0 and n_attributes >= 2:
+        out += all_marginals(n_attributes, 2)
+    return out
+
+
 def privacy_cost(config: Config) -> PrivacyCost:
     b = budget(config)
     t, k = config.rounds, config.picks_per_round
+    init = ""
+    if b.rho_one_way > 0:
+        init += f"all 1-way marginals in one Gaussian measurement (L2 sensitivity sqrt(d)) at {b.rho_one_way:.6g}, "
+    if b.rho_two_way > 0:
+        init += f"all 2-way marginals in one Gaussian measurement (L2 sensitivity sqrt(d(d-1)/2)) at {b.rho_two_way:.6g}, "
     return PrivacyCost.zcdp(
         b.rho,
-        guarantee=f"RAP: {b.rho:.6g}-zCDP (add/remove one record): noisy total count at {b.rho_n:.6g}, then "
+        guarantee=f"RAP: {b.rho:.6g}-zCDP (add/remove one record): noisy total count at {b.rho_n:.6g}, {init}then "
         f"{t}x{k} report-noisy-max (Gumbel, scale {b.beta:.6g}) + Gaussian measurements (sigma {b.sigma:.6g}) "
         f"at {b.rho0:.6g} each",
         notes=(
@@ -193,14 +248,19 @@ def workload(config: Config, domain: Domain) -> list[Marginal]:
 
 
 def candidate_marginals(config: Config, domain: Domain) -> list[Marginal]:
-    """What selection may pick among: the workload, or it plus every marginal it contains (data-free)."""
+    """What selection may pick among: the workload, or it plus every marginal it contains, less the
+    marginals already measured once up front (data-free)."""
     work = workload(config, domain)
+    skip = set(init_marginals(config, domain.n_attributes))
     if config.candidates == "workload":
-        return work
-    import itertools
-
+        return [m for m in work if m not in skip]
     closure = {sub for m in work for r in range(1, len(m) + 1) for sub in itertools.combinations(m, r)}
-    return sorted(closure, key=lambda m: (len(m), m))
+    return sorted(closure - skip, key=lambda m: (len(m), m))
+
+
+def measured_universe(config: Config, domain: Domain) -> list[Marginal]:
+    """Every marginal whose counts the mechanism may measure: the one-shot set, then the candidates."""
+    return init_marginals(config, domain.n_attributes) + candidate_marginals(config, domain)
 
 
 @dataclass(frozen=True)
@@ -212,10 +272,12 @@ class RapStatistics:
 
 
 def collect_statistics(batches: Iterable[np.ndarray], domain: Domain, config: Config) -> RapStatistics:
-    """One pass over code batches: counts of every workload marginal; sub-marginals by summation."""
+    """One pass over code batches: counts of every workload marginal (and of any one-shot marginal no
+    workload marginal contains); every other marginal by summation."""
     work = workload(config, domain)
-    counts, n = accumulate_marginals(batches, domain, work)
-    for m in candidate_marginals(config, domain):
+    extra = [m for m in init_marginals(config, domain.n_attributes) if not any(set(m) <= set(w) for w in work)]
+    counts, n = accumulate_marginals(batches, domain, work + extra)
+    for m in measured_universe(config, domain):
         if m in counts:
             continue
         parent = next(w for w in work if set(m) <= set(w))
@@ -234,44 +296,74 @@ def _expected_noise_l1(sigma: float, cells: np.ndarray) -> np.ndarray:
 def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseSource) -> Release:
     """The RAP release: n' relaxed rows (each block on the simplex), uniform weights. rho-zCDP as stated."""
     b = budget(config)
+    first = init_marginals(config, domain.n_attributes)
     cands = candidate_marginals(config, domain)
-    plan = MarginalPlan(domain, cands)
-    counts = plan.to_internal([statistics.counts[m] for m in cands])
+    universe = first + cands
+    plan = MarginalPlan(domain, universe)
+    counts = plan.to_internal([statistics.counts[m] for m in universe])
+    n_first = len(first)
+    first_cells = int(plan.starts[n_first])          # the one-shot marginals come first in the plan
     t_rounds, k_picks = config.rounds, config.picks_per_round
-    n_items = len(cands) if config.selection == "marginal" else plan.total_cells
+    n_items = len(cands) if config.selection == "marginal" else plan.total_cells - first_cells
     if t_rounds * k_picks > n_items:
         raise ValueError(f"rounds * picks_per_round = {t_rounds * k_picks} exceeds the {n_items} candidate "
                          f"{config.selection}s; lower rounds or picks_per_round")
 
     n_hat = max(1.0, statistics.n + float(noise.gaussian(b.sigma_n, 1)[0]))
 
+    noisy = np.zeros(plan.total_cells)           # noisy counts of measured cells, internal order
+    cell_sigma = np.full(plan.total_cells, np.inf)  # noise scale of each measured cell (inf = unmeasured)
+    init_sigmas: dict[str, float] = {}
+    for order, rho_part in ((1, b.rho_one_way), (2, b.rho_two_way)):
+        idx = [i for i, m in enumerate(first) if len(m) == order]
+        if not idx:
+            continue
+        # One Gaussian draw over the concatenated count vector of all marginals of this order.
+        sl = np.concatenate([np.arange(plan.starts[i], plan.starts[i + 1]) for i in idx])
+        sigma_init = one_shot_sigma(rho_part, len(idx))
+        noisy[sl] = counts[sl] + noise.gaussian(sigma_init, sl.size)
+        cell_sigma[sl] = sigma_init
+        init_sigmas[f"sigma_init_{order}way"] = sigma_init
+
     rng = noise.post_rng
     shape = (config.synthetic_rows, domain.width)
     # The optimiser state is float32 (speed); the release is renormalised in float64 at the end.
-    state = AdamState(theta=rng.uniform(-1.0, 1.0, size=shape).astype(np.float32),
+    if first:
+        theta = _initial_logits(plan, first, noisy, cell_sigma, domain, config, rng)
+    else:
+        theta = rng.uniform(-1.0, 1.0, size=shape)
+    state = AdamState(theta=theta.astype(np.float32),
                       m=np.zeros(shape, dtype=np.float32), v=np.zeros(shape, dtype=np.float32))
     settings = ProjectionSettings(config.parametrization, config.learning_rate, config.max_iterations, config.tolerance)
-    penalty = _expected_noise_l1(b.sigma, plan.cells) if config.size_penalty else np.zeros(len(cands))
 
+    def fit() -> None:
+        targets = np.clip(noisy / n_hat, 0.0, 1.0) if config.clip_targets else noisy / n_hat
+        # Inverse-variance weights (generalised least squares); all equal to 1 without one-shot measurements.
+        weight = np.where(np.isfinite(cell_sigma), (b.sigma / cell_sigma) ** 2, 0.0)
+        sub, target, w = _measured_problem(plan, universe, domain, weight, targets)
+        project(state, sub, target, w, domain, settings)
+
+    if first:
+        fit()
+    penalty = _expected_noise_l1(b.sigma, plan.cells[n_first:]) if config.size_penalty else np.zeros(len(cands))
     measured = np.zeros(n_items, dtype=bool)
-    noisy = np.zeros(plan.total_cells)           # noisy counts of measured cells, internal order
-    cell_measured = np.zeros(plan.total_cells, dtype=bool)
     for _ in range(t_rounds):
         relaxed = plan.answers(to_relaxed(state.theta, domain, config.parametrization))
         if config.selection == "marginal":
-            scores = marginal_l1_scores(plan, counts, n_hat, relaxed) - penalty
+            scores = marginal_l1_scores(plan, counts, n_hat, relaxed)[n_first:] - penalty
         else:
-            scores = cell_scores(counts, n_hat, relaxed)
+            scores = cell_scores(counts, n_hat, relaxed)[first_cells:]
         open_items = np.flatnonzero(~measured)
         picks = open_items[noise.noisy_top_k(scores[open_items], b.beta, k_picks)]
         measured[picks] = True
         for i in picks:
-            lo, hi = (plan.starts[i], plan.starts[i + 1]) if config.selection == "marginal" else (i, i + 1)
+            if config.selection == "marginal":
+                lo, hi = plan.starts[n_first + i], plan.starts[n_first + i + 1]
+            else:
+                lo, hi = first_cells + i, first_cells + i + 1
             noisy[lo:hi] = counts[lo:hi] + noise.gaussian(b.sigma, hi - lo)
-            cell_measured[lo:hi] = True
-        targets = np.clip(noisy / n_hat, 0.0, 1.0) if config.clip_targets else noisy / n_hat
-        sub, target, weight = _measured_problem(plan, cands, domain, cell_measured, targets)
-        project(state, sub, target, weight, domain, settings)
+            cell_sigma[lo:hi] = b.sigma
+        fit()
 
     points = to_relaxed(state.theta.astype(np.float64), domain, config.parametrization)
     selected = [list(cands[i]) for i in np.flatnonzero(measured)] if config.selection == "marginal" else None
@@ -284,18 +376,52 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
             # All of these are config-derived or DP outputs covered by the guarantee.
             "rho": b.rho, "sigma": b.sigma, "gumbel_beta": b.beta, "sigma_n": b.sigma_n,
             "rounds": t_rounds, "picks_per_round": k_picks, "selection": config.selection,
-            "synthetic_rows": config.synthetic_rows, "n_estimate": n_hat,
+            "synthetic_rows": config.synthetic_rows, "n_estimate": n_hat, **init_sigmas,
             **({"measured_marginals": selected} if selected is not None else {}),
         },
     )
 
 
-def _measured_problem(plan: MarginalPlan, cands: list[Marginal], domain: Domain, cell_measured: np.ndarray,
+def _initial_logits(plan: MarginalPlan, first: list[Marginal], noisy: np.ndarray, cell_sigma: np.ndarray,
+                    domain: Domain, config: Config, rng: np.random.Generator) -> np.ndarray:
+    """Post-processing of the one-shot measurements: every row starts at the noisy 1-way distributions
+    (so unmeasured marginals start at the independent model), jittered to break the rows' symmetry.
+    A 1-way estimate comes from the 1-way measurement and the row sums of the 2-way ones, combined by
+    inverse variance; negative counts are clipped and a floor keeps every level reachable."""
+    est_sum = [np.zeros(t) for t in domain.sizes]
+    prec_sum = np.zeros(domain.n_attributes)
+    for i, m in enumerate(first):
+        lo, hi = plan.starts[i], plan.starts[i + 1]
+        sigma = float(cell_sigma[lo])
+        canonical = np.empty(hi - lo)
+        canonical[plan.canonical_index[i]] = noisy[lo:hi]   # internal -> canonical (row-major over m)
+        table = canonical.reshape([domain.sizes[a] for a in m])
+        for pos, a in enumerate(m):
+            other = tuple(j for j in range(len(m)) if j != pos)
+            summed = table.sum(axis=other) if other else table
+            var = sigma**2 * (table.size // domain.sizes[a])   # cells summed per level
+            est_sum[a] += summed / var
+            prec_sum[a] += 1.0 / var
+    shape = (config.synthetic_rows, domain.width)
+    base = np.empty(domain.width)
+    for a, (lo, hi) in enumerate(zip(domain.offsets[:-1], domain.offsets[1:])):
+        t = hi - lo
+        p = np.full(t, 1.0 / t) if prec_sum[a] == 0 else np.clip(est_sum[a] / prec_sum[a], 0.0, None)
+        p = p / p.sum() if p.sum() > 0 else np.full(t, 1.0 / t)
+        p = np.maximum(p, 1e-3 / t)
+        base[lo:hi] = np.log(p / p.sum()) if config.parametrization == "softmax" else p / p.sum()
+    jitter = rng.normal(0.0, config.init_perturbation, size=shape)
+    if config.parametrization == "sparsemax":
+        jitter *= 0.1   # sparsemax is linear on the simplex: logits-scale jitter would swamp p
+    return base[None, :] + jitter
+
+
+def _measured_problem(plan: MarginalPlan, universe: list[Marginal], domain: Domain, weight: np.ndarray,
                       targets: np.ndarray) -> tuple[MarginalPlan, np.ndarray, np.ndarray]:
-    """The projection problem over the marginals holding at least one measured cell (mask = weight)."""
-    keep = [i for i in range(len(cands)) if cell_measured[plan.starts[i]:plan.starts[i + 1]].any()]
-    sub = MarginalPlan(domain, [cands[i] for i in keep])
+    """The projection problem over the marginals holding at least one measured cell (weight > 0)."""
+    keep = [i for i in range(len(universe)) if (weight[plan.starts[i]:plan.starts[i + 1]] > 0).any()]
+    sub = MarginalPlan(domain, [universe[i] for i in keep])
     sl = [slice(plan.starts[i], plan.starts[i + 1]) for i in keep]
     target = np.concatenate([targets[s] for s in sl])
-    weight = np.concatenate([cell_measured[s] for s in sl]).astype(np.float64)
-    return sub, target, weight
+    w = np.concatenate([weight[s] for s in sl])
+    return sub, target, w
