@@ -308,14 +308,14 @@ def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFra
                 numeric = numeric.where(~special, pd.to_numeric(text.where(special), errors="coerce"))
                 bad &= ~special
                 if bad.any():
-                    raise InputError(f"{origin}: column {name!r} has {int(bad.sum())} value(s) that are not numbers "
+                    raise InputError(f"{origin}: column {name!r} has value(s) that are not numbers "
                                      f"(the schema says {col.type})")
                 numeric = numeric.astype(np.float64)
             if col.type == "integer":
                 finite = np.isfinite(numeric.to_numpy())
                 fractional = finite & (numeric.to_numpy() != np.round(numeric.to_numpy()))
                 if fractional.any():
-                    raise InputError(f"{origin}: column {name!r} has {int(fractional.sum())} non-integer value(s) "
+                    raise InputError(f"{origin}: column {name!r} has non-integer value(s) "
                                      "(the schema says integer)")
             out[name] = numeric
         else:

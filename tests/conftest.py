@@ -65,3 +65,27 @@ def adult_schema_path() -> Path:
 @pytest.fixture(scope="session")
 def adult_data_path() -> Path:
     return ADULT_DATA
+
+
+# ---------------------------------------------------------------- flow-level fixtures
+
+# A small table with every column type, for flow runs (the flow tests, hostile input, fault injection).
+TOY_SCHEMA = {
+    "name": "toy",
+    "columns": [
+        {"name": "id", "type": "integer", "drop": True},
+        {"name": "colour", "type": "categorical", "categories": ["red", "green", "blue"], "nullable": True},
+        {"name": "size", "type": "integer", "bounds": [0, 100], "bins": [0, 10, 50, 100], "on_out_of_domain": "clip"},
+        {"name": "weight", "type": "float", "bounds": [0.0, 1.0], "bins": [0.0, 0.5, 1.0]},
+        {"name": "member", "type": "boolean"},
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def harness():
+    """One temporary Prefect API for every flow test of the session (starting one costs 20-40 s)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield

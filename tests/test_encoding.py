@@ -86,7 +86,7 @@ def test_clip_and_fail_out_of_domain(tiny_schema, tiny_frame):
     np.testing.assert_array_equal(codes[:, 2], [0, 3, 1, 1, 2, 3, 3, 3])
     frame = tiny_frame.copy()
     frame["score"] = [0.0, 0.25, 0.49, 0.5, 1.0001, None, 0.75, -0.1]  # fail: score does not clip
-    with pytest.raises(ValueError, match=r"column 'score': 2 value\(s\) outside the schema's domain") as info:
+    with pytest.raises(ValueError, match=r"column 'score': value\(s\) outside the schema's domain") as info:
         encode_codes(frame, tiny_schema)
     assert "1.0001" not in str(info.value) and "-0.1" not in str(info.value)
 
@@ -94,7 +94,7 @@ def test_clip_and_fail_out_of_domain(tiny_schema, tiny_frame):
 def test_category_outside_domain_fails_when_not_allowed(tiny_schema, tiny_frame):
     frame = tiny_frame.copy()
     frame.loc[2, "size"] = "XXL"
-    with pytest.raises(ValueError, match=r"column 'size': 1 value\(s\) outside") as info:
+    with pytest.raises(ValueError, match=r"column 'size': value\(s\) outside") as info:
         encode_codes(frame, tiny_schema)
     assert "XXL" not in str(info.value)
 
@@ -102,7 +102,7 @@ def test_category_outside_domain_fails_when_not_allowed(tiny_schema, tiny_frame)
 def test_null_in_non_nullable_column(tiny_schema, tiny_frame):
     frame = tiny_frame.copy()
     frame.loc[0, "size"] = None
-    with pytest.raises(ValueError, match=r"column 'size': 1 missing value\(s\) but the column is not nullable"):
+    with pytest.raises(ValueError, match=r"column 'size': missing value\(s\) but the column is not nullable"):
         encode_codes(frame, tiny_schema)
     frame = tiny_frame.copy()
     frame["age"] = frame["age"].astype(float)
@@ -115,7 +115,7 @@ def test_null_in_non_nullable_column(tiny_schema, tiny_frame):
 def test_non_finite_numeric(tiny_schema, tiny_frame, bad):
     frame = tiny_frame.copy().astype({"age": object})
     frame.loc[3, "age"] = bad
-    with pytest.raises(ValueError, match=r"column 'age': 1 value\(s\) are not finite numbers"):
+    with pytest.raises(ValueError, match=r"column 'age': value\(s\) that are not finite numbers"):
         encode_codes(frame, tiny_schema)
 
 
@@ -131,7 +131,7 @@ def test_boolean_spellings():
     frame = pd.DataFrame({"b": [True, False, "true", "false", "True", "FALSE", 1, 0, "1", "0", None, 1.0, np.True_]})
     codes = encode_codes(frame, schema)[:, 0]
     np.testing.assert_array_equal(codes, [1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 2, 1, 1])
-    with pytest.raises(ValueError, match=r"column 'b': 1 value\(s\) outside"):
+    with pytest.raises(ValueError, match=r"column 'b': value\(s\) outside"):
         encode_codes(pd.DataFrame({"b": ["yes"]}), schema)
     nullable = pd.DataFrame({"b": pd.array([True, None, False], dtype="boolean")})
     np.testing.assert_array_equal(encode_codes(nullable, schema)[:, 0], [1, 2, 0])

@@ -34,28 +34,12 @@ from privsynth.config import RunParameters
 from privsynth.pipeline import FAULT_ENV, FAULT_POINTS, InjectedFault, fault_point
 from privsynth.privacy.ledger import BudgetLedger
 from privsynth.runfolder import RunFolder, RunFolderError
+from conftest import TOY_SCHEMA
 
 CLI = Path(sys.executable).with_name("privsynth")
-SCHEMA = {
-    "name": "toy",
-    "columns": [
-        {"name": "id", "type": "integer", "drop": True},
-        {"name": "colour", "type": "categorical", "categories": ["red", "green", "blue"], "nullable": True},
-        {"name": "size", "type": "integer", "bounds": [0, 100], "bins": [0, 10, 50, 100], "on_out_of_domain": "clip"},
-        {"name": "weight", "type": "float", "bounds": [0.0, 1.0], "bins": [0.0, 0.5, 1.0]},
-        {"name": "member", "type": "boolean"},
-    ],
-}
+SCHEMA = TOY_SCHEMA
 ARTIFACTS = ("raw.parquet", "validation.json", "bits.parquet", "encoding.json", "release.parquet", "privacy.json",
              "synthetic.parquet", "audit.json", "audit.md")
-
-
-@pytest.fixture(scope="module")
-def harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
 
 
 @pytest.fixture(scope="module")

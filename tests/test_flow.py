@@ -14,25 +14,9 @@ import yaml
 from privsynth.config import RunParameters
 from privsynth.pipeline import ValidationFailedError
 from privsynth.privacy.ledger import BudgetExceededError, BudgetLedger, UnknownDatasetError
+from conftest import TOY_SCHEMA
 
-SCHEMA = {
-    "name": "toy",
-    "columns": [
-        {"name": "id", "type": "integer", "drop": True},
-        {"name": "colour", "type": "categorical", "categories": ["red", "green", "blue"], "nullable": True},
-        {"name": "size", "type": "integer", "bounds": [0, 100], "bins": [0, 10, 50, 100], "on_out_of_domain": "clip"},
-        {"name": "weight", "type": "float", "bounds": [0.0, 1.0], "bins": [0.0, 0.5, 1.0]},
-        {"name": "member", "type": "boolean"},
-    ],
-}
-
-
-@pytest.fixture(scope="module")
-def harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
+SCHEMA = TOY_SCHEMA
 
 
 @pytest.fixture

@@ -192,10 +192,10 @@ def test_coerce_batch_types_and_specials():
 
 
 @pytest.mark.parametrize("column, values, problem", [
-    ("age", ["30", "thirty-one", "SECRET-VALUE"], r"column 'age' has 2 value\(s\) that are not numbers \(the schema says integer\)"),
-    ("score", ["0.5", "SECRET-VALUE"], r"column 'score' has 1 value\(s\) that are not numbers \(the schema says float\)"),
-    ("age", ["30", "30.25", "7.5"], r"column 'age' has 2 non-integer value\(s\)"),
-    ("age", [30.0, 12.125], r"column 'age' has 1 non-integer value\(s\)"),
+    ("age", ["30", "thirty-one", "SECRET-VALUE"], r"column 'age' has value\(s\) that are not numbers \(the schema says integer\)"),
+    ("score", ["0.5", "SECRET-VALUE"], r"column 'score' has value\(s\) that are not numbers \(the schema says float\)"),
+    ("age", ["30", "30.25", "7.5"], r"column 'age' has non-integer value\(s\)"),
+    ("age", [30.0, 12.125], r"column 'age' has non-integer value\(s\)"),
 ])
 def test_coerce_batch_errors_name_column_not_value(column, values, problem):
     with pytest.raises(InputError, match=problem) as info:
