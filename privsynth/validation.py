@@ -107,7 +107,7 @@ class ExpectationOutcome:
 
 @dataclass(frozen=True)
 class ValidationReport:
-    """Outcome of validating one table against one schema; ``to_json`` is the public validation.json."""
+    """Outcome of validating one table against one schema; ``public_json`` is the public validation.json."""
 
     success: bool
     results: tuple[ExpectationOutcome, ...]
@@ -118,15 +118,19 @@ class ValidationReport:
     def failures(self) -> tuple[ExpectationOutcome, ...]:
         return tuple(r for r in self.results if not r.success)
 
-    def to_json(self) -> dict:
+    def _as_json(self, results: list[dict]) -> dict:
         return {
             "success": self.success,
             "schema": self.schema_name,
             "schema_hash": self.schema_hash,
             "evaluated_expectations": len(self.results),
             "failed_expectations": len(self.failures),
-            "results": [r.to_json() for r in self.results],
+            "results": results,
         }
+
+    def to_json(self) -> dict:
+        """Internal form, with counts (for the data owner's own checks, never a public artifact)."""
+        return self._as_json([r.to_json() for r in self.results])
 
     def public_json(self) -> dict:
         """validation.json: pass/fail per expectation, no values and no counts.
@@ -134,14 +138,7 @@ class ValidationReport:
         Counts (and the row count n) are statistics of the private table; under add/remove-one
         neighbours even n is private, so the public report states only which expectation failed.
         """
-        return {
-            "success": self.success,
-            "schema": self.schema_name,
-            "schema_hash": self.schema_hash,
-            "evaluated_expectations": len(self.results),
-            "failed_expectations": len(self.failures),
-            "results": [r.public_json() for r in self.results],
-        }
+        return self._as_json([r.public_json() for r in self.results])
 
     def public_failure_message(self) -> str:
         """One count-free line per failed expectation; '' on success."""
