@@ -19,14 +19,13 @@ What is checked, per the schema:
 The checks mirror what :func:`privsynth.encoding.encode_codes` accepts, so a frame that passes
 validation encodes without error (categorical values are compared as strings, as the encoder does).
 
-The report is written to the public ``validation.json``: it holds pass/fail, counts and messages
-built only from schema metadata and column names, never a data value. GX results are reduced to a
-whitelist of counts; partial_unexpected_list, observed_value, exception messages and tracebacks
-(which can quote values) are dropped. The counts it keeps (rows, unexpected values) are exact, not
-DP: on a passing run they are zeros and the row count n, which the mechanisms treat as public
-(replace-one neighbours); on a failing run the pipeline stops before any release. GX's
-``unexpected_percent`` is relative to the non-missing values, except for the not-null check
-(relative to all rows).
+Two forms of the report. ``public_json`` (what the pipeline writes to ``validation.json`` and logs)
+holds pass/fail and count-free messages per expectation, built only from schema metadata and
+column names: counts, even the row count n, are statistics of the private table under add/remove
+neighbours. ``to_json`` adds GX's counts (exact, not DP) for a data owner's own checks. GX results
+are reduced to a whitelist of counts; partial_unexpected_list, observed_value, exception messages
+and tracebacks (which can quote values) are dropped. GX's ``unexpected_percent`` is relative to the
+non-missing values, except for the not-null check (relative to all rows).
 
 Cost: importing GX takes about 4 s once per process; after that, validating the 48,842-row Adult
 table takes about 0.6 s of CPU (mostly GX's per-expectation bookkeeping; one ephemeral context per
