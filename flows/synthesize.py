@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from privsynth.config import RunParameters, check_delta_against_rows, plan_run
+from privsynth.config import RunParameters, plan_run
 from privsynth.encoding import domain_of
 from privsynth.pipeline import ValidationFailedError, precheck_budget
 from privsynth.privacy.ledger import BudgetLedger
@@ -93,7 +93,6 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
     folder.manifest["input"] = {"source": plan.source.describe(), "sha256": input_hash}
     folder.save()
     rows_in = pq.ParquetFile(folder.file("raw.parquet")).metadata.num_rows
-    check_delta_against_rows(parameters.delta, rows_in)
 
     validation = validate_task(parameters, str(run_dir))
     if not validation["success"]:
