@@ -328,3 +328,11 @@ def test_config_is_frozen_and_forbids_unknown_fields():
         config.epsilon = 2.0
     with pytest.raises(pydantic.ValidationError, match="sigma"):
         rs.Config(epsilon=1.0, sigma=3.0)
+
+
+def test_auto_space_is_chosen_from_epsilon_alone():
+    from privsynth.mechanisms.reduced_space import TREE_MIN_EPSILON, Config, resolved_space
+
+    assert resolved_space(Config(epsilon=TREE_MIN_EPSILON)) == "noisy_tree"
+    assert resolved_space(Config(epsilon=TREE_MIN_EPSILON / 2)) == "noisy_marginals"
+    assert resolved_space(Config(epsilon=0.1, reduced_space="uniform")) == "uniform"
