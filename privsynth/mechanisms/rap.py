@@ -36,7 +36,17 @@ they cost the same rho0 but carry less noise per unit of information, which matt
 Projection (post-processing): Adam on n' relaxed rows, each attribute block a probability vector via
 a softmax parametrisation (default; 0.436 vs 0.501 for the paper's sparsemax lazy projection, reading
 (B) of the spec, on Adult at eps 1) or sparsemax; squared L2 loss over every measured answer (RAP Alg. 1), warm started across rounds,
-stopped when the loss falls by less than ``tolerance`` (relative) over 25 steps.
+stopped when the loss falls by less than ``tolerance`` (relative) over 25 steps or after
+``max_iterations`` (default 100: fewer Adam steps per round fit less of the measurement noise and
+measured better at eps 0.3, 1 and 3 than 200, see benchmarks/README.md).
+
+Optional one-shot measurements (off by default; measured no better on Adult): ``init_one_way_share``
+/ ``init_two_way_share`` of rho buy one Gaussian measurement of the concatenated counts of all 1-way
+(resp. 2-way) marginals, L2 sensitivity sqrt(d) (resp. sqrt(d(d-1)/2)) under add/remove one record,
+sigma = sqrt(#marginals / (2 rho_part)). They initialise every relaxed row at the noisy 1-way
+distributions (the independent model, jittered by ``init_perturbation``), enter every projection with
+inverse-variance weights, and are removed from the adaptive candidates. The adaptive rounds keep
+Alg. 2's structure on the remaining budget.
 
 Tuning note: the defaults (T, K, n', iterations, learning rate, candidates, parametrisation) were
 chosen by measured accuracy on the real Adult table. That tuning is NOT private (the paper did the
@@ -92,7 +102,7 @@ class Config(BaseModel):
     init_two_way_share: float = Field(0.0, description="share of rho for one Gaussian measurement of all 2-way marginals (0 = off)")
     init_perturbation: float = Field(0.5, description="std of the Gaussian jitter on the initial logits when initialising from measured marginals")
     synthetic_rows: int = Field(1000, description="n', relaxed rows")
-    max_iterations: int = Field(200, description="Adam steps per round at most")
+    max_iterations: int = Field(100, description="Adam steps per round at most (few steps regularise: see benchmarks/README.md)")
     learning_rate: float = Field(0.05, description="Adam learning rate")
     parametrization: Literal["softmax", "sparsemax"] = "softmax"
     clip_targets: bool = Field(False, description="clip noisy proportions to [0, 1] before projecting (post-processing)")
