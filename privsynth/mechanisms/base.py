@@ -23,10 +23,28 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from privsynth.encoding import Domain
 
 WEIGHT_COLUMN = "__weight__"
+
+
+class MechanismConfig(BaseModel):
+    """The fields every mechanism's frozen config shares, validated before any data is read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    epsilon: float = Field(1.0, gt=0, allow_inf_nan=False, description="privacy budget epsilon of this release")
+    delta: float = Field(1e-9, gt=0, lt=1, allow_inf_nan=False,
+                         description="delta of the (epsilon, delta) statement; pure-DP mechanisms only report it")
+
+    @field_validator("epsilon", "delta", mode="before")
+    @classmethod
+    def _number_not_bool(cls, value: object, info) -> object:
+        if isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be a number, not a boolean")
+        return value
 
 
 @dataclass(frozen=True)

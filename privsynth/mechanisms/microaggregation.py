@@ -43,18 +43,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from privsynth.encoding import Domain
 from privsynth.mechanisms import microaggregation_math as mm
-from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.base import MechanismConfig, Release
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 
 NAME = "microaggregation"
 
 
-class Config(BaseModel):
+class Config(MechanismConfig):
     """Parameters of the microaggregation mechanism (validated before any data is read).
 
     epsilon: total pure-DP budget (variant "dp"); ignored by "k_anonymous".
@@ -84,10 +84,6 @@ class Config(BaseModel):
     max_cells: refuse (t, alpha) whose lattice has more cells than this (every cell is released).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    epsilon: float = 1.0
-    delta: float = 1e-9
     variant: Literal["dp", "k_anonymous"] = "dp"
     allow_non_private: bool = False
     pca: Literal["laplace", "exponential"] = "laplace"
@@ -99,20 +95,6 @@ class Config(BaseModel):
     count_threshold: float = 4.0
     k_blocks: int = 1000
     max_cells: int = 200_000
-
-    @field_validator("epsilon")
-    @classmethod
-    def _epsilon(cls, v: float) -> float:
-        if not (math.isfinite(v) and v > 0):
-            raise ValueError(f"epsilon must be a finite number > 0, got {v!r}")
-        return v
-
-    @field_validator("delta")
-    @classmethod
-    def _delta(cls, v: float) -> float:
-        if not 0 < v < 1:
-            raise ValueError(f"delta must be in (0, 1), got {v!r} (the microaggregation release is pure epsilon-DP and does not use it)")
-        return v
 
     @field_validator("t")
     @classmethod

@@ -40,10 +40,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from privsynth.encoding import Domain, from_binary, one_hot, to_binary
-from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.base import MechanismConfig, Release
 from privsynth.mechanisms.private_sampling_solvers import fit_density, released_density
 from privsynth.privacy import private_sampling_bounds as bounds
 from privsynth.privacy.accounting import PrivacyCost
@@ -63,7 +63,7 @@ class ReducedSpaceError(RuntimeError):
     """No well-conditioned reduced space was found within the allowed number of draws."""
 
 
-class Config(BaseModel):
+class Config(MechanismConfig):
     """Public configuration of private sampling.
 
     epsilon: pure-DP budget; the release spends eps_used <= epsilon (reported).
@@ -86,10 +86,6 @@ class Config(BaseModel):
     conservative_constant: use 18 instead of 4 in Lemma 10.1 (spec section 1.3 flag).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    epsilon: float = Field(gt=0, allow_inf_nan=False)
-    delta: float = Field(default=1e-9, gt=0, lt=1)
     degree: int = Field(default=2, ge=1, le=4)
     box_lower: float = Field(default=0.25, gt=0, lt=0.5, allow_inf_nan=False)
     box_upper: float = Field(default=2.0, gt=0, allow_inf_nan=False)

@@ -62,10 +62,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from privsynth.encoding import Domain
-from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.base import MechanismConfig, Release
 from privsynth.mechanisms.rap_backend import (
     AdamState,
     MarginalPlan,
@@ -82,13 +82,9 @@ from privsynth.workload import Marginal, accumulate_marginals, all_marginals, ra
 NAME = "rap"
 
 
-class Config(BaseModel):
+class Config(MechanismConfig):
     """RAP parameters. Defaults tuned (non-privately) on Adult; see the module docstring."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    epsilon: float = Field(1.0, description="target epsilon of (epsilon, delta)-DP")
-    delta: float = Field(1e-9, description="target delta of (epsilon, delta)-DP")
     k: Literal[2, 3] = Field(3, description="marginal order of the workload")
     workload_size: int | None = Field(None, description="number of random k-way marginals; None = all")
     workload_seed: int = Field(0, description="public seed of the random workload")
@@ -107,20 +103,6 @@ class Config(BaseModel):
     parametrization: Literal["softmax", "sparsemax"] = "softmax"
     clip_targets: bool = Field(False, description="clip noisy proportions to [0, 1] before projecting (post-processing)")
     tolerance: float = Field(1e-3, description="early stop when the loss falls by less than this fraction per 25 steps")
-
-    @field_validator("epsilon")
-    @classmethod
-    def _epsilon(cls, v: float) -> float:
-        if not (math.isfinite(v) and v > 0):
-            raise ValueError(f"epsilon must be a finite number > 0, got {v}")
-        return v
-
-    @field_validator("delta")
-    @classmethod
-    def _delta(cls, v: float) -> float:
-        if not (0 < v < 1):
-            raise ValueError(f"delta must be in (0, 1), got {v}")
-        return v
 
     @field_validator("workload_size")
     @classmethod

@@ -60,10 +60,10 @@ from typing import Literal
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from privsynth.encoding import Domain, one_hot
-from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.base import MechanismConfig, Release
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.workload import Marginal, accumulate_marginals, all_marginals, cell_index
@@ -78,7 +78,7 @@ TREE_MIN_EPSILON = 0.5
 ObjectiveName = Literal["l2", "l1", "linf"]
 
 
-class Config(BaseModel):
+class Config(MechanismConfig):
     """Public configuration of the reduced-space mechanism.
 
     epsilon: pure-DP budget of the Laplace release.
@@ -97,10 +97,6 @@ class Config(BaseModel):
     time_limit_s: HiGHS time limit; hitting it is an error, never a silently worse release.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    epsilon: float = Field(gt=0, allow_inf_nan=False)
-    delta: float = Field(default=1e-9, gt=0, lt=1)
     workload: WorkloadName = "2way"
     reduced_space: SpaceName = "auto"
     points_per_statistic: float = Field(default=3.5, gt=0, allow_inf_nan=False)
@@ -109,7 +105,7 @@ class Config(BaseModel):
     iterations: int = Field(default=200, ge=1)
     time_limit_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
 
-    @field_validator("epsilon", "delta", "points_per_statistic", "time_limit_s", "max_points", "iterations", mode="before")
+    @field_validator("points_per_statistic", "time_limit_s", "max_points", "iterations", mode="before")
     @classmethod
     def _no_bool(cls, value: object, info) -> object:
         if isinstance(value, bool):
