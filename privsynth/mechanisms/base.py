@@ -3,7 +3,8 @@
 A mechanism module (``privsynth.mechanisms.<name>``) provides:
 
 * ``NAME``: the name used by ``--mechanism``;
-* ``Config``: a frozen pydantic model, validated before any data is read;
+* ``Config``: a subclass of ``MechanismConfig`` (frozen; epsilon and delta shared), validated before
+  any data is read;
 * ``privacy_cost(config) -> PrivacyCost``: the cost, from the configuration alone;
 * ``collect_statistics(batches, domain, config)``: one streaming pass over level-code batches that
   returns the (private) statistics the mechanism needs; nothing else of the data reaches it;
