@@ -53,6 +53,9 @@ class ReleaseStore:
         target = self.folder(key)
         if target.exists():
             return target
+        # A killed writer leaves its staging folder behind; reads never trust one, and this sweeps them.
+        for stale in self.root.glob(f".{key}.*.partial") if self.root.is_dir() else ():
+            shutil.rmtree(stale, ignore_errors=True)
         staging = self.root / f".{key}.{uuid.uuid4().hex[:8]}.partial"
         staging.mkdir(parents=True)
         try:

@@ -138,3 +138,21 @@ def test_release_key_and_store(tmp_path):
     np.testing.assert_array_equal(got.weights, release.weights)
     assert privacy["cost"]["rho"] == 0.1
     assert [p.name for p in (tmp_path / "store").iterdir()] == [seeded]  # no staging leftovers
+
+
+def test_release_store_sweeps_a_killed_writers_staging_folder(tmp_path):
+    import numpy as np
+
+    from privsynth.mechanisms.base import Release
+    from privsynth.releases import ReleaseStore
+
+    store = ReleaseStore(tmp_path / "releases")
+    stale = store.root / ".k1.deadbeef.partial"
+    stale.mkdir(parents=True)
+    (stale / "release.parquet").write_bytes(b"torn")
+    assert store.get("k1") is None  # a staging folder is never read
+    release = Release("toy", np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0.5, 0.5]))
+    store.put("k1", release, ["a=0", "a=1"], {"visibility": "public"})
+    assert not stale.exists()
+    found, privacy = store.get("k1")
+    assert np.allclose(found.points, release.points) and privacy == {"visibility": "public"}
