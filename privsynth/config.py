@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from privsynth.io import InputError, SourceSpec, check_writable_directory, parse_source
+from privsynth.io import InputError, SourceSpec, check_writable_directory, parse_sink, parse_source
 from privsynth.mechanisms import MECHANISM_MODULES, get_mechanism
 from privsynth.schema import Schema, load_schema
 
@@ -122,9 +122,10 @@ def plan_run(parameters: RunParameters) -> RunPlan:
                                  "release carries no DP estimate of the row count")
     output = check_writable_directory(parameters.output) if parameters.output else None
     if parameters.sink:
-        lowered = parameters.sink.lower()
-        if not (lowered.startswith("duckdb:") and "table=" in lowered) and not lowered.endswith((".parquet", ".csv")):
-            raise ParameterError(f"sink {parameters.sink!r}: expected duckdb:PATH?table=NAME, or a .parquet or .csv path")
+        try:
+            parse_sink(parameters.sink)  # the same parser write_sink uses, before any data is read
+        except InputError as err:
+            raise ParameterError(str(err).removeprefix("--")) from None
     if parameters.audit_target is not None and parameters.audit_target not in [c.name for c in schema.kept_columns]:
         raise ParameterError(f"audit_target {parameters.audit_target!r} is not a kept column of schema {schema.name!r}")
     return RunPlan(parameters=parameters, source=source, schema=schema, schema_path=str(schema_path), mechanism=mechanism,

@@ -406,8 +406,15 @@ def iter_parquet(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS, columns
 
 # ---------------------------------------------------------------- sinks
 
-def write_sink(table: pa.Table, sink: str) -> str:
-    """Write the synthetic table to a sink; returns a public description of where it went."""
+@dataclass(frozen=True)
+class SinkSpec:
+    kind: str  # "duckdb" | "parquet" | "csv"
+    location: str
+    table: str | None = None
+
+
+def parse_sink(sink: str) -> SinkSpec:
+    """Parse a ``--sink`` argument; raises InputError on an unknown form or an unsafe table name."""
     lowered = sink.lower()
     if lowered.startswith("duckdb:"):
         base, _, query_string = sink.partition("?")
@@ -415,9 +422,20 @@ def write_sink(table: pa.Table, sink: str) -> str:
         name = params.get("table")
         if not name or not all(part.replace("_", "").isalnum() for part in name.split(".")):
             raise InputError(f"--sink {sink!r}: expected duckdb:PATH?table=NAME with a plain table name")
+        return SinkSpec("duckdb", _duckdb_path(base), name)
+    for suffix in ("parquet", "csv"):
+        if lowered.endswith("." + suffix):
+            return SinkSpec(suffix, sink)
+    raise InputError(f"--sink {sink!r}: expected duckdb:PATH?table=NAME, or a .parquet or .csv path")
+
+
+def write_sink(table: pa.Table, sink: str) -> str:
+    """Write the synthetic table to a sink; returns a public description of where it went."""
+    spec = parse_sink(sink)
+    if spec.kind == "duckdb":
         import duckdb
 
-        path = _duckdb_path(base)
+        path, name = spec.location, spec.table
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect(path)
         try:
@@ -431,15 +449,13 @@ def write_sink(table: pa.Table, sink: str) -> str:
         finally:
             con.close()
         return f"duckdb:{path} table {name}"
-    if lowered.endswith(".parquet"):
+    if spec.kind == "parquet":
         atomic_write_table(sink, table)
         return sink
-    if lowered.endswith(".csv"):
-        buffer = io.BytesIO()
-        table.to_pandas().to_csv(buffer, index=False)
-        atomic_write_bytes(sink, buffer.getvalue())
-        return sink
-    raise InputError(f"--sink {sink!r}: expected duckdb:PATH?table=NAME, or a .parquet or .csv path")
+    buffer = io.BytesIO()
+    table.to_pandas().to_csv(buffer, index=False)
+    atomic_write_bytes(sink, buffer.getvalue())
+    return sink
 
 
 def check_writable_directory(path: str | Path) -> Path:
