@@ -102,13 +102,18 @@ def _split_source_parameters(query_string: str) -> tuple[dict[str, str], list[st
     return ours, others
 
 
+def _plain_table_name(name: str) -> bool:
+    """Letters, digits and '_' in dot-separated parts: safe to put into SQL text unquoted."""
+    return all(part.replace("_", "").isalnum() for part in name.split("."))
+
+
 def _parse_sql(spec: str) -> SourceSpec:
     base, _, query_string = spec.partition("?")
     params, others = _split_source_parameters(query_string)
     table, query = params.get("table"), params.get("query")
     if bool(table) == bool(query and query.strip()):
         raise InputError(f"--input {_redact(spec)!r}: a SQL source needs exactly one of ?table=NAME or ?query=SELECT...")
-    if table is not None and not all(part.replace("_", "").isalnum() for part in table.split(".")):
+    if table is not None and not _plain_table_name(table):
         raise InputError(f"--input: table name {table!r} must be letters, digits, '_' and '.' only")
     if others:
         if base.lower().startswith("duckdb:"):
@@ -420,7 +425,7 @@ def parse_sink(sink: str) -> SinkSpec:
         base, _, query_string = sink.partition("?")
         params = {k: v[-1] for k, v in parse_qs(query_string).items()}
         name = params.get("table")
-        if not name or not all(part.replace("_", "").isalnum() for part in name.split(".")):
+        if not name or not _plain_table_name(name):
             raise InputError(f"--sink {sink!r}: expected duckdb:PATH?table=NAME with a plain table name")
         return SinkSpec("duckdb", _duckdb_path(base), name)
     for suffix in ("parquet", "csv"):
