@@ -91,7 +91,7 @@ def run_one(name: str, epsilon: float, delta: float, codes: np.ndarray, domain: 
     try:
         config = module.Config(epsilon=epsilon, delta=delta)
         cost = module.privacy_cost(config)
-        noise = SeededNoise(seed)
+        noise = SeededNoise(seed, f"bench-{name}-{epsilon}")
         noise.authorize(f"bench-{name}-{epsilon}")
         tracemalloc.start()
         t0 = time.perf_counter()

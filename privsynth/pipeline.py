@@ -232,7 +232,7 @@ def release_stage(*, mechanism: ModuleType, config, bits_path: Path, domain: Dom
     cost = mechanism.privacy_cost(config)
     receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=False)
     fault_point("after_charge")
-    noise = make_noise_source(seed)
+    noise = make_noise_source(seed, key)
     noise.authorize(receipt.reference)
     release = run_mechanism(mechanism, config, bits_path, domain, noise)
     privacy = {
@@ -262,7 +262,8 @@ def precheck_budget(ledger, dataset: str, cost) -> None:
     only spares a doomed run its ingest and validation. A dataset with no budget runs ad hoc: its
     charges are recorded without a limit (and count against a budget set later).
     """
-    from privsynth.privacy.ledger import BudgetExceededError, NonPrivateChargeError, UnknownDatasetError, fits_budget
+    from privsynth.privacy.ledger import BudgetExceededError, NonPrivateChargeError, UnknownDatasetError
+    from privsynth.privacy.spending import fits_budget
 
     try:
         status = ledger.status(dataset)[0]

@@ -23,13 +23,11 @@ from privsynth.privacy.ledger import (
     ReleaseKeyConflictError,
     UnknownDatasetError,
     default_ledger_url,
-    epsilon_spent,
-    fits_budget,
     format_status,
     release_key,
     resolve_ledger_url,
-    rho_allowance,
 )
+from privsynth.privacy.spending import epsilon_spent, fits_budget, rho_allowance
 
 DELTA = 1e-9
 

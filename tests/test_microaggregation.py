@@ -27,7 +27,7 @@ def random_codes(n: int, seed: int, domain: Domain = DOMAIN) -> np.ndarray:
 
 
 def noise(seed: int = 0) -> SeededNoise:
-    src = SeededNoise(seed)
+    src = SeededNoise(seed, "test-key")
     src.authorize("test")
     return src
 
@@ -36,7 +36,7 @@ class RecordingNoise(SeededNoise):
     """Seeded noise that records the (scale, size) of every Laplace call."""
 
     def __init__(self, seed: int) -> None:
-        super().__init__(seed)
+        super().__init__(seed, "test-key")
         self.calls: list[tuple[float, int]] = []
         self.authorize("test")
 
@@ -308,7 +308,7 @@ def test_noise_scales_match_the_accounting():
 
 def test_dp_release_refuses_unauthorised_noise():
     with pytest.raises(BudgetNotChargedError):
-        M.run(stats_of(random_codes(50, 11)), DOMAIN, M.Config(t=2, alpha=0.6), SeededNoise(0))
+        M.run(stats_of(random_codes(50, 11)), DOMAIN, M.Config(t=2, alpha=0.6), SeededNoise(0, "test-key"))
 
 
 # ---------------------------------------------------------------- DP path: projections and the release
@@ -404,9 +404,9 @@ def test_bingham_sampler_matches_the_density():
 def test_exponential_pca_gives_an_orthonormal_basis():
     codes = random_codes(200, 20)
     g = mm.second_moment_sum(codes, DOMAIN)
-    basis = mm.private_pca_exponential(g, 3, 1.0, noise(2))
+    basis = mm.private_pca_exponential(g, 3, 1.0, noise(4))
     np.testing.assert_allclose(basis.T @ basis, np.eye(3), atol=1e-10)
     proj = basis @ basis.T
     assert np.allclose(proj, proj.T) and np.allclose(proj @ proj, proj, atol=1e-10)
-    rel = M.run(stats_of(codes), DOMAIN, M.Config(pca="exponential", epsilon=1.0, t=2, alpha=0.6), noise(3))
+    rel = M.run(stats_of(codes), DOMAIN, M.Config(pca="exponential", epsilon=1.0, t=2, alpha=0.6), noise(5))
     rel.check_domain(DOMAIN)

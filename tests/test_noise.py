@@ -18,7 +18,7 @@ from privsynth.privacy.noise import BudgetNotChargedError, SecureNoise, SeededNo
 
 
 def seeded(seed: int = 0) -> SeededNoise:
-    noise = SeededNoise(seed)
+    noise = SeededNoise(seed, "test-key")
     noise.authorize("test")
     return noise
 
@@ -42,7 +42,7 @@ def chi_square_pvalue(observed: np.ndarray, probabilities: np.ndarray) -> float:
 
 # ---------------------------------------------------------------- gate and validation
 
-@pytest.mark.parametrize("factory", [lambda: SeededNoise(1), SecureNoise])
+@pytest.mark.parametrize("factory", [lambda: SeededNoise(1, "test-key"), SecureNoise])
 def test_draws_refused_before_authorize(factory):
     noise = factory()
     for draw in (lambda: noise.laplace(1.0, 3), lambda: noise.gaussian(1.0, 3), lambda: noise.noisy_max(np.ones(3), 1.0),
@@ -95,7 +95,7 @@ def test_bad_choice_probabilities_rejected(p):
 @pytest.mark.parametrize("seed", [-1, True, 1.5, "3", None])
 def test_bad_seed_rejected(seed):
     with pytest.raises(ValueError, match="seed"):
-        SeededNoise(seed)
+        SeededNoise(seed, "test-key")
 
 
 # ---------------------------------------------------------------- reproducibility and description
@@ -131,14 +131,14 @@ def test_secure_sources_are_not_reproducible(secure):
 
 
 def test_describe_and_factory():
-    s = SeededNoise(5).describe()
+    s = SeededNoise(5, "test-key").describe()
     assert s["reproducible"] is True and s["hardened_against_floating_point_attacks"] is False and s["seed"] == 5
     assert "not hardened" in s["note"]
     h = SecureNoise().describe()
     assert h["reproducible"] is False and h["hardened_against_floating_point_attacks"] is True and h["seed"] is None
     assert "OpenDP" in h["sampler"]
-    assert isinstance(make_noise_source(None), SecureNoise) and make_noise_source(None).secure
-    made = make_noise_source(5)
+    assert isinstance(make_noise_source(None, "k"), SecureNoise) and make_noise_source(None, "k").secure
+    made = make_noise_source(5, "k")
     assert isinstance(made, SeededNoise) and made.seed == 5 and not made.secure
 
 

@@ -37,7 +37,7 @@ def reduced_space(p, d, m, seed):
 
 
 def authorized(seed=0):
-    noise = SeededNoise(seed)
+    noise = SeededNoise(seed, "test-key")
     noise.authorize("test")
     return noise
 
@@ -345,7 +345,7 @@ def test_noise_must_be_authorized_and_n_public_is_enforced_when_it_matters():
     cfg = ps.Config(epsilon=3.0, reduced_space_seed=1)
     stats = ps.collect_statistics([codes], DOMAIN, cfg)
     with pytest.raises(BudgetNotChargedError):
-        ps.run(stats, DOMAIN, cfg, SeededNoise(0))
+        ps.run(stats, DOMAIN, cfg, SeededNoise(0, "test-key"))
     # an astronomically large public n makes Theorem 12.2 the binding bound; fewer rows break its premise
     big = ps.configure_for(ps.Config(epsilon=3.0, reduced_space_seed=1, n_public=10 ** 40), DOMAIN)
     assert ps.check_feasible(big).binding_bound == "theorem_12_2"

@@ -35,7 +35,7 @@ class SpyNoise(SeededNoise):
     """Seeded noise that records every privacy call (and can switch the noise off: a test hook)."""
 
     def __init__(self, seed: int, zero: bool = False) -> None:
-        super().__init__(seed)
+        super().__init__(seed, "test-key")
         self.zero = zero
         self.gaussian_calls: list[tuple[float, int]] = []
         self.top_k_calls: list[tuple[float, int, int]] = []
@@ -261,7 +261,7 @@ def test_selection_never_repeats(selection):
 def test_too_many_picks_is_refused():
     cfg = rap.Config(epsilon=1.0, k=2, candidates="workload", rounds=4, picks_per_round=2)
     with pytest.raises(ValueError, match="rounds \\* picks_per_round"):
-        run_small(cfg, SeededNoise(0))
+        run_small(cfg, SeededNoise(0, "test-key"))
 
 
 @pytest.mark.parametrize("parametrization", ["softmax", "sparsemax"])
@@ -296,16 +296,16 @@ def test_noise_free_cell_selection_drives_measured_cells_to_zero_error():
 
 def test_seeded_run_is_reproducible_and_seeds_differ():
     cfg = rap.Config(epsilon=1.0, rounds=2, picks_per_round=2, synthetic_rows=30, max_iterations=20)
-    a = run_small(cfg, SeededNoise(5))[3]
-    b = run_small(cfg, SeededNoise(5))[3]
-    c = run_small(cfg, SeededNoise(6))[3]
+    a = run_small(cfg, SeededNoise(5, "test-key"))[3]
+    b = run_small(cfg, SeededNoise(5, "test-key"))[3]
+    c = run_small(cfg, SeededNoise(6, "test-key"))[3]
     assert np.array_equal(a.points, b.points) and a.public_facts == b.public_facts
     assert not np.allclose(a.points, c.points)
 
 
 def test_release_contract_and_public_facts():
     cfg = rap.Config(epsilon=1.0, rounds=2, picks_per_round=2, synthetic_rows=30, max_iterations=20)
-    _, dom, _, rel = run_small(cfg, SeededNoise(0))
+    _, dom, _, rel = run_small(cfg, SeededNoise(0, "test-key"))
     rel.check_domain(dom)
     assert rel.exact is False and rel.points.shape == (30, dom.width)
     assert np.allclose(rel.weights, 1 / 30)
@@ -342,7 +342,7 @@ def test_config_validation_names_parameter():
 
 def test_rounding_is_valid_and_unbiased_on_marginals():
     cfg = rap.Config(epsilon=1.0, rounds=2, picks_per_round=2, synthetic_rows=40, max_iterations=30)
-    _, dom, _, rel = run_small(cfg, SeededNoise(0))
+    _, dom, _, rel = run_small(cfg, SeededNoise(0, "test-key"))
     rng = np.random.default_rng(0)
     m = (0, 1, 3)
     relaxed = relaxed_marginal(rel.points, rel.weights, dom, m)

@@ -26,7 +26,7 @@ def random_codes(n: int, domain: Domain = DOMAIN, seed: int = 0) -> np.ndarray:
 
 
 def authorized(seed: int = 0) -> SeededNoise:
-    noise = SeededNoise(seed)
+    noise = SeededNoise(seed, "test-key")
     noise.authorize("test")
     return noise
 
@@ -87,7 +87,7 @@ def test_laplace_scale_is_sensitivity_over_epsilon():
 
 class SpyNoise(SeededNoise):
     def __init__(self, seed: int) -> None:
-        super().__init__(seed)
+        super().__init__(seed, "test-key")
         self.calls: list[tuple[float, int]] = []
 
     def _laplace(self, scale: float, size: int) -> np.ndarray:
@@ -118,7 +118,7 @@ def test_run_refuses_before_the_budget_is_charged():
     config = rs.Config(epsilon=1.0)
     stats = rs.collect_statistics([random_codes(50)], DOMAIN, config)
     with pytest.raises(BudgetNotChargedError):
-        rs.run(stats, DOMAIN, config, SeededNoise(0))
+        rs.run(stats, DOMAIN, config, SeededNoise(0, "test-key"))
 
 
 def test_statistics_hold_no_row_count_and_do_not_print_counts():

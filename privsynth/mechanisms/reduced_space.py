@@ -383,8 +383,10 @@ def fit_lp(A: sp.spmatrix, y: np.ndarray, objective: Literal["l1", "linf"], time
         problem = cp.Problem(cp.Minimize(cp.sum(s)), constraints)
     else:
         raise ValueError(f"objective must be 'l1' or 'linf', got {objective!r}")
-    # Fixed options and a single thread: the same y gives the same h.
-    problem.solve(solver=cp.HIGHS, time_limit=float(time_limit_s), threads=1, random_seed=0)
+    # Fixed options: the same y gives the same h. No thread count: HiGHS (highspy >= 1.16) keeps one
+    # process-wide thread pool and refuses a different count once any solve (ours, cvxpy's or another
+    # mechanism's in a served flow) has run, so setting one here broke later solves.
+    problem.solve(solver=cp.HIGHS, time_limit=float(time_limit_s), random_seed=0)
     if problem.status != cp.OPTIMAL or q.value is None:
         raise LPFailedError(f"reweighting LP ended with status {problem.status!r} "
                             f"(|F|={n_rows}, m={m}, time_limit_s={time_limit_s}); "

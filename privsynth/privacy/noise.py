@@ -17,6 +17,7 @@ authorizes it only after the budget ledger has been charged (DESIGN section 5.2)
 
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 import secrets
@@ -77,6 +78,29 @@ class NoiseSource(ABC):
         self._check_scale(scale)
         return self._gaussian(float(scale), int(size))
 
+    def add_laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
+        """values + i.i.d. Laplace(0, scale): the Laplace mechanism applied to the statistic itself.
+
+        Use this rather than ``values + laplace(...)``: with SecureNoise the addition happens inside
+        OpenDP's measurement (its floating-point-safe proof covers the sum, not only the noise).
+        """
+        self._require_authorized()
+        self._check_scale(scale)
+        return self._add_laplace(self._check_values(values), float(scale))
+
+    def add_gaussian(self, values: np.ndarray, scale: float) -> np.ndarray:
+        """values + i.i.d. N(0, scale^2): the Gaussian mechanism applied to the statistic itself (see add_laplace)."""
+        self._require_authorized()
+        self._check_scale(scale)
+        return self._add_gaussian(self._check_values(values), float(scale))
+
+    @staticmethod
+    def _check_values(values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float64)
+        if not np.all(np.isfinite(values)):
+            raise ValueError("a noised statistic must be finite")
+        return values
+
     def noisy_max(self, scores: np.ndarray, scale: float) -> int:
         """argmax_i scores_i + Gumbel(scale): (Delta^2 / (2 scale^2))-zCDP for scores of L-inf sensitivity Delta."""
         self._require_authorized()
@@ -110,6 +134,12 @@ class NoiseSource(ABC):
     @abstractmethod
     def _gaussian(self, scale: float, size: int) -> np.ndarray: ...
 
+    def _add_laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
+        return values + self._laplace(scale, values.size).reshape(values.shape)
+
+    def _add_gaussian(self, values: np.ndarray, scale: float) -> np.ndarray:
+        return values + self._gaussian(scale, values.size).reshape(values.shape)
+
     @abstractmethod
     def _noisy_max(self, scores: np.ndarray, scale: float) -> int: ...
 
@@ -121,14 +151,22 @@ class NoiseSource(ABC):
 
 
 class SeededNoise(NoiseSource):
-    """Reproducible noise from numpy's PCG64; not hardened against floating-point attacks."""
+    """Reproducible noise from numpy's PCG64; not hardened against floating-point attacks.
+
+    TESTING FEATURE. The stream is derived from the seed AND the release key (an HMAC over the data
+    fingerprint, schema, mechanism and full config), so two releases never share noise: with one
+    stream for a seed, two runs at different epsilons on one table would give n exactly
+    (n = (s2 n1 - s1 n2) / (s2 - s1)), and two neighbouring tables would differ by their data alone.
+    """
 
     secure = False
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, release_key: str) -> None:
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        streams = np.random.SeedSequence(int(seed)).spawn(2)
+        if not isinstance(release_key, str) or not release_key:
+            raise ValueError("a seeded noise stream needs the release key it belongs to")
+        streams = np.random.SeedSequence(stream_entropy(int(seed), release_key)).spawn(2)
         super().__init__(post_processing_seed=int(streams[1].generate_state(1)[0]))
         self._rng = np.random.default_rng(streams[0])
         self.seed = int(seed)
@@ -198,6 +236,14 @@ class SecureNoise(NoiseSource):
     def _gaussian(self, scale: float, size: int) -> np.ndarray:
         return np.asarray(self._measurement("gaussian", scale)([0.0] * size), dtype=np.float64)
 
+    def _add_laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
+        flat = self._measurement("laplace", scale)(values.ravel().tolist())
+        return np.asarray(flat, dtype=np.float64).reshape(values.shape)
+
+    def _add_gaussian(self, values: np.ndarray, scale: float) -> np.ndarray:
+        flat = self._measurement("gaussian", scale)(values.ravel().tolist())
+        return np.asarray(flat, dtype=np.float64).reshape(values.shape)
+
     def _noisy_max(self, scores: np.ndarray, scale: float) -> int:
         return int(self._measurement("noisy_max", scale)(scores.tolist()))
 
@@ -226,6 +272,12 @@ class SecureNoise(NoiseSource):
         }
 
 
-def make_noise_source(seed: int | None) -> NoiseSource:
-    """Seeded numpy noise when the user passes a seed, OpenDP's secure samplers otherwise."""
-    return SecureNoise() if seed is None else SeededNoise(seed)
+def stream_entropy(seed: int, release_key: str) -> list[int]:
+    """SeedSequence entropy from the seed and the release key (32-bit words of a sha256)."""
+    digest = hashlib.sha256(f"privsynth-noise-stream-v2\x00{seed}\x00{release_key}".encode()).digest()
+    return [int(seed)] + [int.from_bytes(digest[i:i + 4], "little") for i in range(0, len(digest), 4)]
+
+
+def make_noise_source(seed: int | None, release_key: str) -> NoiseSource:
+    """Seeded numpy noise (testing; derived from seed and release key) or OpenDP's secure samplers."""
+    return SecureNoise() if seed is None else SeededNoise(seed, release_key)
