@@ -9,7 +9,9 @@ bounded by a batch plus the statistics.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Union
 
 import numpy as np
 
@@ -46,11 +48,71 @@ def marginal_counts(codes: np.ndarray, domain: Domain, marginal: Marginal, weigh
                        minlength=domain.size_of(marginal)).astype(np.float64)
 
 
-def accumulate_marginals(batches: Iterable[np.ndarray], domain: Domain, marginals: Sequence[Marginal]) -> tuple[dict[Marginal, np.ndarray], int]:
-    """One streaming pass: counts of every marginal and the number of rows seen (both private)."""
+@dataclass(frozen=True)
+class Histogram:
+    """The sparse weighted histogram of a table's level codes: what the engine hands to mechanisms.
+
+    ``codes`` (m x d) holds each distinct record once, ``counts`` (m) how often it occurs; m is at
+    most min(n, domain size), so it does not grow with n once the domain is covered. PRIVATE: it is
+    the whole table, up to row order. Every marginal follows from it locally (``marginal``).
+    """
+
+    codes: np.ndarray
+    counts: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.codes.ndim != 2 or self.counts.shape != (self.codes.shape[0],):
+            raise ValueError("a histogram needs codes (m x d) and one count per row")
+        if self.counts.size and self.counts.min() < 0:
+            raise ValueError("histogram counts must be non-negative")
+
+    @staticmethod
+    def of_codes(codes: np.ndarray) -> "Histogram":
+        """The histogram of per-record codes (n x d)."""
+        codes = np.asarray(codes)
+        if codes.shape[0] == 0:
+            return Histogram(codes.reshape(0, codes.shape[1] if codes.ndim == 2 else 0), np.zeros(0, dtype=np.int64))
+        unique, counts = np.unique(codes, axis=0, return_counts=True)
+        return Histogram(unique, counts.astype(np.int64))
+
+    @staticmethod
+    def merge(parts: Iterable["Histogram"]) -> "Histogram":
+        parts = list(parts)
+        if not parts:
+            raise ValueError("merge needs at least one histogram")
+        codes = np.concatenate([p.codes for p in parts])
+        weights = np.concatenate([p.counts for p in parts])
+        if codes.shape[0] == 0:
+            return parts[0]
+        unique, inverse = np.unique(codes, axis=0, return_inverse=True)
+        return Histogram(unique, np.bincount(inverse.ravel(), weights=weights, minlength=unique.shape[0]).astype(np.int64))
+
+    @property
+    def n(self) -> int:
+        """The number of records (private)."""
+        return int(self.counts.sum())
+
+    def marginal(self, domain: Domain, marginal: Marginal) -> np.ndarray:
+        return marginal_counts(self.codes, domain, marginal, weights=self.counts)
+
+    def iter_codes(self, batch_rows: int = 65_536) -> Iterator[np.ndarray]:
+        """Per-record code batches (rows repeated by their count), for code that needs records."""
+        for start in range(0, self.codes.shape[0], max(1, batch_rows)):
+            stop = start + batch_rows
+            yield np.repeat(self.codes[start:stop], self.counts[start:stop], axis=0)
+
+
+StatisticsInput = Union[Histogram, Iterable[np.ndarray]]
+
+
+def accumulate_marginals(data: StatisticsInput, domain: Domain, marginals: Sequence[Marginal]) -> tuple[dict[Marginal, np.ndarray], int]:
+    """Counts of every marginal and the number of rows (both private), from a Histogram or from
+    per-record code batches (one streaming pass). Mechanisms get their marginals only through here."""
+    if isinstance(data, Histogram):
+        return {m: data.marginal(domain, m) for m in marginals}, data.n
     totals = {m: np.zeros(domain.size_of(m), dtype=np.float64) for m in marginals}
     n = 0
-    for codes in batches:
+    for codes in data:
         n += codes.shape[0]
         for m in marginals:
             totals[m] += marginal_counts(codes, domain, m)

@@ -49,12 +49,29 @@ class MechanismConfig(BaseModel):
 
 
 @dataclass(frozen=True)
+class Measurement:
+    """One noisy measurement a mechanism released (public, DP): the DP report compares the
+    synthetic table with these, at no privacy cost.
+
+    attributes: the marginal (attribute indices, ascending); noisy_counts: its cells in the layout of
+    ``privsynth.workload.marginal_counts``; noise: "gaussian" or "laplace"; scale: the noise's standard
+    deviation (gaussian) or Laplace scale b.
+    """
+
+    attributes: tuple[int, ...]
+    noisy_counts: np.ndarray
+    noise: str
+    scale: float
+
+
+@dataclass(frozen=True)
 class Release:
     mechanism: str
     points: np.ndarray
     weights: np.ndarray
     exact: bool = False
     public_facts: dict = field(default_factory=dict)
+    measurements: tuple[Measurement, ...] = ()
 
     def __post_init__(self) -> None:
         if self.points.ndim != 2 or self.weights.shape != (self.points.shape[0],):
