@@ -2,10 +2,10 @@
 
     privsynth run [--input PATH_OR_URL] [--schema schemas/x.yaml] [--mechanism NAME]
                   [--epsilon 1.0] [--delta 1e-9] [--rows N] [--seed S] [--output DIR]
-                  [--sink duckdb:PATH?table=NAME] [--dataset NAME] [--ledger URL]
-                  [--option KEY=VALUE ...] [--audit-target COLUMN]
+                  [--sink duckdb:PATH?table=NAME] [--dataset NAME] [--ledger URL] [--unlimited]
+                  [--public-rows N] [--option KEY=VALUE ...] [--audit [--audit-target COLUMN]]
     privsynth feasibility --schema schemas/x.yaml --rows-available N --epsilon E [--rows K] [--degree D]
-    privsynth budget set DATASET --epsilon E [--delta D] [--ledger URL]
+    privsynth budget set DATASET --epsilon E [--delta D | --pure] [--ledger URL]
     privsynth budget show [DATASET] [--ledger URL]
     privsynth mechanisms
 
@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -83,13 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--epsilon", type=float, default=1.0)
     run.add_argument("--delta", type=float, default=1e-9)
     run.add_argument("--rows", type=int, help="synthetic rows (default: the release's DP estimate of n)")
-    run.add_argument("--seed", type=int, help="reproducible noise (not hardened); omit for OpenDP's secure samplers")
+    run.add_argument("--seed", type=int, help="TESTING ONLY: reproducible numpy noise derived from the seed and the "
+                     "release, NOT hardened against floating-point attacks; refused on a dataset with a budget unless "
+                     "--allow-seed-with-budget. Omit it for releases (OpenDP's samplers)")
+    run.add_argument("--allow-seed-with-budget", action="store_true",
+                     help="accept --seed on a dataset that has a privacy budget")
     run.add_argument("--output", help="run folder (default runs/<run-id>/)")
     run.add_argument("--sink", help="also write the synthetic table to duckdb:PATH?table=NAME or a .parquet/.csv path")
     run.add_argument("--dataset", help="dataset name in the budget ledger (default: the schema's name)")
-    run.add_argument("--ledger", help="budget ledger URL (default $PRIVSYNTH_LEDGER_URL or runs/ledger.sqlite)")
+    run.add_argument("--ledger", help="budget ledger URL (default $PRIVSYNTH_LEDGER_URL or the per-user ledger in "
+                     "$PRIVSYNTH_HOME, see `privsynth budget show`)")
+    run.add_argument("--unlimited", action="store_true",
+                     help="spend without a limit on a dataset that has no budget (explicit and logged)")
+    run.add_argument("--public-rows", type=int, help="the table's row count, if it is public knowledge (private "
+                     "sampling's guarantee needs it); never read from the data")
     run.add_argument("--option", action="append", metavar="KEY=VALUE", help="mechanism setting (repeatable)")
-    run.add_argument("--audit-target", help="column for the train-on-synthetic / test-on-real score")
+    run.add_argument("--audit", action="store_true", help="also write the INTERNAL (not DP) audit against the real "
+                     "data to DIR/internal-audit/ (never sent to Prefect)")
+    run.add_argument("--audit-target", help="with --audit: column for the train-on-synthetic / test-on-real score")
+    run.add_argument("--keep-private", action="store_true", help="DEBUG: keep the private intermediates")
 
     feas = sub.add_parser("feasibility", help="what private sampling's guarantee allows for a table")
     feas.add_argument("--schema", dest="schema_file", required=True)
@@ -104,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     bset = budget_sub.add_parser("set", help="set a dataset's total budget")
     bset.add_argument("dataset")
     bset.add_argument("--epsilon", type=float, required=True)
-    bset.add_argument("--delta", type=float)
+    kind = bset.add_mutually_exclusive_group()
+    kind.add_argument("--delta", type=float, help="delta of the budget (default 1e-9, the delta runs use)")
+    kind.add_argument("--pure", action="store_true", help="a pure-DP budget (no delta): only pure-DP mechanisms fit")
     bset.add_argument("--ledger")
     bshow = budget_sub.add_parser("show", help="spent and remaining budget")
     bshow.add_argument("dataset", nargs="?")
@@ -117,45 +132,27 @@ def build_parser() -> argparse.ArgumentParser:
 def _known_errors() -> tuple[type[BaseException], ...]:
     from pydantic import ValidationError
 
-    from privsynth.config import ParameterError
-    from privsynth.io import InputError
-    from privsynth.mechanisms import UnknownMechanismError
-    from privsynth.pipeline import ValidationFailedError
-    from privsynth.runfolder import RunFolderError
-    from privsynth.schema import SchemaError
+    from privsynth.errors import KNOWN_ERRORS
 
-    errors: list[type[BaseException]] = [ParameterError, InputError, SchemaError, ValidationFailedError,
-                                         RunFolderError, UnknownMechanismError, ValidationError]
-    try:
-        from privsynth.privacy.ledger import BudgetExceededError, LedgerError
-
-        errors += [BudgetExceededError, LedgerError]
-    except ImportError:
-        pass
-    try:
-        from privsynth.mechanisms.private_sampling import InfeasibleRequestError
-
-        errors.append(InfeasibleRequestError)
-    except ImportError:
-        pass
-    return tuple(errors)
+    return (*KNOWN_ERRORS, ValidationError)
 
 
 def _print_run_summary(result: dict) -> None:
-    cost = result["privacy"]
-    guarantee = (f"pure epsilon {cost['pure_epsilon']:g}" if cost.get("pure_epsilon") is not None
-                 else f"rho {cost['rho_zcdp']:.4g}-zCDP") if cost.get("differentially_private") else "NOT differentially private"
     print("")
     print(f"privsynth run {result['run_id']} finished")
     print(f"  synthetic table : {result['synthetic']} ({result['rows']} rows)")
     if result.get("sink"):
         print(f"  sink            : {result['sink']}")
-    print(f"  privacy         : {guarantee}" + (f"; (epsilon {cost['epsilon_at_delta']:.4g}, delta {cost['delta']:g})"
-                                              if cost.get("differentially_private") else ""))
+    print(f"  privacy spent   : {result['epsilon_statement']}")
     if result.get("reused_release"):
         print("  release         : reused the stored release of this run; nothing charged")
-    print(f"  {result['audit_headline']}")
-    print(f"  reports         : {result['run_dir']}/audit.md, privacy.json, manifest.json")
+    report = result.get("report")
+    if report:
+        print(f"  DP report       : mean TV {report['mean_tv_to_measurements']:.4f} to the {report['measurements']} noisy "
+              f"measurements (noise alone: about {report['mean_expected_tv_from_noise_alone']:.4f})")
+    print(f"  reports         : {result['run_dir']}/report.md, privacy.json, manifest.json")
+    if result.get("internal_audit"):
+        print(f"  INTERNAL audit  : {result['internal_audit']}/audit.md (not DP: compares with the real data)")
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -165,7 +162,9 @@ def command_run(args: argparse.Namespace) -> int:
         "input": args.input, "schema_file": args.schema_file, "mechanism": args.mechanism, "epsilon": args.epsilon,
         "delta": args.delta, "rows": args.rows, "seed": args.seed, "output": args.output, "sink": args.sink,
         "dataset": args.dataset, "ledger": args.ledger, "mechanism_options": _parse_options(args.option),
-        "audit_target": args.audit_target}.items() if v is not None}
+        "unlimited": args.unlimited or None, "public_rows": args.public_rows,
+        "allow_seed_with_budget": args.allow_seed_with_budget or None, "audit": args.audit or None,
+        "keep_private": args.keep_private or None, "audit_target": args.audit_target}.items() if v is not None}
     parameters = parse_parameters(values)
     plan_run(parameters)  # every parameter checked here, before Prefect starts or any data is read
     from flows.synthesize import synthesize
@@ -198,8 +197,12 @@ def command_budget(args: argparse.Namespace) -> int:
     try:
         ledger = BudgetLedger(args.ledger)
         if args.budget_command == "set":
-            ledger.set_budget(args.dataset, args.epsilon, args.delta)
+            from privsynth.privacy.accounting import DEFAULT_DELTA
+
+            ledger.set_budget(args.dataset, args.epsilon, DEFAULT_DELTA if args.delta is None else args.delta,
+                              pure=args.pure)
         print(format_status(ledger.status(args.dataset)))
+        print(f"ledger: {ledger.url}")
     except LedgerError:
         raise
     except ValueError as err:  # the ledger's argument checks (epsilon > 0, 0 < delta < 1, names)
@@ -220,7 +223,16 @@ def command_mechanisms(_: argparse.Namespace) -> int:
     return 0
 
 
+def _stop_on_sigterm(signum, frame) -> None:  # noqa: ARG001
+    """SIGTERM (a scheduler's or an operator's stop) ends the run promptly; every write is atomic and
+    the ledger's charge is one transaction, so stopping between two stages leaves nothing half-done."""
+    print("privsynth: stopped by SIGTERM; nothing half-written remains (re-run the same command to resume)",
+          file=sys.stderr)
+    raise SystemExit(143)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     # Without a Prefect server, runs use Prefect's ephemeral API; on a busy 2-core machine it can take
     # longer to start than Prefect's 20 s default.

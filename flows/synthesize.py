@@ -1,30 +1,40 @@
-"""The privsynth DAG: ingest -> validate -> binarise -> mechanism -> rounding -> audit.
+"""The privsynth DAG: validate -> binarise -> mechanism -> rounding -> report (-> internal audit).
 
-Every parameter is checked before any data is read, and the budget is checked before the data is
-read and charged before any noise is drawn. Stages pass artifact paths inside the run folder.
+The flow is a thin caller of ``privsynth.pipeline.execute``, the same orchestration the Python API
+runs, with each stage submitted as its task from ``tasks/``: one code path. Every parameter is
+checked and the budget pre-checked before the data is read; the ledger is charged before any noise.
+
+What the Prefect UI shows is public: the privacy spent, the release's size, links to the outputs
+and the DP report. The internal audit (opt-in) stays on disk and never reaches Prefect.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: a served flow is pickled by value and Prefect builds
+# the parameter model from the annotations, which must be real classes (RunParameters), not strings.
 
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from prefect import flow, get_run_logger
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 
-from privsynth.config import RunParameters, plan_run
-from privsynth.encoding import domain_of
-from privsynth.pipeline import ValidationFailedError, precheck_budget
-from privsynth.privacy.ledger import BudgetLedger
-from privsynth.releases import ReleaseStore, run_release_key
-from privsynth.runfolder import RunFolder
+from privsynth.config import RunParameters
+from privsynth.pipeline import RunOutcome, execute, prepare_run
+from privsynth.report import render_report
 from tasks.audit import audit_task
 from tasks.binarise import binarise_task
-from tasks.ingest import ingest_task
 from tasks.mechanism import mechanism_task
+from tasks.report import report_task
 from tasks.rounding import rounding_task
 from tasks.validate import validate_task
+
+TASKS = {"validate": validate_task, "binarise": binarise_task, "mechanism": mechanism_task,
+         "rounding": rounding_task, "report": report_task, "audit": audit_task}
+
+
+def prefect_runner(name, stage, *args):  # noqa: ARG001  (the stage function is the task's own)
+    """Run a stage as its Prefect task (results stay in memory; nothing is persisted)."""
+    return TASKS[name](*args)
 
 
 def _run_id() -> str:
@@ -35,88 +45,49 @@ def _run_id() -> str:
     return f"{stamp}-{str(run)[:6]}" if run else stamp
 
 
-def _configured(parameters: RunParameters, input_rows: int | None) -> RunParameters:
-    """Complete a mechanism's config with public facts and check what its guarantee allows.
-
-    Private sampling states its guarantee for a public n and a bit count p: ``configure_for`` fills
-    them (the input's row count is then treated as public, and privacy.json says so) and
-    ``check_feasible`` refuses a request the guarantee does not cover. Called once before the data is
-    read (the box bound alone already rules out most requests) and again with the row count.
-    """
-    plan = plan_run(parameters)
-    mechanism = plan.mechanism
-    if not hasattr(mechanism, "configure_for"):
-        return parameters
-    config = mechanism.configure_for(plan.mechanism_config, domain_of(plan.schema), input_rows=input_rows)
-    mechanism.check_feasible(config)
-    options = config.model_dump(mode="json", exclude={"epsilon", "delta"})
-    return parameters.model_copy(update={"mechanism_options": options})
+def _artifact_key(dataset: str, what: str) -> str:
+    """Prefect artifact keys: lowercase letters, digits and dashes, one per dataset."""
+    slug = "".join(ch if ch.isalnum() else "-" for ch in dataset.lower()).strip("-") or "dataset"
+    return f"privsynth-{slug}-{what}"
 
 
-def _output_rows(parameters: RunParameters, privacy: dict) -> int | None:
-    """Rows to write: --rows, else the release's own DP estimate of n (never the private n).
-
-    An exact release (private sampling) is published as it is: None.
-    """
-    if privacy.get("exact_release"):
-        return None
-    if parameters.rows is not None:
-        return parameters.rows
-    estimate = privacy.get("release_facts", {}).get("n_estimate")
-    if estimate is None:
-        raise ValueError(f"mechanism {parameters.mechanism} gives no DP estimate of n; pass --rows")
-    return max(1, int(round(estimate)))
+def publish_artifacts(outcome: RunOutcome, dataset: str) -> None:
+    """Public, DP-safe artifacts only: privacy spent, release size, output links, the DP report."""
+    cost = outcome.privacy["cost"]
+    create_table_artifact(key=_artifact_key(dataset, "privacy"), table=[{
+        "mechanism": outcome.privacy["mechanism"], "statement": outcome.privacy.get("epsilon_statement"),
+        "epsilon_at_delta": cost.get("epsilon_at_delta"), "delta": cost.get("delta"), "rho_zcdp": cost.get("rho_zcdp"),
+        "pure_epsilon": cost.get("pure_epsilon"), "synthetic_rows": outcome.rounding["rows"],
+        "reused_stored_release": outcome.reused}], description="Privacy spent by this release (public)")
+    synthetic = Path(outcome.run_dir, "synthetic.parquet").resolve()
+    create_link_artifact(key=_artifact_key(dataset, "synthetic"), link=synthetic.as_uri(),
+                         link_text=f"synthetic table ({outcome.rounding['rows']} rows)",
+                         description="The DP synthetic table")
+    if outcome.rounding.get("sink"):
+        create_markdown_artifact(key=_artifact_key(dataset, "sink"), markdown=f"Written to `{outcome.rounding['sink']}`",
+                                 description="Where the synthetic table was also written")
+    create_markdown_artifact(key=_artifact_key(dataset, "report"), markdown=render_report(outcome.report),
+                             description="DP report: fit to the mechanism's own noisy measurements (public)")
 
 
 @flow(name="privsynth-synthesize", log_prints=False, validate_parameters=True)
 def synthesize(parameters: RunParameters = RunParameters(), release_store: str | None = None) -> dict:
-    """Release a DP synthetic table. Returns the run folder, the outputs and the headline audit figures."""
+    """Release a DP synthetic table. Returns public facts only: folder, outputs, privacy spent."""
     logger = get_run_logger()
-    plan = plan_run(parameters)
-    ledger = BudgetLedger(parameters.ledger)
-    cost = plan.mechanism.privacy_cost(plan_run(_configured(parameters, input_rows=None)).mechanism_config)
-    precheck_budget(ledger, plan.dataset, cost)  # fails before the data is read when the budget cannot cover this run
+    ctx = prepare_run(parameters, run_id=_run_id(), release_store=release_store,
+                      progress=lambda line: logger.info("%s", line))
+    logger.info("run %s: %s on %s at epsilon %g -> %s", ctx.run_id, parameters.mechanism,
+                ctx.folder.manifest["input"]["source"], parameters.epsilon, ctx.folder.path)
+    outcome = execute(ctx, prefect_runner)
+    publish_artifacts(outcome, ctx.plan.dataset)
+    return summary(outcome)
 
-    run_id = _run_id()
-    run_dir = Path(parameters.output) if parameters.output else Path("runs") / run_id
-    run_key = parameters.model_dump(mode="json", exclude={"output"})
-    folder = RunFolder.open(run_dir, run_key, run_id)
-    run_id = folder.manifest["run_id"]
-    folder.manifest.update(parameters=parameters.model_dump(mode="json"), schema={"name": plan.schema.name,
-                           "path": plan.schema_path, "sha256": plan.schema.content_hash()}, dataset=plan.dataset)
-    folder.save()
-    logger.info("run %s: %s on %s at epsilon %g -> %s", run_id, parameters.mechanism, plan.source.describe(),
-                parameters.epsilon, run_dir)
 
-    input_hash = ingest_task(parameters, str(run_dir))
-    folder = RunFolder.load(run_dir)
-    folder.manifest["input"] = {"source": plan.source.describe(), "sha256": input_hash}
-    folder.save()
-    rows_in = pq.ParquetFile(folder.file("raw.parquet")).metadata.num_rows
-
-    validation = validate_task(parameters, str(run_dir))
-    if not validation["success"]:
-        raise ValidationFailedError(f"validation failed, nothing was charged: {validation['message']} "
-                                    f"(details: {run_dir / 'validation.json'})")
-    binarise_task(parameters, str(run_dir))
-
-    mechanism_parameters = _configured(parameters, input_rows=rows_in)
-    mechanism_plan = plan_run(mechanism_parameters)
-    key = run_release_key(input_hash, plan.schema.content_hash(), parameters.mechanism,
-                      mechanism_plan.mechanism_config.model_dump(mode="json"), parameters.seed, run_id)
-    store = release_store or str(ReleaseStore().root)
-    privacy = mechanism_task(mechanism_parameters, str(run_dir), key, store)
-
-    rounding = rounding_task(parameters, str(run_dir), _output_rows(parameters, privacy), parameters.seed)
-    audit = audit_task(parameters, str(run_dir))
-
-    folder = RunFolder.load(run_dir)
-    folder.manifest["privacy_spent"] = privacy["cost"]
-    folder.manifest["outputs"] = {"synthetic": "synthetic.parquet", "audit": "audit.json", "privacy": "privacy.json",
-                                  "sink": rounding.get("sink")}
-    folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    folder.save()
-    return {"run_id": run_id, "run_dir": str(run_dir), "synthetic": str(run_dir / "synthetic.parquet"),
-            "rows": rounding["rows"], "sink": rounding.get("sink"), "privacy": privacy["cost"],
-            "reused_release": privacy.get("reused_stored_release", False), "audit_headline": audit["headline"],
-            "audit": audit["marginals"]}
+def summary(outcome: RunOutcome) -> dict:
+    """What the flow returns (and Prefect stores): public facts only."""
+    return {"run_id": outcome.run_id, "run_dir": str(outcome.run_dir),
+            "synthetic": str(Path(outcome.run_dir) / "synthetic.parquet"), "rows": outcome.rounding["rows"],
+            "sink": outcome.rounding.get("sink"), "privacy": outcome.privacy["cost"],
+            "epsilon_statement": outcome.privacy.get("epsilon_statement"), "reused_release": outcome.reused,
+            "report": (outcome.report or {}).get("summary"),
+            "internal_audit": str(Path(outcome.run_dir) / "internal-audit") if outcome.audit is not None else None}

@@ -1,40 +1,58 @@
-"""The stages of a run as plain functions: artifact paths in, artifact paths (and public facts) out.
+"""The stages of a run as plain functions, and the one orchestration every caller uses.
 
-The Prefect tasks in ``tasks/`` are thin wrappers around these; tests and benchmarks call them
-directly. Nothing here imports Prefect.
+``execute(context, runner)`` runs validate -> binarise -> mechanism -> rounding -> report (-> the
+opt-in internal audit). ``privsynth.synthesize`` calls it with ``direct`` (each stage a plain call);
+the Prefect flow calls it with a runner that submits each stage as its task from ``tasks/``; the
+CLI calls the flow. So the privacy rules below are written once:
+
+* every parameter is checked (``privsynth.config.plan_run``) and the budget pre-checked before the
+  data is opened;
+* the ledger is charged before any noise is drawn, and records the draw (``claim_noise``), so no
+  release key is ever drawn twice for one charge; a stored release is reused, never re-drawn;
+* private intermediates (the typed rows, the histogram) live in an owner-only temporary folder
+  deleted when the run ends (kept only with ``keep_private=True``, for debugging); the run folder
+  holds public artifacts only, and the internal audit goes to ``internal-audit/`` when asked for.
+
+Nothing here imports Prefect.
 """
 
 from __future__ import annotations
 
-import hashlib
+import logging
 import os
-from collections.abc import Iterator
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from privsynth.encoding import (Domain, arrow_schema, decode_codes, domain_of, encode_codes, from_one_hot, one_hot,
-                                one_hot_names)
-from privsynth.io import (AtomicParquetWriter, InputError, SourceSpec, atomic_write_json, coerce_batch, iter_parquet,
-                          iter_source, raw_arrow_schema)
+from privsynth.config import RunPlan
+from privsynth.datasource import DataHandle, ValidationFailedError, open_data
+from privsynth.encoding import Domain, arrow_schema, decode_codes, domain_of, encode_codes, one_hot_names
+from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
 from privsynth.mechanisms.base import Release
+from privsynth.privacy.accounting import PrivacyCost
 from privsynth.rounding import round_release
+from privsynth.runfolder import RunFolder
 from privsynth.schema import Schema
+from privsynth.workload import Histogram
 
+logger = logging.getLogger("privsynth")
 
-class ValidationFailedError(ValueError):
-    """The input failed schema validation; nothing was charged."""
+__all__ = ["ValidationFailedError", "RunContext", "execute", "direct", "STAGES"]
 
 
 # ---------------------------------------------------------------- test hook: simulated crashes
 
 FAULT_ENV = "PRIVSYNTH_FAULT_INJECT"
-FAULT_POINTS = ("after_charge", "after_release_stored", "during_rounding", "before_audit")
+FAULT_POINTS = ("after_charge", "after_noise_claimed", "after_release_stored", "during_rounding", "before_report")
 
 
 class InjectedFault(RuntimeError):
@@ -45,10 +63,8 @@ def fault_point(name: str) -> None:
     """TEST HOOK (no effect in normal runs): simulate a crash at the named point of a run.
 
     With ``PRIVSYNTH_FAULT_INJECT=<name>`` the process dies on the spot with ``os._exit(137)``, as a
-    SIGKILL or an out-of-memory kill would: no ``finally`` block, no Prefect state change, no flush.
-    With ``PRIVSYNTH_FAULT_INJECT=raise:<name>`` it raises :class:`InjectedFault` instead (for
-    in-process tests). The points are listed in ``FAULT_POINTS``; tests/test_fault_injection.py
-    proves a re-run of the same run is charged once and reads no half-written artifact.
+    SIGKILL or an out-of-memory kill would. With ``PRIVSYNTH_FAULT_INJECT=raise:<name>`` it raises
+    :class:`InjectedFault` instead (for in-process tests).
     """
     wanted = os.environ.get(FAULT_ENV)
     if not wanted:
@@ -59,109 +75,115 @@ def fault_point(name: str) -> None:
         raise InjectedFault(f"injected fault at {name!r}")
 
 
-# ---------------------------------------------------------------- ingest
+# ---------------------------------------------------------------- the run's context
 
-@dataclass(frozen=True)
-class IngestResult:
-    rows: int
-    input_hash: str
-    extra_columns: tuple[str, ...]
+class RunContext:
+    """Everything a stage needs: the checked plan, the input, the run folder, ledger and store.
 
-
-def ingest(spec: SourceSpec, schema: Schema, raw_path: Path, batch_rows: int = 65_536) -> IngestResult:
-    """Copy the source into ``raw.parquet`` (typed by the schema) in one streaming pass.
-
-    The input hash is the sha256 of the typed rows (Arrow IPC of each batch): the same rows give the
-    same hash whatever the file's format or compression.
+    A plain class on purpose: Prefect walks dataclasses and pydantic models passed to tasks.
     """
-    digest = hashlib.sha256()
-    writer: AtomicParquetWriter | None = None
-    extra: list[str] = []
-    rows = 0
-    origin = f"input {spec.describe()}"
-    try:
-        for frame in iter_source(spec, schema, batch_rows):
-            if writer is None:
-                columns = [str(c) for c in frame.columns]
-                dupes = sorted({c for c in columns if columns.count(c) > 1})
-                if dupes:
-                    raise InputError(f"{origin}: duplicate column name(s) {dupes}")
-                missing = [c for c in schema.column_names if c not in columns]
-                if missing:
-                    raise InputError(f"{origin}: missing column(s) {missing}; the schema {schema.name!r} expects "
-                                     f"{list(schema.column_names)}")
-                extra = [c for c in columns if c not in schema.column_names]
-                target = raw_arrow_schema(schema, extra)
-                writer = AtomicParquetWriter(raw_path, target)
-            frame.columns = [str(c) for c in frame.columns]
-            typed = coerce_batch(frame, schema, origin)[writer.schema.names]
-            table = pa.Table.from_pandas(typed, schema=writer.schema, preserve_index=False)
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, table.schema) as ipc:
-                ipc.write_table(table)
-            digest.update(sink.getvalue().to_pybytes())
-            writer.write(table)
-            rows += table.num_rows
-        if writer is None or rows == 0:
-            raise InputError(f"{origin} has a header but no data rows" if writer is not None else f"{origin} holds no table")
-    except BaseException:
-        if writer is not None:
-            writer.__exit__(RuntimeError, None, None)  # discard the temporary file
-        raise
-    writer.__exit__(None, None, None)
-    return IngestResult(rows=rows, input_hash=digest.hexdigest(), extra_columns=tuple(extra))
+
+    def __init__(self, plan: RunPlan, data: Any, folder: RunFolder, ledger, store, *, run_id: str,
+                 keep_private: bool = False, progress: Callable[[str], None] | None = None) -> None:
+        self.plan = plan
+        self.data = data
+        self.folder = folder
+        self.ledger = ledger
+        self.store = store
+        self.run_id = run_id
+        self.keep_private = keep_private
+        self.progress = progress or (lambda line: logger.info("%s", line))
+        self.private_dir = Path(tempfile.mkdtemp(prefix="privsynth-private-"))
+        os.chmod(self.private_dir, 0o700)
+        self._handle: DataHandle | None = None
+
+    @property
+    def schema(self) -> Schema:
+        return self.plan.schema
+
+    @property
+    def domain(self) -> Domain:
+        return domain_of(self.plan.schema)
+
+    def handle(self) -> DataHandle:
+        if self._handle is None:
+            self._handle = open_data(self.data, self.schema, self.private_dir)
+        return self._handle
+
+    def close(self) -> None:
+        """Delete the private intermediates (unless kept for debugging)."""
+        if self._handle is not None:
+            self._handle.close()
+        if self.keep_private:
+            self.progress(f"private intermediates KEPT for debugging in {self.private_dir} (delete them when done)")
+            return
+        shutil.rmtree(self.private_dir, ignore_errors=True)
 
 
-def iter_raw_frames(raw_path: Path, batch_rows: int = 65_536) -> Iterator[pd.DataFrame]:
-    for batch in iter_parquet(raw_path, batch_rows):
-        yield batch.to_pandas()
+Runner = Callable[..., Any]
+
+
+def direct(name: str, stage: Callable[..., Any], *args: Any) -> Any:
+    """The plain runner: each stage is a function call."""
+    return stage(*args)
 
 
 # ---------------------------------------------------------------- validate
 
-def validate(raw_path: Path, schema: Schema, out_path: Path) -> dict:
-    """Run the schema's Great Expectations suite over raw.parquet and write validation.json.
+def stage_validate(ctx: RunContext) -> dict:
+    """The schema's expectations on the input; validation.json (public: pass/fail, no values).
 
-    validation.json holds pass/fail per expectation, never values or counts. The suite runs on the
-    whole table in memory (GX's pandas engine); at tens of millions of rows this is the stage to move
-    to GX's Spark or SQL engines.
+    Also refuses a delta that is not below 1/n, without stating n (n is private).
     """
-    from privsynth.validation import validate_frame
+    from privsynth.config import check_delta_against_rows
 
-    report = validate_frame(pq.read_table(raw_path).to_pandas(), schema)
-    atomic_write_json(out_path, report.public_json())
-    # One line, "; "-separated: error messages and log lines are single lines (the CLI contract).
-    message = "" if report.success else "; ".join(report.public_failure_message().splitlines())
-    return {"success": report.success, "message": message}
+    handle = ctx.handle()
+    report = handle.validate()
+    atomic_write_json(ctx.folder.file("validation.json"), report.public_json())
+    ctx.folder.record("validate", ["validation.json"], success=report.success)
+    if not report.success:
+        message = "; ".join(report.public_failure_message().splitlines())
+        raise ValidationFailedError(f"validation failed, nothing was charged: {message} "
+                                    f"(details: {ctx.folder.file('validation.json')})")
+    if ctx.plan.parameters.delta is not None and ctx.plan.mechanism_config is not None:
+        check_delta_against_rows(ctx.plan.delta, handle.row_count())
+    ctx.progress(f"validate: every expectation of schema {ctx.schema.name!r} passed")
+    return {"success": True}
 
 
-# ---------------------------------------------------------------- binarise
+# ---------------------------------------------------------------- binarise (statistics)
 
-def binarise(raw_path: Path, schema: Schema, bits_path: Path, encoding_path: Path) -> Domain:
-    """raw.parquet -> bits.parquet (one-hot uint8, private) and encoding.json (public layout)."""
-    domain = domain_of(schema)
-    names = one_hot_names(schema)
-    bits_schema = pa.schema([pa.field(n, pa.uint8()) for n in names])
-    with AtomicParquetWriter(bits_path, bits_schema) as writer:
-        for frame in iter_raw_frames(raw_path):
-            codes = encode_codes(frame, schema)
-            bits = one_hot(codes, domain)
-            writer.write(pa.Table.from_arrays([pa.array(bits[:, j]) for j in range(bits.shape[1])], schema=bits_schema))
-    atomic_write_json(encoding_path, {
+def stage_binarise(ctx: RunContext, validation: dict) -> Path:
+    """encoding.json (public layout) and the histogram of level codes (private, in the private folder)."""
+    if not validation.get("success"):
+        raise ValidationFailedError("binarise needs a validated input")
+    domain = ctx.domain
+    atomic_write_json(ctx.folder.file("encoding.json"), {
         "encoding": "one-hot",
         "domain": domain.to_json(),
-        "one_hot_columns": names,
-        "columns": [{"name": c.name, "type": c.type, "levels": list(c.labels)} for c in schema.kept_columns],
+        "one_hot_columns": one_hot_names(ctx.schema),
+        "columns": [{"name": c.name, "type": c.type, "levels": list(c.labels)} for c in ctx.schema.kept_columns],
         "numeric_decoding": "a value drawn uniformly inside its bin (integers: uniformly among the bin's integers)",
     })
-    return domain
+    ctx.folder.record("binarise", ["encoding.json"])
+    histogram = ctx.handle().histogram()
+    path = ctx.private_dir / "histogram.parquet"
+    write_histogram(path, histogram, domain)
+    ctx.progress(f"binarise: {domain.n_attributes} attributes, {domain.width} one-hot levels")
+    return path
 
 
-def iter_codes(bits_path: Path, domain: Domain, batch_rows: int = 65_536) -> Iterator[np.ndarray]:
-    """Level-code batches from bits.parquet: the only way mechanisms see the data."""
-    for batch in iter_parquet(bits_path, batch_rows):
-        bits = np.column_stack([batch.column(j).to_numpy(zero_copy_only=False) for j in range(batch.num_columns)])
-        yield from_one_hot(bits, domain)
+def write_histogram(path: Path, histogram: Histogram, domain: Domain) -> None:
+    columns = {name: pa.array(histogram.codes[:, j].astype(np.int32)) for j, name in enumerate(domain.names)}
+    columns["__count__"] = pa.array(histogram.counts.astype(np.int64))
+    atomic_write_table(path, pa.table(columns))
+
+
+def read_histogram(path: Path, domain: Domain) -> Histogram:
+    table = pq.read_table(path)
+    codes = np.column_stack([table.column(n).to_numpy() for n in domain.names]) if table.num_rows else \
+        np.zeros((0, domain.n_attributes), dtype=np.int32)
+    return Histogram(codes.astype(np.int64), table.column("__count__").to_numpy().astype(np.int64))
 
 
 # ---------------------------------------------------------------- mechanism
@@ -179,32 +201,6 @@ def mechanism_config(mechanism: ModuleType, epsilon: float, delta: float, rows: 
     return mechanism.Config(**values)
 
 
-def run_mechanism(mechanism: ModuleType, config, bits_path: Path, domain: Domain, noise) -> Release:
-    """One streaming statistics pass, then the mechanism on the statistics alone."""
-    statistics = mechanism.collect_statistics(iter_codes(bits_path, domain), domain, config)
-    release = mechanism.run(statistics, domain, config, noise)
-    release.check_domain(domain)
-    return release
-
-
-# ---------------------------------------------------------------- rounding
-
-def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np.random.Generator) -> tuple[pa.Table, np.ndarray]:
-    """Records in the original schema from a release (post-processing)."""
-    domain = domain_of(schema)
-    codes = round_release(release, domain, rows, rng)
-    frame = decode_codes(codes, schema, rng)
-    table = pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
-    return table, codes
-
-
-def read_codes_of_table(path: Path, schema: Schema) -> np.ndarray:
-    frame = pq.read_table(path).to_pandas()
-    return encode_codes(frame, schema)
-
-
-# ---------------------------------------------------------------- the mechanism stage, with its privacy rules
-
 @dataclass(frozen=True)
 class ReleaseOutcome:
     release: Release
@@ -212,15 +208,16 @@ class ReleaseOutcome:
     reused: bool
 
 
-def release_stage(*, mechanism: ModuleType, config, bits_path: Path, domain: Domain, key: str, store, ledger,
-                  dataset: str, delta: float, seed: int | None, column_names: list[str]) -> ReleaseOutcome:
+def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
+                  dataset: str, delta: float, seed: int | None, column_names: list[str],
+                  require_budget: bool = True) -> ReleaseOutcome:
     """Produce (or reuse) the DP release under DESIGN section 5's rules.
 
     1. A release already stored under ``key`` is reused: no noise is drawn and nothing is charged.
-    2. Otherwise the ledger is charged *before* any noise is drawn (the noise source refuses to draw
-       until it is authorized with the charge), and the charge is never refunded, even if a later
-       step fails. The ledger's charge is idempotent per key, so a crash between the charge and the
-       store does not charge the re-run again.
+    2. Otherwise the ledger is charged *before* any noise is drawn (idempotent per key, never
+       refunded), then the draw is claimed in the ledger (``claim_noise``: refused if noise was ever
+       drawn for this key, so a lost release is never re-drawn for free), and only then does the
+       noise source accept draws.
     3. The release is stored atomically under ``key`` before anyone reads it.
     """
     from privsynth.privacy.noise import make_noise_source
@@ -230,53 +227,309 @@ def release_stage(*, mechanism: ModuleType, config, bits_path: Path, domain: Dom
         release, privacy = found
         return ReleaseOutcome(release, privacy, reused=True)
     cost = mechanism.privacy_cost(config)
-    receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=False)
+    receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=require_budget)
     fault_point("after_charge")
+    ledger.claim_noise(dataset, key)
+    fault_point("after_noise_claimed")
     noise = make_noise_source(seed, key)
     noise.authorize(receipt.reference)
-    release = run_mechanism(mechanism, config, bits_path, domain, noise)
-    privacy = {
-        "visibility": "public",
-        "mechanism": mechanism.NAME,
-        "config": config.model_dump(mode="json"),
-        "cost": cost.report(delta),
-        "noise": noise.describe(),
-        "release_key": key,
-        "ledger": {"dataset": dataset, "charged_now": not getattr(receipt, "reused", False)},
-        "release_facts": release.public_facts,
-        "exact_release": release.exact,
-        "neighbouring_datasets": "add or remove one record",
-    }
-    if hasattr(mechanism, "check_feasible"):
-        # Private sampling: what its guarantee allows for this p, d, n and epsilon (config-only facts).
-        privacy["feasibility"] = mechanism.check_feasible(config).to_json()
+    data = mechanism.collect_statistics(statistics, domain, config)
+    release = mechanism.run(data, domain, config, noise)
+    release.check_domain(domain)
+    privacy = privacy_record(mechanism, config, cost, delta, noise, dataset, charged_now=not receipt.reused,
+                             release=release)
     store.put(key, release, column_names, privacy)
     fault_point("after_release_stored")
     return ReleaseOutcome(release, privacy, reused=False)
 
 
-def precheck_budget(ledger, dataset: str, cost) -> None:
-    """Refuse a run the dataset's budget cannot cover, before any data is read.
+def privacy_record(mechanism: ModuleType, config, cost: PrivacyCost, delta: float, noise, dataset: str, *,
+                   charged_now: bool, release: Release) -> dict:
+    """privacy.json: what was spent and under which guarantee. No key, hash or count of the data."""
+    record = {
+        "visibility": "public (DP)",
+        "mechanism": mechanism.NAME,
+        "config": config.model_dump(mode="json"),
+        "cost": cost.report(delta),
+        "epsilon_statement": epsilon_statement(cost, delta),
+        "noise": noise.describe(),
+        "ledger": {"dataset": dataset, "charged_now": charged_now},
+        "release_facts": release.public_facts,
+        "exact_release": release.exact,
+        "neighbouring_datasets": getattr(mechanism, "NEIGHBOURS", "add or remove one record"),
+    }
+    if hasattr(mechanism, "check_feasible"):
+        # Private sampling: what its guarantee allows for this p, d, declared n and epsilon (config-only facts).
+        record["feasibility"] = mechanism.check_feasible(config).to_json()
+    return record
 
-    The binding check is the ledger's transactional charge in the mechanism stage; this early check
-    only spares a doomed run its ingest and validation. A dataset with no budget runs ad hoc: its
-    charges are recorded without a limit (and count against a budget set later).
+
+def epsilon_statement(cost: PrivacyCost, delta: float | None) -> str:
+    """The one wording of a cost used everywhere (summary, privacy.json, budget show)."""
+    if not cost.is_dp:
+        return "NOT differentially private"
+    parts = []
+    if cost.pure_epsilon is not None:
+        parts.append(f"pure epsilon {cost.pure_epsilon:.4g}")
+    if delta is not None:
+        parts.append(f"epsilon {cost.epsilon_at(delta):.4g} at delta {delta:g}")
+    parts.append(f"rho {cost.rho:.4g} (zCDP)")
+    return "; ".join(parts)
+
+
+def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
+    """Charge, draw (or reuse) and persist the release; release.parquet, measurements, privacy.json."""
+    from privsynth.privacy.keys import data_fingerprint, release_key
+
+    plan = ctx.plan
+    domain = ctx.domain
+    histogram = read_histogram(statistics_path, domain)
+    secret = ctx.ledger.release_secret()
+    key = release_key(secret, data_fingerprint(secret, histogram), ctx.schema.content_hash(), plan.mechanism.NAME,
+                      plan.mechanism_config.model_dump(mode="json"), plan.parameters.seed,
+                      None if plan.parameters.seed is not None else ctx.run_id)
+    ctx.folder.note(release_key=key)  # an HMAC under the ledger's secret: no test of guesses without it
+    names = one_hot_names(ctx.schema)
+    ctx.progress(f"mechanism: {plan.mechanism.NAME} at {epsilon_statement(plan.cost, plan.delta)}")
+    outcome = release_stage(mechanism=plan.mechanism, config=plan.mechanism_config, statistics=histogram,
+                            domain=domain, key=key, store=ctx.store, ledger=ctx.ledger, dataset=plan.dataset,
+                            delta=plan.delta, seed=plan.parameters.seed, column_names=names,
+                            require_budget=not plan.unlimited)
+    atomic_write_table(ctx.folder.file("release.parquet"), outcome.release.to_arrow(names))
+    artifacts = ["release.parquet", "privacy.json"]
+    if outcome.release.measurements:
+        from privsynth.releases import measurements_table
+
+        atomic_write_table(ctx.folder.file("measurements.parquet"), measurements_table(outcome.release.measurements))
+        artifacts.append("measurements.parquet")
+    privacy = dict(outcome.privacy, reused_stored_release=outcome.reused)
+    atomic_write_json(ctx.folder.file("privacy.json"), privacy)
+    ctx.folder.record("mechanism", artifacts, privacy_spent=privacy["cost"], reused_stored_release=outcome.reused)
+    ctx.progress("mechanism: reused the stored release of this run; nothing charged" if outcome.reused else
+                 f"mechanism: release charged to dataset {plan.dataset!r} and stored")
+    return privacy
+
+
+# ---------------------------------------------------------------- rounding
+
+def output_rows(rows: int | None, privacy: dict) -> int | None:
+    """Rows to write: the requested count, else the release's own DP estimate of n (never the private n).
+
+    An exact release (private sampling) is published as it is: None.
     """
-    from privsynth.privacy.ledger import BudgetExceededError, NonPrivateChargeError, UnknownDatasetError
+    if privacy.get("exact_release"):
+        return None
+    if rows is not None:
+        return rows
+    estimate = privacy.get("release_facts", {}).get("n_estimate")
+    if estimate is None:
+        raise ValueError(f"mechanism {privacy.get('mechanism')} gives no DP estimate of n; pass rows")
+    return max(1, int(round(estimate)))
+
+
+def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np.random.Generator) -> pa.Table:
+    """Records in the original schema from a release (post-processing, free)."""
+    codes = round_release(release, domain_of(schema), rows, rng)
+    frame = decode_codes(codes, schema, rng)
+    return pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
+
+
+def rounding_rng(seed: int | None, draw: int = 0) -> np.random.Generator:
+    """Post-processing randomness: needs no secrecy, only reproducibility when seeded."""
+    return np.random.default_rng(None if seed is None else [seed, 1, draw])
+
+
+def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
+    """synthetic.parquet in the schema's types (and the optional sink): post-processing of the release."""
+    from privsynth.io import write_sink
+
+    release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
+    table = synthesize_table(release, ctx.schema, output_rows(ctx.plan.parameters.rows, privacy),
+                             rounding_rng(ctx.plan.parameters.seed))
+    atomic_write_table(ctx.folder.file("synthetic.parquet"), table)
+    facts: dict = {"rows": table.num_rows}
+    if ctx.plan.parameters.sink:
+        facts["sink"] = write_sink(table, ctx.plan.parameters.sink)
+    fault_point("during_rounding")
+    ctx.folder.record("rounding", ["synthetic.parquet"], **facts)
+    ctx.progress(f"rounding: wrote {table.num_rows} synthetic rows" + (f" and {facts['sink']}" if "sink" in facts else ""))
+    return facts
+
+
+# ---------------------------------------------------------------- the DP report and the internal audit
+
+def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
+    """report.json / report.md: the synthetic table against the release's own noisy measurements (DP, free)."""
+    from privsynth.report import dp_report, render_report
+
+    fault_point("before_report")
+    release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
+    measurements = ()
+    if ctx.folder.trusted("measurements.parquet"):
+        from privsynth.releases import measurements_from_table
+
+        measurements = measurements_from_table(pq.read_table(ctx.folder.file("measurements.parquet")))
+    synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
+    report = dp_report(release, measurements, synthetic, ctx.schema, privacy)
+    atomic_write_json(ctx.folder.file("report.json"), report)
+    atomic_write_bytes(ctx.folder.file("report.md"), render_report(report).encode())
+    ctx.folder.record("report", ["report.json", "report.md"])
+    return report
+
+
+def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
+    """INTERNAL (not DP), opt-in: the synthetic table against the real one, in ``internal-audit/``."""
+    from privsynth.audit import build_audit, render_markdown
+
+    target = ctx.folder.file("internal-audit")
+    target.mkdir(exist_ok=True)
+    histogram = read_histogram(statistics_path, ctx.domain)
+    real = np.concatenate(list(histogram.iter_codes())) if histogram.codes.shape[0] else \
+        np.zeros((0, ctx.domain.n_attributes), dtype=np.int64)
+    synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
+    audit = build_audit(real, synthetic, ctx.schema, ctx.domain, target, target_column=ctx.plan.parameters.audit_target)
+    atomic_write_json(target / "audit.json", audit)
+    atomic_write_bytes(target / "audit.md", render_markdown(audit, audit.get("plots", [])).encode())
+    ctx.progress(f"audit (INTERNAL, not DP): written to {target}")
+    return audit
+
+
+STAGES = ("validate", "binarise", "mechanism", "rounding", "report", "audit")
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    run_dir: Path
+    privacy: dict
+    rounding: dict
+    report: dict
+    audit: dict | None
+
+    @property
+    def reused(self) -> bool:
+        return bool(self.privacy.get("reused_stored_release"))
+
+
+def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
+    """The run, stage by stage; the private folder is deleted whatever happens."""
+    try:
+        validation = runner("validate", stage_validate, ctx)
+        statistics = runner("binarise", stage_binarise, ctx, validation)
+        privacy = runner("mechanism", stage_mechanism, ctx, statistics)
+        rounding = runner("rounding", stage_rounding, ctx, privacy)
+        report = runner("report", stage_report, ctx, privacy, rounding)
+        audit = runner("audit", stage_audit, ctx, statistics, rounding) if ctx.plan.parameters.audit else None
+    finally:
+        ctx.close()
+    folder = ctx.folder
+    folder.manifest["privacy_spent"] = privacy["cost"]
+    folder.manifest["epsilon_statement"] = privacy.get("epsilon_statement")
+    folder.manifest["outputs"] = {"synthetic": "synthetic.parquet", "privacy": "privacy.json", "report": "report.json",
+                                  "sink": rounding.get("sink"),
+                                  "internal_audit": "internal-audit/audit.json" if audit is not None else None}
+    folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    folder.save()
+    return RunOutcome(ctx.run_id, folder.path, privacy, rounding, report, audit)
+
+
+# ---------------------------------------------------------------- before the data: plan, budget, folder
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
+
+
+def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, run_id: str | None = None,
+                release_store: str | Path | None = None, progress: Callable[[str], None] | None = None) -> RunContext:
+    """Everything before the data is touched: checked plan, budget pre-check, run folder, ledger, store.
+
+    ``data`` is an in-memory table (the Python API) or None (the plan's ``input`` URL, or the bundled
+    example). Raises the typed errors of ``privsynth.errors`` on the first problem; nothing is read,
+    written or charged then (except the run folder's creation).
+    """
+    from privsynth.config import plan_run
+    from privsynth.privacy.ledger import BudgetLedger
+    from privsynth.releases import ReleaseStore
+
+    plan = plan_run(parameters, schema=schema, in_memory=data is not None)
+    say = progress or (lambda line: logger.info("%s", line))
+    ledger = BudgetLedger(parameters.ledger)
+    run_id = run_id or new_run_id()
+    run_dir = Path(parameters.output) if parameters.output else Path("runs") / run_id
+    run_key = parameters.model_dump(mode="json", exclude={"output"})
+    resumed = run_dir / "manifest.json"
+    resumed_key = None
+    if resumed.is_file():
+        try:
+            previous = RunFolder.load(run_dir).manifest
+            if previous.get("run_key") == run_key:
+                resumed_key = previous.get("facts", {}).get("release_key")
+        except (OSError, ValueError):
+            pass
+    say(precheck_budget(ledger, plan.dataset, plan.cost, unlimited=plan.unlimited,
+                        seeded=parameters.seed is not None, allow_seed_with_budget=parameters.allow_seed_with_budget,
+                        resumed_key=resumed_key))
+    folder = RunFolder.open(run_dir, run_key, run_id)
+    run_id = folder.manifest["run_id"]
+    folder.manifest.update(parameters=parameters.public_json(), dataset=plan.dataset,
+                           schema={"name": plan.schema.name, "path": plan.schema_path,
+                                   "sha256": plan.schema.content_hash()},
+                           input={"source": plan.source.describe() if plan.source is not None else
+                                  "in-memory table (Python API)"})
+    folder.save()
+    if data is None:
+        from privsynth.config import bundled_example
+
+        data = parameters.input or bundled_example()[0]
+    return RunContext(plan, data, folder, ledger, ReleaseStore(release_store), run_id=run_id,
+                      keep_private=parameters.keep_private, progress=say)
+
+
+# ---------------------------------------------------------------- before the data: the budget
+
+def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool, seeded: bool,
+                    allow_seed_with_budget: bool, resumed_key: str | None = None) -> str:
+    """Refuse a run the dataset's budget cannot cover, before any data is read; returns a log line.
+
+    * A dataset without a budget is refused unless the spend without limit is explicit (``unlimited``).
+    * A seed on a dataset with a budget is refused unless ``allow_seed_with_budget``: seeded noise is a
+      testing feature (reproducible numpy streams, not hardened against floating-point attacks).
+    * A resumed run whose release key is already charged is not counted twice.
+    The binding check stays the ledger's transactional charge in the mechanism stage.
+    """
+    from privsynth.privacy.ledger import (BudgetExceededError, BudgetNotSetError, NonPrivateChargeError,
+                                          UnknownDatasetError)
     from privsynth.privacy.spending import fits_budget
 
     try:
         status = ledger.status(dataset)[0]
     except UnknownDatasetError:
-        return
-    if status.epsilon is None:
-        return
+        status = None
+    if status is None or status.epsilon is None:
+        if not unlimited:
+            raise BudgetNotSetError(
+                f"dataset {dataset!r} has no privacy budget; set one with `privsynth budget set {dataset} --epsilon E` "
+                "or spend without a limit explicitly with --unlimited (nothing was read or charged)")
+        return f"dataset {dataset!r} has no budget: spending WITHOUT A LIMIT (explicitly allowed)"
+    if seeded and not allow_seed_with_budget:
+        raise BudgetNotSetError(
+            f"dataset {dataset!r} has a privacy budget and --seed was given: seeded noise is a testing feature "
+            "(reproducible, not hardened against floating-point attacks); omit --seed, or pass "
+            "--allow-seed-with-budget to accept it (nothing was read or charged)")
+    if resumed_key is not None and ledger.find_charge(dataset, resumed_key) is not None:
+        return f"dataset {dataset!r}: this run's release is already charged; resuming without a new charge"
     if not cost.is_dp:
         raise NonPrivateChargeError(f"dataset {dataset!r} has a privacy budget; a release with no DP guarantee "
                                     "cannot be charged to it")
+    if status.delta is None and cost.pure_epsilon is None:
+        raise BudgetExceededError(
+            f"dataset {dataset!r} has a pure-DP budget (no delta) and this mechanism is zCDP; set the budget with a "
+            f"delta (`privsynth budget set {dataset} --epsilon E`, delta defaults to 1e-9) or use a pure-DP mechanism "
+            "(nothing was read or charged)")
     costs = [record.cost() for record in ledger.history(dataset)] + [cost]
     if not fits_budget(costs, status.epsilon, status.delta):
+        needed = cost.pure_epsilon if status.delta is None else cost.epsilon_at(status.delta)
         raise BudgetExceededError(
-            f"dataset {dataset!r}: this run needs {cost.epsilon_at(status.delta) if status.delta else cost.pure_epsilon:.4g} "
-            f"epsilon but only {status.remaining_epsilon:.4g} of {status.epsilon:g} remains "
-            f"(spent {status.spent_epsilon:.4g}); nothing was read or charged")
+            f"dataset {dataset!r}: this run needs epsilon {needed:.4g} but only {status.remaining_epsilon:.4g} of "
+            f"{status.epsilon:g} remains (spent {status.spent_epsilon:.4g}); nothing was read or charged")
+    return f"dataset {dataset!r}: epsilon {status.remaining_epsilon:.4g} of {status.epsilon:g} remains before this run"

@@ -3,7 +3,8 @@
 DESIGN section 5.3: a retried or re-run stage must not draw fresh noise for the same release. The
 mechanism stage looks here first; a release found under its key is reused and not charged again.
 A release is stored as a folder written under a temporary name and renamed, so it is either
-complete or absent.
+complete or absent. Its name is the release key, an HMAC under the ledger's secret
+(``privsynth.privacy.keys``). The store is per user by default (``privsynth.home``), like the ledger.
 """
 
 from __future__ import annotations
@@ -14,30 +15,40 @@ import shutil
 import uuid
 from pathlib import Path
 
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from privsynth.home import default_release_store
 from privsynth.io import atomic_write_json, atomic_write_table
-from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.base import Measurement, Release
 
-DEFAULT_STORE = "runs/releases"
+STORE_ENV = "PRIVSYNTH_RELEASE_STORE"
+MEASUREMENTS = "measurements.parquet"
 
 
-def run_release_key(input_hash: str, schema_hash: str, mechanism: str, config: dict, seed: int | None, run_id: str) -> str:
-    """The key of a run's release (privsynth.privacy.ledger.release_key).
+def measurements_table(measurements) -> pa.Table:
+    """The release's noisy measurements as a table (public, DP): one row per measured marginal."""
+    return pa.table({
+        "attributes": pa.array([list(map(int, m.attributes)) for m in measurements], pa.list_(pa.int32())),
+        "noisy_counts": pa.array([np.asarray(m.noisy_counts, dtype=np.float64).tolist() for m in measurements],
+                                 pa.list_(pa.float64())),
+        "noise": pa.array([m.noise for m in measurements]),
+        "scale": pa.array([float(m.scale) for m in measurements], pa.float64()),
+    })
 
-    Without a seed the noise is fresh on every run, so the run id joins the key: a re-run of the
-    *same* run (same folder, or a retried Prefect flow run) reuses its release, a new run is a new
-    release and is charged.
-    """
-    from privsynth.privacy.ledger import release_key
 
-    keyed = config if seed is not None else {**config, "run_nonce": run_id}
-    return release_key(input_hash, schema_hash, mechanism, keyed, seed)
+def measurements_from_table(table: pa.Table) -> tuple[Measurement, ...]:
+    rows = table.to_pylist()
+    return tuple(Measurement(tuple(r["attributes"]), np.asarray(r["noisy_counts"], dtype=np.float64), r["noise"],
+                             float(r["scale"])) for r in rows)
 
 
 class ReleaseStore:
     def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root or os.environ.get("PRIVSYNTH_RELEASE_STORE", DEFAULT_STORE))
+        self.root = Path(root or os.environ.get(STORE_ENV) or default_release_store())
 
     def folder(self, key: str) -> Path:
         return self.root / key
@@ -47,6 +58,8 @@ class ReleaseStore:
         if not (folder / "release.parquet").is_file() or not (folder / "privacy.json").is_file():
             return None
         release = Release.from_arrow(pq.read_table(folder / "release.parquet"))
+        if (folder / MEASUREMENTS).is_file():
+            release = replace(release, measurements=measurements_from_table(pq.read_table(folder / MEASUREMENTS)))
         return release, json.loads((folder / "privacy.json").read_text())
 
     def put(self, key: str, release: Release, column_names: list[str], privacy: dict) -> Path:
@@ -61,6 +74,8 @@ class ReleaseStore:
         try:
             atomic_write_table(staging / "release.parquet", release.to_arrow(column_names))
             atomic_write_json(staging / "privacy.json", privacy)
+            if release.measurements:
+                atomic_write_table(staging / MEASUREMENTS, measurements_table(release.measurements))
             os.replace(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -23,16 +23,17 @@ PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highsp
             "great-expectations", "duckdb")
 
 # Artifacts and who may see them (DESIGN section 2).
+# Private intermediates never enter a run folder (they live in the run's private temporary folder);
+# the internal audit, when asked for, is written to internal-audit/ and is not listed here.
 VISIBILITY = {
-    "raw.parquet": "private",
     "validation.json": "public",
-    "bits.parquet": "private",
     "encoding.json": "public",
     "release.parquet": "public (DP)",
+    "measurements.parquet": "public (DP)",
     "privacy.json": "public (DP)",
     "synthetic.parquet": "public (DP)",
-    "audit.json": "internal (not DP)",
-    "audit.md": "internal (not DP)",
+    "report.json": "public (DP)",
+    "report.md": "public (DP)",
 }
 
 
@@ -78,8 +79,13 @@ class RunFolder:
             except (OSError, json.JSONDecodeError):
                 raise RunFolderError(f"output folder {str(path)!r} holds an unreadable manifest.json; choose another --output") from None
             if manifest.get("run_key") != run_key:
-                raise RunFolderError(f"output folder {str(path)!r} holds a different run ({manifest.get('run_id')}); "
-                                     "choose an empty or new --output folder")
+                if "mechanism" in manifest.get("stages", {}) or manifest.get("finished"):
+                    raise RunFolderError(f"output folder {str(path)!r} holds a different run ({manifest.get('run_id')}) "
+                                         "with a release; choose an empty or new --output folder")
+                # A run that failed before its release (bad input, refused budget) holds nothing worth
+                # keeping: its public leftovers are cleared and the folder is reused.
+                RunFolder(path, manifest).clear()
+                return RunFolder.open(path, run_key, run_id)
             manifest.setdefault("attempts", 1)
             manifest["attempts"] += 1
             folder = RunFolder(path, manifest)
@@ -117,9 +123,14 @@ class RunFolder:
         for name in artifacts:
             self.manifest["artifacts"][name] = {
                 "path": name, "sha256": sha256_file(self.file(name)),
-                "visibility": VISIBILITY.get(name, "internal (not DP)" if name.endswith(".png") else "public")}
+                "visibility": VISIBILITY.get(name, "public")}
         self.manifest["stages"][stage] = {"status": "done", "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                           "artifacts": artifacts, **facts}
+        self.save()
+
+    def note(self, **facts) -> None:
+        """Record public facts of the run in the manifest (atomically)."""
+        self.manifest.setdefault("facts", {}).update(facts)
         self.save()
 
     def require(self, name: str) -> Path:
@@ -142,6 +153,13 @@ class RunFolder:
             if existed:
                 self.manifest.setdefault("discarded", {})[name] = reason
         self.save()
+
+    def clear(self) -> None:
+        """Remove this run's listed artifacts and its manifest (only for a run that released nothing)."""
+        for name in list(self.manifest.get("artifacts", {})):
+            self.file(name).unlink(missing_ok=True)
+        self.remove_stale_temporaries()
+        (self.path / MANIFEST).unlink(missing_ok=True)
 
     def remove_stale_temporaries(self) -> list[str]:
         """Remove the temporary files of atomic writes that a killed attempt left behind."""

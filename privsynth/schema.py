@@ -161,6 +161,11 @@ class Schema(BaseModel):
                 return c
         raise KeyError(f"schema {self.name!r} has no column {name!r}")
 
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "Schema":
+        """Read and validate a YAML schema file (``load_schema``)."""
+        return load_schema(path)
+
     def content_hash(self) -> str:
         """sha256 of the canonical JSON form: the schema's identity in manifests and release keys."""
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

@@ -1,5 +1,8 @@
-"""One Prefect task per stage. Each is thin: artifact paths in -> library call -> artifact paths out.
+"""One Prefect task per stage of ``privsynth.pipeline``. Each is thin: the same stage function the
+Python API calls, wrapped as a task.
 
-Tasks pass paths and small public facts, never DataFrames, and persist no results, so raw rows never
-reach Prefect's result storage (DESIGN section 5.4). I/O tasks retry; the mechanism task never does.
+Tasks persist no results and cache nothing, so no private value reaches Prefect's result storage
+(DESIGN section 5.4). Reading and writing stages retry on transient errors; the mechanism task
+never retries (a retry must not draw fresh noise: DESIGN 5.3, and the ledger's noise claim refuses
+a second draw anyway).
 """

@@ -20,6 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+# The delta of every (epsilon, delta) statement unless the user picks another: far below 1/n for any
+# table privsynth is meant for, and the delta a budget set without one takes.
+DEFAULT_DELTA = 1e-9
+
 
 def _is_real(value: object) -> bool:
     # numbers.Real admits numpy scalars (np.int64, np.float32 ...); bool is a number to Python, not to us.

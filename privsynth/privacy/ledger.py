@@ -10,8 +10,17 @@ The spending rule (how charges compose, whether one more fits) lives in
 ``privsynth.privacy.spending``; this module stores budgets and charges and applies it.
 
 Storage: SQLAlchemy Core, any database URL. The URL is chosen by an explicit argument, else the
-environment variable PRIVSYNTH_LEDGER_URL, else ``default_ledger_url()`` (a SQLite file under
-``./runs``). Tables are created on first use.
+environment variable PRIVSYNTH_LEDGER_URL, else ``default_ledger_url()`` (a per-user SQLite file,
+see ``privsynth.home``). Tables are created on first use. A password in the URL is written as an
+environment reference (``${PGPASSWORD}``, see ``privsynth.credentials``) and expanded on connect.
+
+Noise claims (DESIGN 5.2): a charge records when noise was drawn for its release key
+(``claim_noise``). A second claim for the same key is refused, so a release whose stored copy was
+lost (a killed run after the draw, a new store folder) can never be drawn again for free.
+
+Release-key secret: ``release_secret()`` is a random 32-byte value created once per ledger and kept
+in it. Release keys are HMACs under it, so a key that is shown (a store folder name, a manifest)
+cannot be used to test guesses about the data by anyone without the ledger.
 
 Concurrency: a charge is a check-and-insert in one transaction that is serialised per database
 (SQLite: ``BEGIN IMMEDIATE`` takes the write lock before the budget is read, with a busy timeout,
@@ -26,6 +35,7 @@ import hashlib
 import json
 import math
 import os
+import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,7 +45,9 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from privsynth.privacy.accounting import PrivacyCost
+from privsynth.credentials import expand_credentials
+from privsynth.home import default_ledger_path
+from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import (check_budget_delta, check_cost, check_epsilon, epsilon_spent, fits_budget,
                                        remaining_rho, total_pure_epsilon, total_rho)
 
@@ -68,6 +80,10 @@ class UnknownDatasetError(LedgerError):
     """The ledger holds neither a budget nor a charge for this dataset."""
 
 
+class NoiseAlreadyDrawnError(LedgerError):
+    """Noise was already drawn for this release key; drawing again would be a second release for one charge."""
+
+
 class ReleaseKeyConflictError(LedgerError):
     """A release key is already charged with a different cost: the key does not identify the release."""
 
@@ -77,8 +93,12 @@ class ReleaseKeyConflictError(LedgerError):
 
 
 def default_ledger_url() -> str:
-    """The ledger used when neither an explicit URL nor PRIVSYNTH_LEDGER_URL is given."""
-    return f"sqlite:///{(Path.cwd() / 'runs' / 'ledger.sqlite').resolve()}"
+    """The per-user ledger (``privsynth.home``), used when neither a URL nor PRIVSYNTH_LEDGER_URL is given.
+
+    Never relative to the working folder: running from another folder must not start a fresh,
+    unlimited ledger that has forgotten what was spent.
+    """
+    return f"sqlite:///{default_ledger_path()}"
 
 
 def resolve_ledger_url(url: str | None = None) -> str:
@@ -94,44 +114,6 @@ def resolve_ledger_url(url: str | None = None) -> str:
 def display_url(url: str) -> str:
     """The URL with any password masked, for logs and the CLI."""
     return sa.engine.make_url(url).render_as_string(hide_password=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Release keys
-
-
-def release_key(input_hash: str, schema_hash: str, mechanism: str, config: dict, seed: int | None) -> str:
-    """sha256 (hex) of the canonical JSON of (input hash, schema hash, mechanism, config, seed).
-
-    DESIGN 5.3: the same key means the same release, so the ledger charges it once and a re-run
-    must reuse the persisted release rather than draw fresh noise. With ``seed=None`` (secure
-    noise) a re-run of the same configuration draws *new* noise and is therefore a new release:
-    the caller must either make the key unique per run (for example by putting the run id in
-    ``config``) or first look up and reuse the release already persisted under this key.
-    ``config`` must be JSON-serialisable (use ``Config.model_dump(mode="json")``).
-    """
-    for name, value in (("input_hash", input_hash), ("schema_hash", schema_hash), ("mechanism", mechanism)):
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-    if not isinstance(config, dict):
-        raise ValueError(f"config must be a dict, got {type(config).__name__}")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise ValueError(f"seed must be an int or None, got {seed!r}")
-    payload = {
-        "key_version": 1,
-        "input_hash": input_hash,
-        "schema_hash": schema_hash,
-        "mechanism": mechanism,
-        "config": config,
-        "seed": seed,
-    }
-    try:
-        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"config must be JSON-serialisable with finite numbers (use Config.model_dump(mode='json')): {exc}"
-        ) from exc
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -241,7 +223,16 @@ _charges = sa.Table(
     sa.Column("guarantee", sa.Text, nullable=False),
     sa.Column("description", sa.Text, nullable=False),
     sa.Column("created_at", sa.String(40), nullable=False),
+    # Set (once) when the noise of this release is drawn; see claim_noise.
+    sa.Column("noise_drawn_at", sa.String(40), nullable=True),
     sa.UniqueConstraint("dataset", "release_key", name="uq_privsynth_charges_release"),
+)
+
+_secrets = sa.Table(
+    "privsynth_secrets",
+    _metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.String(128), nullable=False),
 )
 
 
@@ -250,6 +241,7 @@ def _now() -> str:
 
 
 def _make_engine(url: str) -> Engine:
+    url = expand_credentials(url)
     parsed = sa.engine.make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return sa.create_engine(url, pool_pre_ping=True)
@@ -310,6 +302,14 @@ class BudgetLedger:
             # Another process created them between our check and our CREATE (servers without
             # transactional serialisation of DDL); a second checked pass finds them.
             _metadata.create_all(self._engine)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """Ledgers written by earlier versions lack noise_drawn_at: add it (NULL: no claim recorded)."""
+        columns = {c["name"] for c in sa.inspect(self._engine).get_columns("privsynth_charges")}
+        if "noise_drawn_at" not in columns:
+            with self._engine.begin() as conn:
+                conn.execute(sa.text("ALTER TABLE privsynth_charges ADD COLUMN noise_drawn_at VARCHAR(40)"))
 
     @contextmanager
     def _transaction(self, dataset: str | None = None) -> Iterator[Connection]:
@@ -365,14 +365,19 @@ class BudgetLedger:
 
     # ---- public API -------------------------------------------------------------------------
 
-    def set_budget(self, dataset: str, epsilon: float, delta: float | None = None) -> BudgetStatus:
-        """Create or change a dataset's (epsilon, delta) allowance; delta None makes it pure-DP.
+    def set_budget(self, dataset: str, epsilon: float, delta: float | None = DEFAULT_DELTA, *,
+                   pure: bool = False) -> BudgetStatus:
+        """Create or change a dataset's (epsilon, delta) allowance.
 
+        delta defaults to the delta runs use (``DEFAULT_DELTA``), so every mechanism fits; ``pure=True``
+        (or an explicit ``delta=None``) makes a pure-DP budget, which only pure-DP mechanisms can spend.
         Refused (BudgetExceededError) when the charges already recorded would not fit the new
         allowance: a budget can be raised, never lowered below what is spent.
         """
         dataset = _check_name("dataset", dataset)
         epsilon = check_epsilon(epsilon)
+        if pure:
+            delta = None
         delta = check_budget_delta(delta)
         with self._transaction(dataset) as conn:
             existing = self._budget_row(conn, dataset, lock=True)
@@ -522,6 +527,61 @@ class BudgetLedger:
             f"{status.remaining_epsilon:.6g}; with this charge the total would be epsilon {after:.6g}"
             f"{rho_part}. Nothing was charged and no noise was drawn."
         )
+
+    def claim_noise(self, dataset: str, release_key: str) -> None:
+        """Record that the noise of this charged release is being drawn now; at most once per key.
+
+        Called after ``charge`` and before the first draw. Raises NoiseAlreadyDrawnError when noise
+        was drawn for this key before (its release should have been stored: re-running after a lost
+        release must be a new release, charged again), LedgerError when the key was never charged.
+        """
+        dataset = _check_name("dataset", dataset)
+        release_key = _check_name("release_key", release_key)
+        with self._transaction(dataset) as conn:
+            result = conn.execute(
+                _charges.update()
+                .where(_charges.c.dataset == dataset, _charges.c.release_key == release_key,
+                       _charges.c.noise_drawn_at.is_(None))
+                .values(noise_drawn_at=_now())
+            )
+            if result.rowcount == 1:
+                return
+            charged = conn.execute(
+                sa.select(_charges.c.charge_id).where(_charges.c.dataset == dataset,
+                                                      _charges.c.release_key == release_key)
+            ).first()
+        if charged is None:
+            raise LedgerError(f"dataset {dataset!r}: no charge is recorded for this release; charge before drawing noise")
+        raise NoiseAlreadyDrawnError(
+            f"dataset {dataset!r}: noise was already drawn for this release, but its stored copy is gone "
+            "(a run killed after drawing, or another release store); drawing again would be a second release "
+            "for one charge. Start a new run (a new release, charged again); nothing was drawn")
+
+    def noise_drawn(self, dataset: str, release_key: str) -> bool:
+        """Whether noise was drawn for this release key (read-only)."""
+        with self._transaction(None) as conn:
+            row = conn.execute(
+                sa.select(_charges.c.noise_drawn_at).where(_charges.c.dataset == dataset,
+                                                           _charges.c.release_key == release_key)
+            ).first()
+        return bool(row and row[0])
+
+    def release_secret(self) -> bytes:
+        """This ledger's release-key secret (32 random bytes, created once, never shown)."""
+        with self._transaction("\x00secret") as conn:
+            row = conn.execute(sa.select(_secrets.c.value).where(_secrets.c.name == "release-key")).first()
+            if row is None:
+                value = secrets.token_hex(32)
+                try:
+                    conn.execute(_secrets.insert().values(name="release-key", value=value))
+                except sa.exc.IntegrityError:
+                    row = None
+                else:
+                    return bytes.fromhex(value)
+        if row is None:
+            with self._transaction(None) as conn:
+                row = conn.execute(sa.select(_secrets.c.value).where(_secrets.c.name == "release-key")).first()
+        return bytes.fromhex(row[0])
 
     def status(self, dataset: str | None = None) -> list[BudgetStatus]:
         """Budget and spending per dataset (all datasets, sorted by name, when ``dataset`` is None)."""

@@ -1,0 +1,156 @@
+"""The Python API: one function for notebooks, dbt Python models, Airflow or Dagster tasks.
+
+``synthesize`` runs exactly what the CLI and the Prefect flow run (``privsynth.pipeline.execute``:
+the same parameter checks, budget pre-check, ledger charge before noise, release store, DP report),
+only without Prefect. ``Synthesizer`` is a smartnoise-style facade over it.
+
+    import privsynth
+    schema = privsynth.Schema.from_yaml("schemas/adult.yaml")
+    release = privsynth.synthesize(data, schema, epsilon=1.0)
+    release.to_pandas(); release.sample(10_000); release.privacy; release.report
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from privsynth.config import DEFAULT_MECHANISM, ParameterError, RunParameters, describe_validation_error
+from privsynth.mechanisms.base import Release as MechanismRelease
+from privsynth.pipeline import RunOutcome, direct, execute, prepare_run, rounding_rng, synthesize_table
+from privsynth.privacy.accounting import DEFAULT_DELTA
+from privsynth.schema import Schema, load_schema
+
+
+@dataclass(frozen=True)
+class Release:
+    """A DP synthetic release: the table, what it cost, and its DP report. Every method is free.
+
+    ``table`` is the synthetic table in the schema's types; ``privacy`` what privacy.json holds
+    (epsilon spent, rho, guarantee, noise source); ``report`` the DP report (fit to the mechanism's
+    own noisy measurements); ``run_dir`` the run folder; ``audit`` the INTERNAL (not DP) audit when
+    it was asked for, else None.
+    """
+
+    table: pa.Table
+    privacy: dict
+    report: dict
+    run_dir: Path
+    schema: Schema
+    mechanism_release: MechanismRelease
+    audit: dict | None = None
+    seed: int | None = None
+
+    def to_arrow(self) -> pa.Table:
+        return self.table
+
+    def to_pandas(self) -> pd.DataFrame:
+        return self.table.to_pandas()
+
+    def sample(self, rows: int, *, seed: int | None = None) -> pd.DataFrame:
+        """``rows`` more records from the same release: post-processing, no privacy cost.
+
+        Refused for an exact release (private sampling): its guarantee covers its records once each.
+        """
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise ParameterError(f"rows: expected a positive integer, got {rows!r}")
+        if self.mechanism_release.exact:
+            raise ParameterError(f"the {self.mechanism_release.mechanism} release is exact: its guarantee covers its "
+                                 f"{self.table.num_rows} records once each, so more cannot be drawn from it")
+        rng = rounding_rng(self.seed if seed is None else seed, draw=1 if seed is None else 2)
+        return synthesize_table(self.mechanism_release, self.schema, rows, rng).to_pandas()
+
+    @property
+    def epsilon(self) -> float | None:
+        """The epsilon this release spent at its delta (the pure epsilon where that is smaller)."""
+        return self.privacy["cost"].get("epsilon_at_delta")
+
+
+def _schema_of(schema: Schema | str | Path | None) -> Schema | None:
+    if schema is None or isinstance(schema, Schema):
+        return schema
+    return load_schema(schema)
+
+
+def _parameters(**values: Any) -> RunParameters:
+    try:
+        return RunParameters(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as err:
+        raise ParameterError(describe_validation_error(err)) from None
+
+
+def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, epsilon: float = 1.0,
+               delta: float | None = None, mechanism: str | None = None, dataset: str | None = None,
+               ledger: str | None = None, seed: int | None = None, options: dict | None = None,
+               rows: int | None = None, public_rows: int | None = None, output: str | Path | None = None,
+               sink: str | None = None, release_store: str | Path | None = None, unlimited: bool = False,
+               allow_seed_with_budget: bool = False, audit: bool = False, audit_target: str | None = None) -> Release:
+    """Release a DP synthetic table of ``data`` (the same run as ``privsynth run``, without Prefect).
+
+    data: a source URL or path (every ``--input`` form), a pandas or polars DataFrame, a pyarrow
+    Table or Dataset; None: the bundled Adult example. schema: a Schema, a YAML path, or None with
+    the bundled example. Defaults as the CLI's: the default mechanism, delta 1e-9, the per-user
+    ledger and release store. The dataset's budget is charged once, before any noise is drawn;
+    a dataset without a budget is refused unless ``unlimited=True`` (explicit and logged).
+    Raises the typed errors of ``privsynth.errors`` before anything is charged.
+    """
+    schema_obj = _schema_of(schema)
+    in_memory = data is not None and not isinstance(data, (str, Path))
+    if data is not None and schema_obj is None:
+        raise ParameterError("schema is required with data: a schema is public metadata written from documentation")
+    parameters = _parameters(
+        input=None if in_memory or data is None else str(data),
+        schema_file=str(schema) if isinstance(schema, (str, Path)) else None,
+        mechanism=mechanism or DEFAULT_MECHANISM, epsilon=epsilon, delta=DEFAULT_DELTA if delta is None else delta,
+        rows=rows, public_rows=public_rows, seed=seed, allow_seed_with_budget=allow_seed_with_budget,
+        output=None if output is None else str(output), sink=sink, dataset=dataset, ledger=ledger, unlimited=unlimited,
+        mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target)
+    ctx = prepare_run(parameters, data=data if in_memory else None, schema=schema_obj, release_store=release_store)
+    outcome = execute(ctx, direct)
+    return _release_of(outcome, ctx.schema, parameters.seed)
+
+
+def _release_of(outcome: RunOutcome, schema: Schema, seed: int | None) -> Release:
+    run_dir = Path(outcome.run_dir)
+    mechanism_release = MechanismRelease.from_arrow(pq.read_table(run_dir / "release.parquet"))
+    return Release(table=pq.read_table(run_dir / "synthetic.parquet"), privacy=outcome.privacy, report=outcome.report,
+                   run_dir=run_dir, schema=schema, mechanism_release=mechanism_release, audit=outcome.audit, seed=seed)
+
+
+class Synthesizer:
+    """A smartnoise-synth style facade: ``Synthesizer.create("aim", epsilon=1.0).fit(df, schema=...)``.
+
+    ``fit`` runs ``synthesize`` once (one charge); ``sample(n)`` draws from the fitted release for
+    free, as often as wanted. Every keyword of ``synthesize`` is accepted by ``create``.
+    """
+
+    def __init__(self, mechanism: str, *, epsilon: float = 1.0, **settings: Any) -> None:
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.settings = settings
+        self.release: Release | None = None
+
+    @classmethod
+    def create(cls, mechanism: str | None = None, *, epsilon: float = 1.0, **settings: Any) -> "Synthesizer":
+        return cls(mechanism or DEFAULT_MECHANISM, epsilon=epsilon, **settings)
+
+    def fit(self, data: Any, *, schema: Schema | str | Path, **settings: Any) -> "Synthesizer":
+        self.release = synthesize(data, schema, epsilon=self.epsilon, mechanism=self.mechanism,
+                                  **{**self.settings, **settings})
+        return self
+
+    def sample(self, rows: int, *, seed: int | None = None) -> pd.DataFrame:
+        if self.release is None:
+            raise ParameterError("sample() needs a fitted synthesizer: call fit(data, schema=...) first")
+        return self.release.sample(rows, seed=seed)
+
+    def fit_sample(self, data: Any, *, schema: Schema | str | Path, rows: int | None = None,
+                   **settings: Any) -> pd.DataFrame:
+        self.fit(data, schema=schema, **settings)
+        return self.release.to_pandas() if rows is None else self.sample(rows)

@@ -1,0 +1,64 @@
+"""Credentials in connection URLs: never as values in parameters, always from the environment.
+
+A URL that reaches a Prefect parameter, a manifest or a log must carry no password: Prefect stores
+flow parameters in its database and shows them in the UI. So a password is written as a reference
+to an environment variable, ``postgresql+psycopg://analyst:${PGPASSWORD}@db/warehouse``, and
+expanded only when the connection is opened (libpq's own ``PGPASSWORD`` works too, with no password
+in the URL at all). A literal password is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import quote, urlsplit
+
+_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+class CredentialError(ValueError):
+    """A URL carries a literal password, or references an environment variable that is not set."""
+
+
+def _password_of(url: str) -> str | None:
+    if "://" not in url:
+        return None
+    netloc = urlsplit(url).netloc
+    if "@" not in netloc:
+        return None
+    userinfo = netloc.rsplit("@", 1)[0]
+    return userinfo.split(":", 1)[1] if ":" in userinfo else None
+
+
+def check_no_literal_password(url: str | None, what: str) -> None:
+    """Refuse a URL whose password is a literal value (``${VAR}`` references are fine)."""
+    if not url:
+        return
+    password = _password_of(url)
+    if password is not None and not _REFERENCE.match(password):
+        raise CredentialError(
+            f"{what}: the URL carries a password; parameters are stored and shown (manifest, Prefect UI), so "
+            "write it as a reference to an environment variable, e.g. user:${PGPASSWORD}@host, or leave it out "
+            "and set PGPASSWORD (PostgreSQL), or use a Prefect Secret block")
+
+
+def expand_credentials(url: str) -> str:
+    """The URL with a ``${VAR}`` password replaced by the variable's value (at connect time only)."""
+    password = _password_of(url)
+    if password is None:
+        return url
+    match = _REFERENCE.match(password)
+    if match is None:
+        return url
+    value = os.environ.get(match.group(1))
+    if value is None:
+        raise CredentialError(f"the connection URL references ${{{match.group(1)}}}, which is not set in the environment")
+    return url.replace(":" + password + "@", ":" + quote(value, safe="") + "@", 1)
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password shown as ``***`` (a ``${VAR}`` reference is kept: it is no secret)."""
+    password = _password_of(url)
+    if password is None or _REFERENCE.match(password):
+        return url
+    return url.replace(":" + password + "@", ":***@", 1)
