@@ -89,3 +89,24 @@ def harness():
 
     with prefect_test_harness(server_startup_timeout=180):
         yield
+
+
+@pytest.fixture(autouse=True)
+def isolated_privsynth_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own per-user folder (ledger, release store): never the real one."""
+    home = tmp_path_factory.mktemp("privsynth-home")
+    monkeypatch.setenv("PRIVSYNTH_HOME", str(home))
+    monkeypatch.delenv("PRIVSYNTH_LEDGER_URL", raising=False)
+    monkeypatch.delenv("PRIVSYNTH_RELEASE_STORE", raising=False)
+    return home
+
+
+def toy_frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    """A table for TOY_SCHEMA with dependent columns (colour drives size)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    colour = rng.choice(["red", "green", "blue", None], size=n, p=[0.5, 0.3, 0.15, 0.05])
+    size = np.where(colour == "red", rng.integers(0, 30, n), rng.integers(20, 101, n))
+    return pd.DataFrame({"id": np.arange(n), "colour": colour, "size": size,
+                         "weight": rng.uniform(0, 1, n).round(3), "member": rng.random(n) < 0.4})

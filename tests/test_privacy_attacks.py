@@ -1,0 +1,270 @@
+"""The attacks of issue 10, each run against the pipeline: every one succeeded on the old code.
+
+Each test plays the adversary with only what a run publishes (privacy.json, the manifest, the
+synthetic table, error messages) or what an operator can do (re-run, swap the release store,
+kill a run), and checks the guarantee holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import privsynth
+from privsynth.pipeline import InjectedFault
+from privsynth.schema import parse_schema
+from conftest import TOY_SCHEMA, toy_frame
+
+SCHEMA = parse_schema(TOY_SCHEMA)
+FAST = dict(mechanism="reduced_space", options={"points_per_statistic": 2.0}, rows=50)
+
+
+def _run(frame, tmp_path: Path, name: str, **kw):
+    settings = {**FAST, "unlimited": True, **kw}
+    return privsynth.synthesize(frame, SCHEMA, output=tmp_path / name, **settings)
+
+
+# ---------------------------------------------------------------- 1. seeded noise is never shared
+
+def test_two_seeded_runs_at_two_epsilons_do_not_give_n(tmp_path):
+    """Old code: one stream per seed, so n = (s2 n1 - s1 n2) / (s2 - s1) exactly."""
+    frame = toy_frame(2000)
+    n1 = _run(frame, tmp_path, "a", epsilon=1.0, seed=7).privacy["release_facts"]["n_estimate"]
+    n2 = _run(frame, tmp_path, "b", epsilon=2.0, seed=7).privacy["release_facts"]["n_estimate"]
+    s1, s2 = 1 / 1.0, 1 / 2.0  # the Laplace scale is sensitivity / epsilon
+    recovered = (s2 * n1 - s1 * n2) / (s2 - s1)
+    assert abs(recovered - 2000) > 0.5
+
+
+def test_neighbouring_tables_with_one_seed_do_not_differ_by_exactly_one_row(tmp_path):
+    frame = toy_frame(2000)
+    full = _run(frame, tmp_path, "a", epsilon=1.0, seed=7).privacy["release_facts"]["n_estimate"]
+    neighbour = _run(frame.iloc[1:], tmp_path, "b", epsilon=1.0, seed=7).privacy["release_facts"]["n_estimate"]
+    assert abs((full - neighbour) - 1.0) > 1e-6
+
+
+# ---------------------------------------------------------------- 2. no fingerprint of the data
+
+HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def test_no_hash_of_the_data_in_any_public_artifact(tmp_path):
+    import hashlib
+
+    release = _run(toy_frame(500), tmp_path, "run", epsilon=1.0, seed=3)
+    run = release.run_dir
+    privacy = json.loads((run / "privacy.json").read_text())
+    assert "release_key" not in json.dumps(privacy)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert "sha256" not in manifest["input"]
+    public_files = {hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir() if p.is_file()}
+    allowed = public_files | {SCHEMA.content_hash(), manifest["facts"]["release_key"]}
+    for path in run.iterdir():
+        if path.suffix in (".json", ".md"):
+            for found in HEX64.findall(path.read_text()):
+                assert found in allowed, (path.name, found)
+
+
+def test_the_release_key_is_keyed_by_the_ledger_secret(tmp_path):
+    """The one key that is shown is an HMAC: the same data and parameters under another ledger (another
+    secret) give another key, so nobody without the ledger can test a guessed table against it."""
+    frame = toy_frame(500)
+    a = _run(frame, tmp_path, "a", epsilon=1.0, seed=3, ledger=f"sqlite:///{tmp_path / 'one.sqlite'}")
+    b = _run(frame, tmp_path, "b", epsilon=1.0, seed=3, ledger=f"sqlite:///{tmp_path / 'two.sqlite'}")
+    key_a = json.loads((a.run_dir / "manifest.json").read_text())["facts"]["release_key"]
+    key_b = json.loads((b.run_dir / "manifest.json").read_text())["facts"]["release_key"]
+    assert key_a != key_b
+
+
+# ---------------------------------------------------------------- 4. no second release for one charge
+
+def test_a_lost_release_is_never_drawn_again_for_free(tmp_path):
+    """Old code: a new store folder made the ledger answer 'reused' and the sampler draw fresh noise."""
+    frame = toy_frame(500)
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    _run(frame, tmp_path, "run", epsilon=1.0, seed=5, ledger=ledger, release_store=tmp_path / "store-a")
+    with pytest.raises(privsynth.NoiseAlreadyDrawnError, match="already drawn"):
+        _run(frame, tmp_path, "run", epsilon=1.0, seed=5, ledger=ledger, release_store=tmp_path / "store-b")
+    assert len(privsynth.Ledger(ledger).history("toy")) == 1
+
+
+def test_a_run_killed_after_the_draw_is_refused_on_rerun(tmp_path, monkeypatch):
+    frame = toy_frame(500)
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    monkeypatch.setenv("PRIVSYNTH_FAULT_INJECT", "raise:after_noise_claimed")
+    with pytest.raises(InjectedFault):
+        _run(frame, tmp_path, "run", epsilon=1.0, ledger=ledger)
+    monkeypatch.delenv("PRIVSYNTH_FAULT_INJECT")
+    with pytest.raises(privsynth.NoiseAlreadyDrawnError):
+        _run(frame, tmp_path, "run", epsilon=1.0, ledger=ledger)
+    assert len(privsynth.Ledger(ledger).history("toy")) == 1
+
+
+def test_a_run_killed_after_the_charge_but_before_the_draw_completes_once(tmp_path, monkeypatch):
+    frame = toy_frame(500)
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    monkeypatch.setenv("PRIVSYNTH_FAULT_INJECT", "raise:after_charge")
+    with pytest.raises(InjectedFault):
+        _run(frame, tmp_path, "run", epsilon=1.0, ledger=ledger)
+    monkeypatch.delenv("PRIVSYNTH_FAULT_INJECT")
+    release = _run(frame, tmp_path, "run", epsilon=1.0, ledger=ledger)
+    assert release.privacy["ledger"]["charged_now"] is False  # the charge of the first attempt pays for it
+    assert len(privsynth.Ledger(ledger).history("toy")) == 1
+
+
+# ---------------------------------------------------------------- 5-8. budget hygiene
+
+def test_budget_without_delta_takes_the_default_delta_and_fits_zcdp(tmp_path):
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    status = privsynth.Ledger(ledger).set_budget("toy", epsilon=3.0)
+    assert status.delta == privsynth.DEFAULT_DELTA
+    release = privsynth.synthesize(toy_frame(500), SCHEMA, epsilon=1.0, mechanism="rap", ledger=ledger, rows=50,
+                                   options={"rounds": 2, "picks_per_round": 1}, output=tmp_path / "run")
+    assert release.privacy["cost"]["epsilon_at_delta"] <= 1.0 + 1e-6
+    assert privsynth.Ledger(ledger).status("toy")[0].spent_epsilon <= 1.0 + 1e-6
+
+
+def test_pure_budget_refuses_a_zcdp_mechanism_in_one_line_before_reading(tmp_path):
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    privsynth.Ledger(ledger).set_budget("toy", epsilon=3.0, pure=True)
+    data = tmp_path / "toy.csv"
+    toy_frame(50).to_csv(data, index=False)
+    with pytest.raises(privsynth.BudgetExceededError, match="pure-DP budget") as err:
+        privsynth.synthesize(str(data), SCHEMA, mechanism="rap", ledger=ledger, rows=10, output=tmp_path / "run")
+    assert "\n" not in str(err.value)
+
+
+def test_no_budget_means_no_spending_unless_unlimited_is_explicit(tmp_path):
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    with pytest.raises(privsynth.BudgetNotSetError, match="--unlimited"):
+        privsynth.synthesize(toy_frame(100), SCHEMA, ledger=ledger, output=tmp_path / "run", **FAST)
+    assert privsynth.Ledger(ledger).status() == []
+    privsynth.synthesize(toy_frame(100), SCHEMA, ledger=ledger, output=tmp_path / "run2", unlimited=True, **FAST)
+    assert privsynth.Ledger(ledger).status("toy")[0].charges == 1
+
+
+def test_a_seed_on_a_budgeted_dataset_needs_explicit_consent(tmp_path):
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    privsynth.Ledger(ledger).set_budget("toy", epsilon=3.0)
+    with pytest.raises(privsynth.BudgetNotSetError, match="testing feature"):
+        privsynth.synthesize(toy_frame(100), SCHEMA, ledger=ledger, seed=1, output=tmp_path / "a", **FAST)
+    privsynth.synthesize(toy_frame(100), SCHEMA, ledger=ledger, seed=1, allow_seed_with_budget=True,
+                         output=tmp_path / "b", **FAST)
+
+
+def test_the_default_ledger_is_per_user_not_per_working_folder(tmp_path, monkeypatch, isolated_privsynth_home):
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        privsynth.synthesize(toy_frame(100), SCHEMA, unlimited=True, **FAST)
+    assert privsynth.Ledger().status("toy")[0].charges == 2
+    assert str(isolated_privsynth_home) in privsynth.Ledger().url
+
+
+def test_resuming_a_charged_run_on_a_full_budget_is_not_refused(tmp_path, monkeypatch):
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    privsynth.Ledger(ledger).set_budget("toy", epsilon=1.0, pure=True)
+    monkeypatch.setenv("PRIVSYNTH_FAULT_INJECT", "raise:during_rounding")
+    with pytest.raises(InjectedFault):
+        privsynth.synthesize(toy_frame(300), SCHEMA, epsilon=1.0, ledger=ledger, output=tmp_path / "run", **FAST)
+    monkeypatch.delenv("PRIVSYNTH_FAULT_INJECT")
+    release = privsynth.synthesize(toy_frame(300), SCHEMA, epsilon=1.0, ledger=ledger, output=tmp_path / "run", **FAST)
+    assert release.privacy["reused_stored_release"] is True
+    assert privsynth.Ledger(ledger).status("toy")[0].charges == 1
+
+
+# ---------------------------------------------------------------- 9. nothing private outside the release
+
+def _private_temp_folders() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("privsynth-private-*")}
+
+
+def test_private_intermediates_are_gone_after_a_run_and_after_a_refusal(tmp_path):
+    before = _private_temp_folders()
+    release = _run(toy_frame(300), tmp_path, "run", epsilon=1.0)
+    names = {p.name for p in release.run_dir.iterdir()}
+    assert not names & {"raw.parquet", "bits.parquet", "histogram.parquet", "audit.json", "internal-audit"}
+    assert release.audit is None
+    bad = toy_frame(300)
+    bad.loc[3, "colour"] = "purple"  # fails validation
+    with pytest.raises(privsynth.ValidationFailedError):
+        _run(bad, tmp_path, "bad", epsilon=1.0)
+    assert _private_temp_folders() == before
+
+
+def test_the_internal_audit_is_opt_in_and_kept_apart(tmp_path):
+    release = _run(toy_frame(300), tmp_path, "run", epsilon=1.0, audit=True)
+    assert (release.run_dir / "internal-audit" / "audit.json").is_file()
+    assert release.audit["visibility"] == "internal"
+    manifest = json.loads((release.run_dir / "manifest.json").read_text())
+    assert "audit.json" not in manifest["artifacts"]
+
+
+# ---------------------------------------------------------------- 10. credentials
+
+def test_a_password_in_a_url_is_refused_without_echoing_it(tmp_path):
+    with pytest.raises(privsynth.ParameterError, match="password") as err:
+        privsynth.synthesize("postgresql+psycopg://analyst:hunter2@db/warehouse?table=people", SCHEMA, rows=10)
+    assert "hunter2" not in str(err.value)
+
+
+def test_a_password_reference_is_expanded_only_at_connect_time(monkeypatch):
+    from privsynth.credentials import expand_credentials, redact_url
+
+    monkeypatch.setenv("WAREHOUSE_PASSWORD", "s3cr3t/+")
+    url = "postgresql+psycopg://analyst:${WAREHOUSE_PASSWORD}@db/warehouse"
+    privsynth.RunParameters(ledger=url)  # accepted: the parameter holds the variable's name only
+    assert expand_credentials(url) == "postgresql+psycopg://analyst:s3cr3t%2F%2B@db/warehouse"
+    assert redact_url("postgresql://a:b@h/d") == "postgresql://a:***@h/d"
+
+
+# ---------------------------------------------------------------- 12. OpenDP adds the noise to the statistic
+
+def test_secure_noise_applies_the_measurement_to_the_statistic_itself(monkeypatch):
+    from privsynth.privacy.noise import SecureNoise
+
+    noise = SecureNoise()
+    noise.authorize("test")
+    seen = []
+    real = noise._measurement
+
+    def spy(kind, scale):
+        measurement = real(kind, scale)
+
+        def call(values):
+            seen.append((kind, list(values)))
+            return measurement(values)
+        return call
+
+    monkeypatch.setattr(noise, "_measurement", spy)
+    counts = np.array([10.0, 20.0, 30.0])
+    noisy = noise.add_laplace(counts, 1.0)
+    assert seen == [("laplace", [10.0, 20.0, 30.0])] and noisy.shape == counts.shape
+    noise.add_gaussian(counts, 1.0)
+    assert seen[-1] == ("gaussian", [10.0, 20.0, 30.0])
+
+
+# ---------------------------------------------------------------- 13. hostile input: limits before the charge
+
+def test_a_column_with_too_many_categories_is_refused_before_anything_is_charged(tmp_path):
+    wide = {**TOY_SCHEMA, "columns": [*TOY_SCHEMA["columns"][:1],
+                                      {"name": "colour", "type": "categorical",
+                                       "categories": [f"c{i}" for i in range(200_000)]},
+                                      *TOY_SCHEMA["columns"][2:]]}
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    with pytest.raises(privsynth.LimitError, match="colour"):
+        privsynth.synthesize(toy_frame(10), parse_schema(wide), ledger=ledger, unlimited=True, **FAST)
+    assert privsynth.Ledger(ledger).status() == []
+
+
+@pytest.mark.parametrize("field", ["output", "sink"])
+def test_paths_that_climb_out_of_the_working_folder_are_refused(field):
+    value = "../../elsewhere/x.parquet" if field == "sink" else "../../elsewhere"
+    with pytest.raises(privsynth.ParameterError, match=r"'\.\.'"):
+        privsynth.synthesize(toy_frame(10), SCHEMA, unlimited=True, **{**FAST, field: value})
