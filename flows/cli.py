@@ -32,25 +32,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"privsynth: error: {message} (see '{self.prog} --help')\n")
 
 
-class _KnownErrorsOnOneLine(logging.Filter):
-    """Drop the traceback from Prefect's log records of a known input/parameter error.
-
-    Such an error is the user's to fix, and its message already names the file, column or
-    parameter; the traceback only buries it. Unexpected errors keep their tracebacks.
-    """
-
-    def __init__(self, known: tuple[type[BaseException], ...]) -> None:
-        super().__init__()
-        self.known = known
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, self.known):
-            record.exc_info = None
-            record.exc_text = None
-        return True
-
-
 def _option_value(text: str) -> Any:
     try:
         return json.loads(text)
@@ -169,9 +150,6 @@ def command_run(args: argparse.Namespace) -> int:
     plan_run(parameters)  # every parameter checked here, before Prefect starts or any data is read
     from flows.synthesize import synthesize
 
-    one_line = _KnownErrorsOnOneLine(_known_errors())
-    for name in ("prefect.flow_runs", "prefect.task_runs"):
-        logging.getLogger(name).addFilter(one_line)
     result = synthesize(parameters)
     _print_run_summary(result)
     return 0

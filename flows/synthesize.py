@@ -11,14 +11,19 @@ and the DP report. The internal audit (opt-in) stays on disk and never reaches P
 # No `from __future__ import annotations` here: a served flow is pickled by value and Prefect builds
 # the parameter model from the annotations, which must be real classes (RunParameters), not strings.
 
+import logging
 import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+from prefect.concurrency.sync import concurrency
+from prefect.events import emit_event
 from prefect.runtime import flow_run
+from prefect.states import Failed
 
 from privsynth.config import RunParameters
+from privsynth.errors import KNOWN_ERRORS
 from privsynth.pipeline import RunOutcome, execute, prepare_run
 from privsynth.report import render_report
 from tasks.audit import audit_task
@@ -30,6 +35,29 @@ from tasks.validate import validate_task
 
 TASKS = {"validate": validate_task, "binarise": binarise_task, "mechanism": mechanism_task,
          "rounding": rounding_task, "report": report_task, "audit": audit_task}
+
+
+class ExpectedRefusalsOnOneLine(logging.Filter):
+    """An expected refusal (budget, validation, infeasible request, bad input) is the user's to fix and
+    its message already names what is wrong: Prefect logs it as one WARNING line, without traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, KNOWN_ERRORS):
+            record.exc_info = None
+            record.exc_text = None
+            if record.levelno > logging.WARNING:
+                record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_ONE_LINE = ExpectedRefusalsOnOneLine()
+for _name in ("prefect.flow_runs", "prefect.task_runs"):
+    logging.getLogger(_name).addFilter(_ONE_LINE)
+
+REFUSAL_KINDS = {"BudgetExceededError": "budget-exceeded", "BudgetNotSetError": "budget-not-set",
+                 "NonPrivateChargeError": "budget-not-dp", "NoiseAlreadyDrawnError": "release-lost",
+                 "ValidationFailedError": "validation-failed", "InfeasibleRequestError": "infeasible-request"}
 
 
 def prefect_runner(name, stage, *args):  # noqa: ARG001  (the stage function is the task's own)
@@ -70,16 +98,51 @@ def publish_artifacts(outcome: RunOutcome, dataset: str) -> None:
                              description="DP report: fit to the mechanism's own noisy measurements (public)")
 
 
+def dataset_concurrency_limit(dataset: str) -> str:
+    """A Prefect global concurrency limit of 1 per dataset (created when missing), so two runs on one
+    dataset queue instead of racing to the ledger. The ledger stays the authority either way."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+    name = _artifact_key(dataset, "runs")
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_global_concurrency_limit_by_name(name)
+        except ObjectNotFound:
+            try:
+                client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+            except ObjectAlreadyExists:
+                pass
+    return name
+
+
+def refused(err: BaseException, dataset: str | None):
+    """An expected refusal: one log line, an event an automation can react to, a Failed state that says why."""
+    kind = REFUSAL_KINDS.get(type(err).__name__, "invalid-input")
+    get_run_logger().warning("refused (%s): %s", kind, err)
+    emit_event(event=f"privsynth.run.refused.{kind}",
+               resource={"prefect.resource.id": f"privsynth.dataset.{dataset or 'unknown'}"},
+               payload={"reason": kind, "message": str(err)})
+    return Failed(message=f"{kind}: {err}", data=err)
+
+
 @flow(name="privsynth-synthesize", log_prints=False, validate_parameters=True)
-def synthesize(parameters: RunParameters = RunParameters(), release_store: str | None = None) -> dict:
+def synthesize(parameters: RunParameters = RunParameters(), release_store: str | None = None):
     """Release a DP synthetic table. Returns public facts only: folder, outputs, privacy spent."""
     logger = get_run_logger()
-    ctx = prepare_run(parameters, run_id=_run_id(), release_store=release_store,
-                      progress=lambda line: logger.info("%s", line))
-    logger.info("run %s: %s on %s at epsilon %g -> %s", ctx.run_id, parameters.mechanism,
-                ctx.folder.manifest["input"]["source"], parameters.epsilon, ctx.folder.path)
-    outcome = execute(ctx, prefect_runner)
-    publish_artifacts(outcome, ctx.plan.dataset)
+    dataset = None
+    try:
+        ctx = prepare_run(parameters, run_id=_run_id(), release_store=release_store,
+                          progress=lambda line: logger.info("%s", line))
+        dataset = ctx.plan.dataset
+        logger.info("run %s: %s on %s at epsilon %g -> %s", ctx.run_id, parameters.mechanism,
+                    ctx.folder.manifest["input"]["source"], parameters.epsilon, ctx.folder.path)
+        with concurrency(dataset_concurrency_limit(dataset), occupy=1):
+            outcome = execute(ctx, prefect_runner)
+    except KNOWN_ERRORS as err:
+        return refused(err, dataset or parameters.dataset)
+    publish_artifacts(outcome, dataset)
     return summary(outcome)
 
 
