@@ -67,11 +67,18 @@ def test_hand_computed_example():
     synth = np.array([[0, 0], [0, 0], [0, 1], [1, 1]], dtype=np.int32)
     summary = marginal_error_summary(real, synth, domain, ks=(1, 2))
     # TV(a) = 0.5 * (1/4 + 1/4) = 1/4, TV(b) = 0 -> mean 1/8, max 1/4; max cell error 1/4.
+    # The independent model of a 1-way marginal is the marginal itself: TV 0.
     assert summary["1"] == {"mean_tv": pytest.approx(0.125), "max_tv": pytest.approx(0.25),
-                            "max_abs_cell_error": pytest.approx(0.25), "n_marginals": 2}
-    # ab: |1/4-1/2| + 0 + |1/4-0| + 0 = 1/2 -> TV 1/4; max cell error 1/4.
+                            "max_abs_cell_error": pytest.approx(0.25), "n_marginals": 2, "worst_marginal": ["a"],
+                            "independent_mean_tv": 0.0, "independent_max_tv": 0.0}
+    # ab: |1/4-1/2| + 0 + |1/4-0| + 0 = 1/2 -> TV 1/4; max cell error 1/4. The real a and b are
+    # independent (product [1/4]*4 equals ab), so the independent model scores 0.
     assert summary["2"] == {"mean_tv": pytest.approx(0.25), "max_tv": pytest.approx(0.25),
-                            "max_abs_cell_error": pytest.approx(0.25), "n_marginals": 1}
+                            "max_abs_cell_error": pytest.approx(0.25), "n_marginals": 1, "worst_marginal": ["a", "b"],
+                            "independent_mean_tv": pytest.approx(0.0), "independent_max_tv": pytest.approx(0.0)}
+    # A dependent real table: (0,0) x2, (1,1) x2 -> ab = [1/2, 0, 0, 1/2], product [1/4]*4 -> TV 1/2.
+    dependent = np.array([[0, 0], [0, 0], [1, 1], [1, 1]], dtype=np.int32)
+    assert marginal_error_summary(dependent, dependent, domain, ks=(2,))["2"]["independent_mean_tv"] == pytest.approx(0.5)
 
 
 def test_orders_beyond_attribute_count_are_skipped():
@@ -250,7 +257,7 @@ def test_build_audit_without_target_and_with_subset(tmp_path):
     audit = build_audit(codes, codes, schema, domain, tmp_path, max_marginals=2, seed=3)
     assert audit["tstr"] is None
     assert audit["marginals"]["2"]["n_marginals"] == 2
-    assert headline(audit) == "audit (internal): mean TV 1-way 0.000, 2-way 0.000, 3-way 0.000"
+    assert headline(audit).startswith("audit (internal): mean TV 1-way 0.000 (independent 0.000), 2-way 0.000 (independent ")
     assert "At most 2 marginals" in render_markdown(audit, [])
 
 
