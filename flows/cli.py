@@ -192,12 +192,12 @@ def command_budget(args: argparse.Namespace) -> int:
 
 
 def command_mechanisms(_: argparse.Namespace) -> int:
-    from privsynth.mechanisms import MECHANISM_MODULES, get_mechanism
+    from privsynth.config import DEFAULT_MECHANISM
+    from privsynth.mechanisms import MECHANISM_MODULES
+    from privsynth.mechanisms.catalogue import describe_mechanisms
 
-    for name in sorted(MECHANISM_MODULES):
-        module = get_mechanism(name)
-        summary = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
-        print(f"{name:18s} {summary}")
+    order = {name: i for i, name in enumerate(["aim", "rap", "reduced_space", "microaggregation", "private_sampling"])}
+    print(describe_mechanisms(sorted(MECHANISM_MODULES, key=lambda n: order.get(n, 99)), DEFAULT_MECHANISM))
     return 0
 
 
