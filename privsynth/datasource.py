@@ -70,6 +70,8 @@ def copy_typed_rows(spec: SourceSpec, schema: Schema, raw_path: Path, origin: st
                     raise InputError(f"{origin}: missing column(s) {missing}; the schema {schema.name!r} expects "
                                      f"{list(schema.column_names)}")
                 extra = [c for c in columns if c not in schema.column_names]
+                if schema.other_columns == "ignore":
+                    extra = []  # never read: only the schema's columns are copied
                 writer = AtomicParquetWriter(raw_path, raw_arrow_schema(schema, extra))
             frame.columns = [str(c) for c in frame.columns]
             typed = coerce_batch(frame, schema, origin)[writer.schema.names]

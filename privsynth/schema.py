@@ -135,6 +135,9 @@ class Schema(BaseModel):
     name: str = Field(min_length=1)
     description: str = ""
     source: str = ""
+    # "fail": the input must have exactly these columns; "ignore": a source column the schema does not
+    # list is never read (a wide warehouse table synthesised on a few columns, no hand-written query).
+    other_columns: Literal["fail", "ignore"] = "fail"
     columns: tuple[Column, ...]
 
     @model_validator(mode="after")

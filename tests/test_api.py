@@ -133,3 +133,13 @@ def test_the_cli_calls_the_flow(monkeypatch, tmp_path):
     monkeypatch.setattr(flows.synthesize, "synthesize", fake_flow)
     assert flows.cli.main(["run", "--mechanism", "reduced_space", "--epsilon", "0.5", "--unlimited"]) == 0
     assert seen["parameters"].epsilon == 0.5 and seen["parameters"].unlimited is True
+
+
+def test_a_wider_table_works_when_the_schema_ignores_other_columns(tmp_path):
+    frame = toy_frame(200).assign(ssn=[f"secret-{i}" for i in range(200)], notes="free text")
+    with pytest.raises(privsynth.ValidationFailedError, match="unexpected column"):
+        privsynth.synthesize(frame, SCHEMA, unlimited=True, rows=20, output=tmp_path / "strict", **FAST)
+    relaxed = parse_schema({**TOY_SCHEMA, "other_columns": "ignore"})
+    release = privsynth.synthesize(frame, relaxed, unlimited=True, rows=20, output=tmp_path / "run", **FAST)
+    assert list(release.to_pandas().columns) == ["colour", "size", "weight", "member"]
+    assert not any("secret-" in p.read_text(errors="ignore") for p in release.run_dir.iterdir() if p.is_file())
