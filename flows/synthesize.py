@@ -87,8 +87,9 @@ def publish_artifacts(outcome: RunOutcome, dataset: str) -> None:
         "epsilon_at_delta": cost.get("epsilon_at_delta"), "delta": cost.get("delta"), "rho_zcdp": cost.get("rho_zcdp"),
         "pure_epsilon": cost.get("pure_epsilon"), "synthetic_rows": outcome.rounding["rows"],
         "reused_stored_release": outcome.reused}], description="Privacy spent by this release (public)")
-    synthetic = Path(outcome.run_dir, "synthetic.parquet").resolve()
-    create_link_artifact(key=_artifact_key(dataset, "synthetic"), link=synthetic.as_uri(),
+    synthetic = (f"{outcome.run_dir}/synthetic.parquet" if "://" in outcome.run_dir
+                 else Path(outcome.run_dir, "synthetic.parquet").resolve().as_uri())
+    create_link_artifact(key=_artifact_key(dataset, "synthetic"), link=synthetic,
                          link_text=f"synthetic table ({outcome.rounding['rows']} rows)",
                          description="The DP synthetic table")
     if outcome.rounding.get("sink"):
@@ -143,14 +144,15 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
     except KNOWN_ERRORS as err:
         return refused(err, dataset or parameters.dataset)
     publish_artifacts(outcome, dataset)
+    ctx.folder.release_local_copy()
     return summary(outcome)
 
 
 def summary(outcome: RunOutcome) -> dict:
     """What the flow returns (and Prefect stores): public facts only."""
-    return {"run_id": outcome.run_id, "run_dir": str(outcome.run_dir),
-            "synthetic": str(Path(outcome.run_dir) / "synthetic.parquet"), "rows": outcome.rounding["rows"],
+    return {"run_id": outcome.run_id, "run_dir": outcome.run_dir,
+            "synthetic": f"{outcome.run_dir}/synthetic.parquet", "rows": outcome.rounding["rows"],
             "sink": outcome.rounding.get("sink"), "privacy": outcome.privacy["cost"],
             "epsilon_statement": outcome.privacy.get("epsilon_statement"), "reused_release": outcome.reused,
             "report": (outcome.report or {}).get("summary"),
-            "internal_audit": str(Path(outcome.run_dir) / "internal-audit") if outcome.audit is not None else None}
+            "internal_audit": f"{outcome.run_dir}/internal-audit" if outcome.audit is not None else None}

@@ -41,7 +41,7 @@ class Release:
     table: pa.Table
     privacy: dict
     report: dict
-    run_dir: Path
+    run_dir: Path | str
     schema: Schema
     mechanism_release: MechanismRelease
     audit: dict | None = None
@@ -113,13 +113,17 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
         mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target)
     ctx = prepare_run(parameters, data=data if in_memory else None, schema=schema_obj, release_store=release_store)
     outcome = execute(ctx, direct)
-    return _release_of(outcome, ctx.schema, parameters.seed)
+    try:
+        return _release_of(outcome, ctx.schema, parameters.seed)
+    finally:
+        ctx.folder.release_local_copy()
 
 
 def _release_of(outcome: RunOutcome, schema: Schema, seed: int | None) -> Release:
-    run_dir = Path(outcome.run_dir)
-    mechanism_release = MechanismRelease.from_arrow(pq.read_table(run_dir / "release.parquet"))
-    return Release(table=pq.read_table(run_dir / "synthetic.parquet"), privacy=outcome.privacy, report=outcome.report,
+    local = Path(outcome.local_dir)
+    mechanism_release = MechanismRelease.from_arrow(pq.read_table(local / "release.parquet"))
+    run_dir = Path(outcome.run_dir) if "://" not in outcome.run_dir else outcome.run_dir
+    return Release(table=pq.read_table(local / "synthetic.parquet"), privacy=outcome.privacy, report=outcome.report,
                    run_dir=run_dir, schema=schema, mechanism_release=mechanism_release, audit=outcome.audit, seed=seed)
 
 

@@ -53,7 +53,8 @@ class RunParameters(BaseModel):
     seed: int | None = Field(None, ge=0, description="TESTING ONLY: reproducible noise (numpy, not hardened against "
                                                        "floating-point attacks). Empty: OpenDP's secure samplers.")
     allow_seed_with_budget: bool = Field(False, description="Accept --seed on a dataset that has a privacy budget.")
-    output: str | None = Field(None, description="Run folder. Empty: runs/<run-id> in the working folder.")
+    output: str | None = Field(None, description="Run folder: a path, or an fsspec URL (s3://, gs://, ...) for workers "
+                                                 "without a shared disk. Empty: runs/<run-id> in the working folder.")
     sink: str | None = Field(None, description="Also write the synthetic table here: duckdb:PATH?table=NAME, or a .parquet/.csv path.")
     dataset: str | None = Field(None, description="Dataset name in the budget ledger. Empty: the schema's name.")
     ledger: str | None = Field(None, description="Budget ledger SQLAlchemy URL. Empty: $PRIVSYNTH_LEDGER_URL or the "
@@ -187,7 +188,9 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         if releases_estimate is None or not releases_estimate(config):
             raise ParameterError(f"--rows is required with mechanism {parameters.mechanism} and these options: its "
                                  "release carries no DP estimate of the row count")
-    output = check_writable_directory(parameters.output) if parameters.output else None
+    from privsynth.storage import is_remote
+
+    output = check_writable_directory(parameters.output) if parameters.output and not is_remote(parameters.output) else None
     if parameters.sink:
         try:
             parse_sink(parameters.sink)  # the same parser write_sink uses, before any data is read

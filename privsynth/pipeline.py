@@ -18,6 +18,7 @@ Nothing here imports Prefect.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -390,7 +391,8 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     audit = build_audit(real, synthetic, ctx.schema, ctx.domain, target, target_column=ctx.plan.parameters.audit_target)
     atomic_write_json(target / "audit.json", audit)
     atomic_write_bytes(target / "audit.md", render_markdown(audit, audit.get("plots", [])).encode())
-    ctx.progress(f"audit (INTERNAL, not DP): written to {target}")
+    ctx.folder.publish([f"internal-audit/{p.name}" for p in target.iterdir() if p.is_file()])
+    ctx.progress(f"audit (INTERNAL, not DP): written to {ctx.folder.location}/internal-audit")
     return audit
 
 
@@ -399,8 +401,12 @@ STAGES = ("validate", "binarise", "mechanism", "rounding", "report", "audit")
 
 @dataclass(frozen=True)
 class RunOutcome:
+    """What a run produced. ``run_dir`` is where the run folder lives (a path, or a URL when remote);
+    ``local_dir`` holds its files until the caller releases the local copy of a remote folder."""
+
     run_id: str
-    run_dir: Path
+    run_dir: str
+    local_dir: Path
     privacy: dict
     rounding: dict
     report: dict
@@ -430,10 +436,28 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
                                   "internal_audit": "internal-audit/audit.json" if audit is not None else None}
     folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     folder.save()
-    return RunOutcome(ctx.run_id, folder.path, privacy, rounding, report, audit)
+    return RunOutcome(ctx.run_id, folder.location, folder.path, privacy, rounding, report, audit)
 
 
 # ---------------------------------------------------------------- before the data: plan, budget, folder
+
+def resumed_release_key(location: str, run_key: dict) -> str | None:
+    """The release key an earlier attempt of the same run recorded in its manifest, if any."""
+    from privsynth.storage import RemoteFolder, is_remote
+
+    try:
+        if is_remote(location):
+            remote = RemoteFolder(location)
+            previous = json.loads(remote.read_bytes("manifest.json")) if remote.exists("manifest.json") else None
+        else:
+            path = Path(location) / "manifest.json"
+            previous = json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    if not previous or previous.get("run_key") != json.loads(json.dumps(run_key, default=str)):
+        return None
+    return previous.get("facts", {}).get("release_key")
+
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
@@ -455,21 +479,12 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
     say = progress or (lambda line: logger.info("%s", line))
     ledger = BudgetLedger(parameters.ledger)
     run_id = run_id or new_run_id()
-    run_dir = Path(parameters.output) if parameters.output else Path("runs") / run_id
+    location = parameters.output or str(Path("runs") / run_id)
     run_key = parameters.model_dump(mode="json", exclude={"output"})
-    resumed = run_dir / "manifest.json"
-    resumed_key = None
-    if resumed.is_file():
-        try:
-            previous = RunFolder.load(run_dir).manifest
-            if previous.get("run_key") == run_key:
-                resumed_key = previous.get("facts", {}).get("release_key")
-        except (OSError, ValueError):
-            pass
     say(precheck_budget(ledger, plan.dataset, plan.cost, unlimited=plan.unlimited,
                         seeded=parameters.seed is not None, allow_seed_with_budget=parameters.allow_seed_with_budget,
-                        resumed_key=resumed_key))
-    folder = RunFolder.open(run_dir, run_key, run_id)
+                        resumed_key=resumed_release_key(location, run_key)))
+    folder = RunFolder.open_at(location, run_key, run_id)
     run_id = folder.manifest["run_id"]
     folder.manifest.update(parameters=parameters.public_json(), dataset=plan.dataset,
                            schema={"name": plan.schema.name, "path": plan.schema_path,

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import uuid
+import weakref
 from pathlib import Path
 
 from dataclasses import replace
@@ -22,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.home import default_release_store
+from privsynth.storage import COMPLETE, RemoteFolder, is_remote
 from privsynth.io import atomic_write_json, atomic_write_table
 from privsynth.mechanisms.base import Measurement, Release
 
@@ -48,12 +51,26 @@ def measurements_from_table(table: pa.Table) -> tuple[Measurement, ...]:
 
 class ReleaseStore:
     def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root or os.environ.get(STORE_ENV) or default_release_store())
+        location = root or os.environ.get(STORE_ENV) or default_release_store()
+        # An fsspec URL (s3://, gs://, memory://): releases are staged locally and uploaded, files first
+        # and the COMPLETE marker last (privsynth.storage), so workers need no shared disk.
+        self.remote = RemoteFolder(str(location)) if is_remote(location) else None
+        self.root = Path(tempfile.mkdtemp(prefix="privsynth-store-")) if self.remote else Path(location)
+        if self.remote is not None:
+            weakref.finalize(self, shutil.rmtree, self.root, True)  # the local staging copy goes with the store
 
     def folder(self, key: str) -> Path:
         return self.root / key
 
+    def _fetch(self, key: str) -> None:
+        """Bring a complete remote release into the local staging root."""
+        if self.remote is None or (self.folder(key) / "release.parquet").is_file():
+            return
+        if self.remote.exists(f"{key}/{COMPLETE}"):
+            self.remote.pull(self.root, [f"{key}/release.parquet", f"{key}/privacy.json", f"{key}/{MEASUREMENTS}"])
+
     def get(self, key: str) -> tuple[Release, dict] | None:
+        self._fetch(key)
         folder = self.folder(key)
         if not (folder / "release.parquet").is_file() or not (folder / "privacy.json").is_file():
             return None
@@ -79,4 +96,8 @@ class ReleaseStore:
             os.replace(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        if self.remote is not None:
+            names = [f"{key}/{p.name}" for p in target.iterdir() if p.is_file()]
+            (target / COMPLETE).write_text("complete\n")
+            self.remote.push(self.root, names, last=f"{key}/{COMPLETE}")
         return target

@@ -9,6 +9,8 @@ artifact that a re-run would read.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import platform
 import time
 import uuid
@@ -17,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from privsynth.io import _json_default, atomic_write_json, sha256_file
+from privsynth.storage import RemoteFolder, is_remote
 
 MANIFEST = "manifest.json"
 PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highspy", "opendp", "prefect",
@@ -59,6 +62,38 @@ class RunFolderError(ValueError):
 class RunFolder:
     path: Path
     manifest: dict
+    remote: RemoteFolder | None = None
+
+    @staticmethod
+    def open_at(location: str | Path, run_key: dict, run_id: str) -> "RunFolder":
+        """``open`` for a local path or an fsspec URL (``privsynth.storage``): a remote run folder is
+        worked on in a local folder and mirrored after every stage, artifacts before the manifest."""
+        if not is_remote(location):
+            return RunFolder.open(location, run_key, run_id)
+        remote = RemoteFolder(str(location))
+        local = Path(tempfile.mkdtemp(prefix="privsynth-run-"))
+        if remote.exists(MANIFEST):
+            previous = json.loads(remote.read_bytes(MANIFEST))
+            remote.pull(local, [*previous.get("artifacts", {}), MANIFEST])
+        folder = RunFolder.open(local, run_key, run_id)
+        folder.remote = remote
+        folder.save()
+        return folder
+
+    @property
+    def location(self) -> str:
+        """Where the run folder lives: its URL when remote, else its local path."""
+        return self.remote.url if self.remote is not None else str(self.path)
+
+    def publish(self, names: list[str]) -> None:
+        """Upload extra files (e.g. the opt-in internal audit) of a remote run folder."""
+        if self.remote is not None:
+            self.remote.push(self.path, names)
+
+    def release_local_copy(self) -> None:
+        """Delete the local working copy of a remote run folder (everything is uploaded by then)."""
+        if self.remote is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
 
     @staticmethod
     def open(path: str | Path, run_key: dict, run_id: str) -> "RunFolder":
@@ -111,6 +146,8 @@ class RunFolder:
 
     def save(self) -> None:
         atomic_write_json(self.path / MANIFEST, self.manifest)
+        if self.remote is not None:
+            self.remote.push(self.path, [n for n in self.manifest["artifacts"] if self.file(n).is_file()], last=MANIFEST)
 
     def trusted(self, name: str) -> bool:
         """The artifact exists, is listed in the manifest, and its hash matches."""

@@ -143,3 +143,23 @@ def test_a_wider_table_works_when_the_schema_ignores_other_columns(tmp_path):
     release = privsynth.synthesize(frame, relaxed, unlimited=True, rows=20, output=tmp_path / "run", **FAST)
     assert list(release.to_pandas().columns) == ["colour", "size", "weight", "member"]
     assert not any("secret-" in p.read_text(errors="ignore") for p in release.run_dir.iterdir() if p.is_file())
+
+
+def test_run_folder_and_release_store_on_an_fsspec_location(tmp_path):
+    """Workers without a shared disk: the run folder and the store live in an object store (memory://)."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    settings = dict(epsilon=1.0, seed=2, rows=30, ledger=ledger, unlimited=True, output="memory://bucket/runs/one",
+                    release_store="memory://bucket/releases", **FAST)
+    release = privsynth.synthesize(toy_frame(200), SCHEMA, **settings)
+    assert release.run_dir == "memory://bucket/runs/one"
+    for name in ("synthetic.parquet", "privacy.json", "manifest.json", "report.json", "release.parquet"):
+        assert fs.exists(f"/bucket/runs/one/{name}"), name
+    stored = [p for p in fs.find("/bucket/releases") if p.endswith("/COMPLETE")]
+    assert len(stored) == 1
+    again = privsynth.synthesize(toy_frame(200), SCHEMA, **settings)  # a retry on another worker: reuses
+    assert again.privacy["reused_stored_release"] is True
+    assert privsynth.Ledger(ledger).status("toy")[0].charges == 1
+    pd.testing.assert_frame_equal(again.to_pandas(), release.to_pandas())
