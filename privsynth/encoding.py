@@ -172,7 +172,12 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator) -> 
         draws = rng.integers(lo.astype(np.int64), upper.astype(np.int64) + 1)
         values = pd.array(draws, dtype="Int64")
     else:
-        values = pd.array(rng.uniform(lo, hi), dtype="Float64")
+        draws = rng.uniform(lo, hi)
+        if col.precision is not None:
+            # The schema's stated precision (money in cents: 2): a draw rounded to it, kept inside its bin.
+            step = 10.0 ** -col.precision
+            draws = np.clip(np.round(draws, col.precision), np.ceil(lo / step - 1e-9) * step, hi)
+        values = pd.array(draws, dtype="Float64")
     values[~in_domain] = pd.NA
     return pd.Series(values)
 

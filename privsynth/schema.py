@@ -48,6 +48,8 @@ class Column(BaseModel):
     nullable: bool = False
     drop: bool = False
     on_out_of_domain: Literal["fail", "category", "clip"] = "fail"
+    # float columns: decimal places of synthetic values (2 for money in cents); None keeps full precision
+    precision: int | None = Field(default=None, ge=0, le=12)
     description: str = ""
 
     @model_validator(mode="after")
@@ -91,6 +93,8 @@ class Column(BaseModel):
                 raise ValueError(f"{where}: an integer column needs integer bin edges")
             if self.on_out_of_domain == "category":
                 raise ValueError(f"{where}: numeric out-of-domain values can 'fail' or 'clip', not become a category")
+        if self.precision is not None and self.type != "float":
+            raise ValueError(f"{where}: 'precision' applies to float columns (integers are whole already)")
         return self
 
     @property

@@ -276,3 +276,22 @@ def test_out_of_range_codes_refused():
     with pytest.raises(ValueError, match=r"attribute\(s\) \['a'\]"):
         one_hot(np.array([[3, 1]], dtype=np.int32), domain)
     assert one_hot(np.zeros((0, 2), dtype=np.int32), domain).shape == (0, 5)
+
+
+def test_float_precision_rounds_synthetic_values_inside_their_bins():
+    import numpy as np
+
+    from privsynth.encoding import decode_codes
+    from privsynth.schema import parse_schema
+
+    schema = parse_schema({"name": "money", "columns": [
+        {"name": "amount", "type": "float", "bounds": [0.0, 1000.0], "bins": [0.0, 10.005, 500.0, 1000.0],
+         "precision": 2}]})
+    codes = np.repeat(np.array([[0], [1], [2]]), 2000, axis=0)
+    values = decode_codes(codes, schema, np.random.default_rng(0))["amount"].to_numpy(dtype=float)
+    assert np.allclose(values, np.round(values, 2))
+    assert np.all(values[:2000] >= 0) and np.all(values[:2000] <= 10.005)
+    assert np.all(values[2000:4000] >= 10.01) and np.all(values[4000:] <= 1000.0)
+    with pytest.raises(Exception, match="precision"):
+        parse_schema({"name": "x", "columns": [{"name": "n", "type": "integer", "bounds": [0, 9], "bins": [0, 9],
+                                                "precision": 1}]})
