@@ -93,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     feas.add_argument("--degree", type=int, default=2, help="marginal degree d")
     feas.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    fc = sub.add_parser("forecast", help="the noise a run would carry, before anything is read or charged")
+    fc.add_argument("--schema", dest="schema_file", help="YAML schema (default: the bundled Adult schema)")
+    fc.add_argument("--public-rows", type=int, required=True, help="about how many rows the table has (public knowledge)")
+    fc.add_argument("--mechanism", default=DEFAULT_MECHANISM, help=f"one of {', '.join(sorted(MECHANISM_MODULES))}")
+    fc.add_argument("--epsilon", type=float, default=1.0)
+    fc.add_argument("--delta", type=float, default=1e-9)
+    fc.add_argument("--option", action="append", metavar="KEY=VALUE", help="mechanism setting (repeatable)")
+    fc.add_argument("--json", action="store_true", help="print the forecast as JSON")
+
     budget = sub.add_parser("budget", help="the privacy budget ledger")
     budget_sub = budget.add_subparsers(dest="budget_command", required=True)
     bset = budget_sub.add_parser("set", help="set a dataset's total budget")
@@ -152,6 +161,23 @@ def command_run(args: argparse.Namespace) -> int:
 
     result = synthesize(parameters)
     _print_run_summary(result)
+    return 0
+
+
+def command_forecast(args: argparse.Namespace) -> int:
+    from privsynth.config import bundled_example, parse_parameters, plan_run
+    from privsynth.encoding import domain_of
+    from privsynth.forecast import forecast, format_forecast
+    from privsynth.schema import load_schema
+
+    schema = load_schema(args.schema_file or bundled_example()[1])
+    values = {"mechanism": args.mechanism, "epsilon": args.epsilon, "delta": args.delta,
+              "mechanism_options": _parse_options(args.option), "public_rows": args.public_rows, "rows": 1}
+    # No data is read: the plan only checks the parameters against the schema.
+    plan = plan_run(parse_parameters(values), schema=schema, in_memory=True)
+    result = forecast(args.mechanism, plan.cost, args.epsilon, None if plan.cost.pure_epsilon else args.delta,
+                      domain_of(plan.schema), args.public_rows)
+    print(json.dumps(result.to_json(), indent=2) if args.json else format_forecast(result))
     return 0
 
 
@@ -216,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     # longer to start than Prefect's 20 s default.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     args = build_parser().parse_args(argv)
-    handlers = {"run": command_run, "feasibility": command_feasibility, "budget": command_budget,
+    handlers = {"run": command_run, "feasibility": command_feasibility, "forecast": command_forecast, "budget": command_budget,
                 "mechanisms": command_mechanisms}
     try:
         return handlers[args.command](args)
