@@ -481,6 +481,11 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
     run_id = run_id or new_run_id()
     location = parameters.output or str(Path("runs") / run_id)
     run_key = parameters.model_dump(mode="json", exclude={"output"})
+    if parameters.public_rows is not None:  # a stated, public n: the forecast costs nothing
+        from privsynth.forecast import forecast, format_forecast
+
+        say(format_forecast(forecast(plan.mechanism.NAME, plan.cost, parameters.epsilon, parameters.delta,
+                                     domain_of(plan.schema), parameters.public_rows)))
     say(precheck_budget(ledger, plan.dataset, plan.cost, unlimited=plan.unlimited,
                         seeded=parameters.seed is not None, allow_seed_with_budget=parameters.allow_seed_with_budget,
                         resumed_key=resumed_release_key(location, run_key)))
