@@ -94,26 +94,26 @@ def test_a_lost_release_is_never_drawn_again_for_free(tmp_path):
     assert len(privsynth.Ledger(ledger).history("toy")) == 1
 
 
-def test_a_run_killed_after_the_draw_is_refused_on_rerun(tmp_path, monkeypatch):
-    frame = toy_frame(500)
+def _killed_at(point: str, tmp_path: Path, monkeypatch) -> str:
+    """Run until the fault point raises (a kill at that point), and return the ledger URL."""
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    monkeypatch.setenv("PRIVSYNTH_FAULT_INJECT", "raise:after_noise_claimed")
+    monkeypatch.setenv("PRIVSYNTH_FAULT_INJECT", f"raise:{point}")
     with pytest.raises(InjectedFault):
-        _run(frame, tmp_path, "run", epsilon=1.0, ledger=ledger)
+        _run(toy_frame(500), tmp_path, "run", epsilon=1.0, ledger=ledger)
     monkeypatch.delenv("PRIVSYNTH_FAULT_INJECT")
+    return ledger
+
+
+def test_a_run_killed_after_the_draw_is_refused_on_rerun(tmp_path, monkeypatch):
+    ledger = _killed_at("after_noise_claimed", tmp_path, monkeypatch)
     with pytest.raises(privsynth.NoiseAlreadyDrawnError):
-        _run(frame, tmp_path, "run", epsilon=1.0, ledger=ledger)
+        _run(toy_frame(500), tmp_path, "run", epsilon=1.0, ledger=ledger)
     assert len(privsynth.Ledger(ledger).history("toy")) == 1
 
 
 def test_a_run_killed_after_the_charge_but_before_the_draw_completes_once(tmp_path, monkeypatch):
-    frame = toy_frame(500)
-    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    monkeypatch.setenv("PRIVSYNTH_FAULT_INJECT", "raise:after_charge")
-    with pytest.raises(InjectedFault):
-        _run(frame, tmp_path, "run", epsilon=1.0, ledger=ledger)
-    monkeypatch.delenv("PRIVSYNTH_FAULT_INJECT")
-    release = _run(frame, tmp_path, "run", epsilon=1.0, ledger=ledger)
+    ledger = _killed_at("after_charge", tmp_path, monkeypatch)
+    release = _run(toy_frame(500), tmp_path, "run", epsilon=1.0, ledger=ledger)
     assert release.privacy["ledger"]["charged_now"] is False  # the charge of the first attempt pays for it
     assert len(privsynth.Ledger(ledger).history("toy")) == 1
 
