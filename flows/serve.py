@@ -18,7 +18,7 @@ from privsynth.config import RunParameters
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--name", default="adult-nightly")
+    parser.add_argument("--name", default="adult-served")
     parser.add_argument("--cron", default="0 2 * * *", help="schedule (cron, UTC); '' for none")
     args = parser.parse_args()
     synthesize.serve(

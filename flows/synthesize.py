@@ -4,7 +4,9 @@ Every parameter is checked before any data is read, and the budget is checked be
 read and charged before any noise is drawn. Stages pass artifact paths inside the run folder.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: served runs ship this module by value (cloudpickle), and
+# Prefect builds the parameter model from the flow's annotations, so RunParameters must be a real class
+# in them, not a postponed string ("`SynthesizeModel` is not fully defined").
 
 import time
 from pathlib import Path
