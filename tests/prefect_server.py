@@ -18,6 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
+import pandas as pd
+import yaml
+
+from conftest import TOY_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,6 +94,9 @@ class PrefectServer:
         server_home.mkdir(parents=True, exist_ok=True)
         env = base_env(server_home)
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{self.home / 'prefect.db'}"
+        # The UI asks the API at the address of these settings (not of the command-line flags).
+        env.update(PREFECT_SERVER_API_HOST="127.0.0.1", PREFECT_SERVER_API_PORT=str(self.port),
+                   PREFECT_UI_API_URL=self.api_url)
         # The scheduler service creates the runs of scheduled deployments every loop (default 60 s).
         env["PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS"] = str(self.scheduler_loop_seconds)
         with open(self.log, "wb") as log:
@@ -201,3 +209,18 @@ class PrefectServer:
         raise TimeoutError(f"flow run {flow_run_id} not finished within {timeout} s (state "
                            f"{run['state']['type']}):\n{self.run_logs(flow_run_id)[-4000:]}\n"
                            + "\n".join(log_tail(log, 2000) for _, log in watch))
+
+
+def toy_job(tmp: Path) -> dict:
+    """A 300-row table of every column type, and run parameters that keep every output under ``tmp``."""
+    rng = np.random.default_rng(1)
+    n = 300
+    frame = pd.DataFrame({"id": np.arange(n), "colour": rng.choice(["red", "green", "blue"], size=n),
+                          "size": rng.integers(0, 101, n), "weight": rng.uniform(0, 1, n).round(3),
+                          "member": rng.random(n) < 0.4})
+    frame.to_csv(tmp / "toy.csv", index=False)
+    (tmp / "toy.yaml").write_text(yaml.safe_dump(TOY_SCHEMA))
+    parameters = {"input": str(tmp / "toy.csv"), "schema_file": str(tmp / "toy.yaml"), "mechanism": "microaggregation",
+                  "epsilon": 1.0, "rows": 50, "seed": 3, "output": str(tmp / "run"),
+                  "ledger": f"sqlite:///{tmp / 'ledger.sqlite'}"}
+    return {"parameters": parameters, "release_store": str(tmp / "releases")}

@@ -13,13 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
-import yaml
-
-from conftest import TOY_SCHEMA
-from prefect_server import REPO, PrefectServer, log_tail, stop_process
+from prefect_server import REPO, PrefectServer, log_tail, stop_process, toy_job
 
 FLOW = "privsynth-synthesize"
 POOL = "privsynth-pool"
@@ -43,21 +38,6 @@ def deployed(server) -> PrefectServer:
     server.post("/work_pools/", {"name": POOL, "type": "process"})
     server.cli("--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
     return server
-
-
-def _toy(tmp: Path) -> dict:
-    """A 300-row table of every column type, and run parameters that keep every output under ``tmp``."""
-    rng = np.random.default_rng(1)
-    n = 300
-    frame = pd.DataFrame({"id": np.arange(n), "colour": rng.choice(["red", "green", "blue"], size=n),
-                          "size": rng.integers(0, 101, n), "weight": rng.uniform(0, 1, n).round(3),
-                          "member": rng.random(n) < 0.4})
-    frame.to_csv(tmp / "toy.csv", index=False)
-    (tmp / "toy.yaml").write_text(yaml.safe_dump(TOY_SCHEMA))
-    parameters = {"input": str(tmp / "toy.csv"), "schema_file": str(tmp / "toy.yaml"), "mechanism": "microaggregation",
-                  "epsilon": 1.0, "rows": 50, "seed": 3, "output": str(tmp / "run"),
-                  "ledger": f"sqlite:///{tmp / 'ledger.sqlite'}"}
-    return {"parameters": parameters, "release_store": str(tmp / "releases")}
 
 
 def _assert_completed(server: PrefectServer, run: dict, tmp: Path, log: Path) -> None:
@@ -101,7 +81,7 @@ def test_nightly_deployment_gets_scheduled_runs_from_the_scheduler(deployed):
 @pytest.mark.slow
 def test_work_pool_deployment_runs_on_a_process_worker(deployed, tmp_path):
     """prefect.yaml as written: a worker started outside the install (no PRIVSYNTH_HOME) completes a run."""
-    job = _toy(tmp_path)
+    job = toy_job(tmp_path)
     nightly = deployed.deployment(FLOW, "adult-nightly")
     log = tmp_path / "worker.log"
     worker = deployed.spawn([sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--limit", "1"],
@@ -129,7 +109,7 @@ def test_served_deployment_runs_and_keeps_the_work_pool_deployment(deployed, tmp
     serve = deployed.spawn([sys.executable, "-m", "flows.serve"], log, cwd=tmp_path)
     try:
         served = deployed.wait_for_deployment(FLOW, "adult-served", timeout=180, process=serve, log=log)
-        run = deployed.run_deployment(served["id"], _toy(tmp_path))
+        run = deployed.run_deployment(served["id"], toy_job(tmp_path))
         final = deployed.wait_for_final_state(run["id"], timeout=420, watch=[(serve, log)])
     finally:
         stop_process(serve)
