@@ -45,7 +45,7 @@ class RunParameters(BaseModel):
                                                       "only if n is public; set it explicitly otherwise).")
     seed: int | None = Field(None, ge=0, description="Seed for reproducible noise (not hardened against floating-point attacks). "
                                                        "Empty: OpenDP's secure samplers.")
-    output: str | None = Field(None, description="Run folder. Empty: runs/<run-id>/.")
+    output: str | None = Field(None, description="Run folder. Empty: `runs/<run-id>/`.")
     sink: str | None = Field(None, description="Also write the synthetic table here: duckdb:PATH?table=NAME, or a .parquet/.csv path.")
     dataset: str | None = Field(None, description="Dataset name in the budget ledger. Empty: the schema's name.")
     ledger: str | None = Field(None, description="Budget ledger SQLAlchemy URL. Empty: $PRIVSYNTH_LEDGER_URL or runs/ledger.sqlite.")

@@ -60,3 +60,12 @@ def test_flow_annotations_are_real_classes():
     from flows.synthesize import synthesize
 
     assert inspect.signature(synthesize.fn).parameters["parameters"].annotation is RunParameters
+
+
+def test_form_descriptions_survive_the_ui_markdown():
+    """The UI renders field descriptions as Markdown: a bare <word> is taken for an HTML tag and vanishes."""
+    import re
+
+    for name, field in RunParameters.model_fields.items():
+        outside_code = re.sub(r"`[^`]*`", "", field.description or "")
+        assert not re.search(r"<[A-Za-z][^>]*>", outside_code), name
