@@ -243,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     # Without a Prefect server, runs use Prefect's ephemeral API; on a busy 2-core machine it can take
     # longer to start than Prefect's 20 s default.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    # Prefect's own telemetry off: the temporary API's analytics heartbeat races the run for its SQLite
+    # database ("database is locked" tracebacks) and logs "Failed to send telemetry" offline;
+    # DO_NOT_TRACK turns off the client's usage events.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     args = build_parser().parse_args(argv)
     handlers = {"run": command_run, "feasibility": command_feasibility, "forecast": command_forecast, "budget": command_budget,
                 "mechanisms": command_mechanisms}

@@ -8,8 +8,9 @@ What the Prefect UI shows is public: the privacy spent, the release's size, link
 and the DP report. The internal audit (opt-in) stays on disk and never reaches Prefect.
 """
 
-# No `from __future__ import annotations` here: a served flow is pickled by value and Prefect builds
-# the parameter model from the annotations, which must be real classes (RunParameters), not strings.
+# No `from __future__ import annotations` here: served runs ship this module by value (cloudpickle), and
+# Prefect builds the parameter model from the flow's annotations, so RunParameters must be a real class
+# in them, not a postponed string ("`SynthesizeModel` is not fully defined").
 
 import logging
 import time

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -34,6 +34,9 @@ def bundled_example() -> tuple[str, str]:
     return str(data / "adult.csv.gz"), str(data / "adult.yaml")
 
 
+MechanismName = Literal[tuple(sorted(MECHANISM_MODULES))]  # type: ignore[valid-type]
+
+
 class RunParameters(BaseModel):
     """Parameters of one synthesis run (the same names as the ``privsynth run`` options; the UI's form)."""
 
@@ -42,8 +45,8 @@ class RunParameters(BaseModel):
     input: str | None = Field(None, description="CSV/Parquet path or URL, duckdb:PATH?table=NAME, or a SQLAlchemy URL "
                                                 "with ?table=NAME (password as ${ENV_VAR}). Empty: the bundled Adult example.")
     schema_file: str | None = Field(None, description="YAML schema of the input (public metadata). Empty: the bundled Adult schema.")
-    mechanism: str = Field(DEFAULT_MECHANISM, description=f"One of {', '.join(sorted(MECHANISM_MODULES))}.",
-                           json_schema_extra={"enum": sorted(MECHANISM_MODULES)})
+    # A Literal of the registered names: the UI's form shows a drop-down, not a free-text box.
+    mechanism: MechanismName = Field(DEFAULT_MECHANISM, description="The private mechanism (see `privsynth mechanisms`).")
     epsilon: float = Field(1.0, gt=0, allow_inf_nan=False, description="Privacy budget epsilon for this release (> 0).")
     delta: float = Field(DEFAULT_DELTA, gt=0, lt=1, allow_inf_nan=False,
                          description="delta of the (epsilon, delta) statement; must be below 1/n.")
@@ -54,7 +57,7 @@ class RunParameters(BaseModel):
                                                        "floating-point attacks). Empty: OpenDP's secure samplers.")
     allow_seed_with_budget: bool = Field(False, description="Accept --seed on a dataset that has a privacy budget.")
     output: str | None = Field(None, description="Run folder: a path, or an fsspec URL (s3://, gs://, ...) for workers "
-                                                 "without a shared disk. Empty: runs/<run-id> in the working folder.")
+                                                 "without a shared disk. Empty: `runs/<run-id>` in the working folder.")
     sink: str | None = Field(None, description="Also write the synthetic table here: duckdb:PATH?table=NAME, or a .parquet/.csv path.")
     dataset: str | None = Field(None, description="Dataset name in the budget ledger. Empty: the schema's name.")
     ledger: str | None = Field(None, description="Budget ledger SQLAlchemy URL. Empty: $PRIVSYNTH_LEDGER_URL or the "
@@ -66,7 +69,7 @@ class RunParameters(BaseModel):
     audit_target: str | None = Field(None, description="Column for the audit's train-on-synthetic / test-on-real score.")
     keep_private: bool = Field(False, description="DEBUG: keep the private intermediates (typed rows, histogram).")
 
-    @field_validator("mechanism")
+    @field_validator("mechanism", mode="before")
     @classmethod
     def _known_mechanism(cls, value: str) -> str:
         if value not in MECHANISM_MODULES:

@@ -243,6 +243,10 @@ def _now() -> str:
 def _make_engine(url: str) -> Engine:
     url = expand_credentials(url)
     parsed = sa.engine.make_url(url)
+    if parsed.drivername == "postgresql":
+        # A plain postgresql:// URL would need psycopg2; psycopg (3) is the driver we install.
+        parsed = parsed.set(drivername="postgresql+psycopg")
+        url = parsed.render_as_string(hide_password=False)
     if parsed.get_backend_name() != "sqlite":
         return sa.create_engine(url, pool_pre_ping=True)
     database = parsed.database or ""
