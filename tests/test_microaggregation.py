@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from privsynth.encoding import Domain, one_hot
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms import microaggregation as M
-from privsynth.mechanisms import microaggregation_math as mm
+from privsynth.mechanisms.microaggregation import cells as mm
 from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
 from privsynth.rounding import round_release
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from privsynth.encoding import domain_of
-from privsynth.privacy import private_sampling_bounds as bounds
+from privsynth.mechanisms.private_sampling import bounds as bounds
 from privsynth.schema import Schema
 
 DEFAULT_M_FACTOR = 8.0  # the mechanism's default: m = ceil(8 N)

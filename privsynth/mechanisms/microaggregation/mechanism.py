@@ -46,7 +46,7 @@ import numpy as np
 from pydantic import field_validator, model_validator
 
 from privsynth.encoding import Domain
-from privsynth.mechanisms import microaggregation_math as mm
+from privsynth.mechanisms.microaggregation import cells as mm
 from privsynth.mechanisms.base import MechanismConfig, Release
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
