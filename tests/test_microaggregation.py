@@ -404,6 +404,32 @@ def test_noise_scales_match_the_accounting():
         assert rel.public_facts["centroid_noise_scale"] == pytest.approx(centroid)
 
 
+class StatisticNoise(SeededNoise):
+    """Seeded noise that allows only the Laplace mechanism applied to a statistic (add_laplace)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed, "test-key")
+        self.added: list[tuple[tuple[int, ...], float]] = []
+        self.authorize("test")
+
+    def add_laplace(self, values, scale):
+        self.added.append((np.shape(values), scale))
+        return super().add_laplace(values, scale)
+
+    def laplace(self, scale, size):
+        raise AssertionError("noise drawn apart from the statistic: use add_laplace (OpenDP's measurement)")
+
+
+@pytest.mark.parametrize("centroids", ["noisy_sum", "damped_mean"])
+def test_every_noise_is_added_to_its_statistic_by_the_measurement(centroids):
+    cfg = M.Config(epsilon=2.0, t=2, alpha=0.6, budget_split=(0.25, 0.25, 0.5), centroids=centroids, damping=6)
+    src = StatisticNoise(2)
+    M.run(stats_of(random_codes(200, 23)), DOMAIN, cfg, src)
+    s = mm.lattice_points(2, 0.6).shape[0]
+    free = int(mm.second_moment_mask(DOMAIN).sum())
+    assert [shape for shape, _ in src.added] == [(free,), (s,), (s, DOMAIN.width)]
+
+
 def test_dp_release_refuses_unauthorised_noise():
     with pytest.raises(BudgetNotChargedError):
         M.run(stats_of(random_codes(50, 11)), DOMAIN, M.Config(t=2, alpha=0.6), SeededNoise(0, "test-key"))
