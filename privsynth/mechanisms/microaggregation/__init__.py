@@ -17,10 +17,11 @@ from privsynth.mechanisms.microaggregation.mechanism import (
     check_config,
     collect_statistics,
     forecast,
+    memory_estimate_bytes,
     privacy_cost,
     releases_n_estimate,
     run,
 )
 
 __all__ = ["NAME", "Config", "MicroaggregationStatistics", "budget_shares", "check_config",
-           "collect_statistics", "forecast", "privacy_cost", "releases_n_estimate", "run"]
+           "collect_statistics", "forecast", "memory_estimate_bytes", "privacy_cost", "releases_n_estimate", "run"]

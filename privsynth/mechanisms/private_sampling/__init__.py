@@ -19,10 +19,11 @@ from privsynth.mechanisms.private_sampling.mechanism import (
     collect_statistics,
     configure_for,
     forecast,
+    memory_estimate_bytes,
     privacy_cost,
     run,
 )
 
 __all__ = ["NAME", "ROWS_OPTION", "Config", "FeasibilityReport", "InfeasibleRequestError",
            "PrivateSamplingStatistics", "ReducedSpaceError", "check_config", "check_feasible",
-           "collect_statistics", "configure_for", "forecast", "privacy_cost", "run"]
+           "collect_statistics", "configure_for", "forecast", "memory_estimate_bytes", "privacy_cost", "run"]
