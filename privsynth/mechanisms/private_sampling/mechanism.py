@@ -5,8 +5,10 @@ The algorithm, as implemented here:
 
 1. **Encoding.** Records become compact binary codes (``encoding.to_binary``, ceil(log2 size) bits per
    attribute), mapped to {-1,1}^p with sign = 2 bit - 1 (``walsh`` in this package).
-2. **Statistics** (one streaming pass): the sums of the N = binom(p, <= d) Walsh features; the data
-   moments are b = sums / n (b_{} = 1).
+2. **Statistics**: the sums of the N = binom(p, <= d) Walsh features, from a ``Histogram`` (each distinct
+   record weighted by its count) or from per-record batches in one streaming pass (the same sums). The
+   moments are b = (sums + (D - n) c_S) / D with D = max(n, n_public, 1) (b_{} = 1): the data's moments,
+   padded up to the declared public row count with those of the uniform density on S (see Privacy).
 3. **Reduced space.** S = m points i.i.d. uniform on the cube, drawn from a public seed (the config's
    ``reduced_space_seed``, else one drawn from ``noise.post_rng``), never from the data. S is kept
    only if s_min(M) >= sqrt(m) / (2 e^d) ([PS] (9.1)); otherwise it is redrawn, at most
