@@ -138,6 +138,10 @@ def test_histogram_statistics_and_release_equal_the_per_record_path():
     weighted = rs.collect_statistics(histogram, DOMAIN, config)
     np.testing.assert_array_equal(weighted.counts, per_record.counts)
     a, b = (rs.run(st, DOMAIN, config, authorized(9)) for st in (per_record, weighted))
+    bad = np.array([[0, 4, 0, 0]])
+    for data in ([bad], Histogram(bad, np.array([1]))):
+        with pytest.raises(ValueError, match="outside the domain"):
+            rs.collect_statistics(data, DOMAIN, config)
     np.testing.assert_array_equal(a.points, b.points)
     np.testing.assert_array_equal(a.weights, b.weights)
 
