@@ -220,6 +220,8 @@ def test_check_config_and_forecast():
     assert "Laplace(5)" in f["summary"] and "% of the total mass" in f["summary"]
     assert f["pca_noise_scale"] == pytest.approx(4 * 5 / 2 / 0.2)
     assert not M.forecast(M.Config(variant="k_anonymous", allow_non_private=True), DOMAIN)["differentially_private"]
+    assert "Warning" in M.forecast(M.Config(pca="exponential"), DOMAIN)["summary"]
+    assert "Warning" not in f["summary"]
 
 
 # ---------------------------------------------------------------- deterministic oracle (non-private path)

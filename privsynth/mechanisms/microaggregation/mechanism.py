@@ -338,6 +338,10 @@ def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dic
     words = (f"{cells} lattice cells, every one released: Laplace({count_scale:.3g}) on each cell's record count "
              f"(about {math.sqrt(2) * count_scale:.3g} records standard deviation), {centroid_words}; "
              f"about {memory / 2 ** 20:.0f} MiB of memory.")
+    if config.t and config.pca == "exponential":
+        words += (" Warning: pca='exponential' uses an exact rejection sampler whose acceptance rate collapses with "
+                  "the domain's width and epsilon * n (about 1e-69 per proposal on Adult, width 161); it stops with "
+                  "an error after 10^6 proposals, after the budget is charged. Prefer pca='laplace' on wide domains.")
     if n_public:
         out["count_noise_total_fraction"] = cells * count_scale / n_public
         words += (f" With about {n_public} records the count noise adds up to about "
