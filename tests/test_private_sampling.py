@@ -319,7 +319,7 @@ def test_check_config_refuses_before_the_charge():
         ps.check_config(ps.Config(epsilon=3.0, degree=3), wide)
     ps.check_config(ps.Config(epsilon=3.0, degree=1), wide)
     assert ps.memory_estimate_bytes(ps.configure_for(ps.Config(epsilon=3.0), DOMAIN), DOMAIN, 1) == (
-        8 * (3 * 128 * 16 + 4 * 16 * 16) + 128 * 5 + 8 * 9 + 8 * 3 + 5)
+        8 * (4 * 128 * 16 + 4 * 16 * 16) + 128 * 5 + 8 * 9 + 8 * 3 + 5)
     with pytest.raises(ValueError, match="k=.* released rows.*max_memory_gb"):  # a huge declared n allows ~1e17 rows
         ps.check_config(ps.Config(epsilon=3.0, n_public=10 ** 40), DOMAIN)
 
