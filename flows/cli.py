@@ -182,7 +182,7 @@ def command_forecast(args: argparse.Namespace) -> int:
 
 
 def command_feasibility(args: argparse.Namespace) -> int:
-    from privsynth.feasibility import feasibility_for_schema, format_feasibility
+    from privsynth.mechanisms.private_sampling.feasibility import feasibility_for_schema, format_feasibility
     from privsynth.schema import load_schema
 
     report = feasibility_for_schema(load_schema(args.schema_file), args.rows_available, args.epsilon, k=args.rows, d=args.degree)

@@ -11,9 +11,10 @@ from pydantic import ValidationError
 from privsynth.encoding import Domain, one_hot
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms import microaggregation as M
-from privsynth.mechanisms import microaggregation_math as mm
+from privsynth.mechanisms.microaggregation import cells as mm
 from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
 from privsynth.rounding import round_release
+from privsynth.workload import Histogram
 
 DOMAIN = Domain(("a", "b", "c", "d"), (3, 4, 2, 5))
 
@@ -118,10 +119,109 @@ def test_statistics_stream_equals_one_batch_and_checks_codes():
     s = stats_of(codes, batch=41)
     x = one_hot(codes, DOMAIN, np.float64) / 2.0  # q = 4
     np.testing.assert_allclose(s.second_moment, x.T @ x, atol=1e-10)
-    np.testing.assert_array_equal(s.codes, codes)
-    assert s.codes.dtype == np.uint8 and s.n == 300
+    np.testing.assert_array_equal(s.cooccurrence, 4 * x.T @ x)  # exact integer counts
+    # the distinct records and their counts, in canonical (sorted) order, stand for every record
+    distinct, counts = np.unique(codes, axis=0, return_counts=True)
+    np.testing.assert_array_equal(s.codes, distinct)
+    np.testing.assert_array_equal(s.counts, counts)
+    np.testing.assert_array_equal(s.records(), np.repeat(distinct, counts, axis=0))
+    assert s.codes.dtype == np.uint8 and s.n == 300 and s.codes.shape[0] < 300
+    assert "withheld" in repr(s)
     with pytest.raises(ValueError, match="outside the domain"):
         M.collect_statistics([np.array([[0, 4, 0, 0]])], DOMAIN, M.Config())
+    with pytest.raises(ValueError, match="outside the domain"):
+        M.collect_statistics(Histogram(np.array([[0, 4, 0, 0]]), np.array([2])), DOMAIN, M.Config())
+
+
+def test_histogram_input_equals_record_batches():
+    codes = random_codes(500, 2)
+    one = stats_of(codes, batch=53)
+    hist = Histogram.of_codes(codes)
+    # zero counts and repeated codes in a histogram are harmless: they are merged and dropped
+    messy = Histogram(np.vstack([hist.codes, hist.codes[:3], [[2, 3, 1, 4]]]),
+                      np.concatenate([hist.counts - np.r_[1, 1, 1, np.zeros(hist.counts.size - 3, int)], [1, 1, 1], [0]]))
+    for data in (hist, messy):
+        two = M.collect_statistics(data, DOMAIN, M.Config())
+        np.testing.assert_array_equal(one.cooccurrence, two.cooccurrence)
+        np.testing.assert_array_equal(one.codes, two.codes)
+        np.testing.assert_array_equal(one.counts, two.counts)
+
+
+def test_weighted_cell_statistics_equal_repeated_records():
+    rng = np.random.default_rng(3)
+    distinct = np.unique(random_codes(200, 3), axis=0).astype(np.int64)
+    weights = rng.integers(1, 6, distinct.shape[0])
+    cells = rng.integers(0, 7, distinct.shape[0])
+    np.testing.assert_array_equal(mm.cell_counts(cells, 7, weights), mm.cell_counts(np.repeat(cells, weights), 7))
+    big = weights.copy()
+    big[0] = 10 ** 9  # far beyond any batch: still exact integers
+    expected = mm.cell_counts(cells, 7, weights)
+    expected[cells[0]] += 10 ** 9 - weights[0]
+    np.testing.assert_array_equal(mm.cell_counts(cells, 7, big), expected)
+    small = weights
+    rec_small = np.repeat(distinct, small, axis=0)
+    np.testing.assert_array_equal(mm.cell_sums(distinct, DOMAIN, cells, 7, small),
+                                  mm.cell_sums(rec_small, DOMAIN, np.repeat(cells, small), 7))
+    np.testing.assert_array_equal(mm.cooccurrence_counts(distinct, DOMAIN, small),
+                                  mm.cooccurrence_counts(rec_small, DOMAIN))
+
+
+def _per_record_dp_release(records, cfg, src):
+    """The dp release computed record by record with the plain (unweighted) cell functions."""
+    eps_pca, eps_w, eps_c = M.budget_shares(cfg)
+    q = DOMAIN.n_attributes
+    basis = mm.private_pca_laplace(mm.cooccurrence_counts(records, DOMAIN), DOMAIN, cfg.t, eps_pca, src)
+    lattice = mm.lattice_points(cfg.t, cfg.alpha)
+    s = lattice.shape[0]
+    cells = mm.assign_cells(mm.project_codes(records, DOMAIN, basis), lattice, cfg.alpha)
+    counts = mm.cell_counts(cells, s)
+    noisy_counts = src.add_laplace(counts, 1.0 / eps_w)
+    weights = mm.simplex_l1_projection(mm.threshold_counts(noisy_counts, cfg.count_threshold / eps_w))
+    if cfg.centroids == "noisy_sum":
+        noisy = src.add_laplace(mm.cell_sums(records, DOMAIN, cells, s), q / eps_c) / np.maximum(noisy_counts, cfg.damping)[:, None]
+    else:
+        b = cfg.damping
+        noisy = src.add_laplace(mm.damped_centroids(mm.cell_sums(records, DOMAIN, cells, s), counts, b),
+                                mm.centroid_l1_sensitivity(q, b) / eps_c)
+    return mm.project_blocks(noisy, DOMAIN), weights
+
+
+@pytest.mark.parametrize("centroids", ["noisy_sum", "damped_mean"])
+def test_dp_release_from_a_histogram_equals_the_per_record_release(centroids):
+    records = random_codes(600, 21).astype(np.int64)
+    cfg = M.Config(epsilon=2.0, t=2, alpha=0.6, centroids=centroids, damping=3)
+    points, weights = _per_record_dp_release(records, cfg, noise(8))
+    for data in ([records[i:i + 64] for i in range(0, 600, 64)], Histogram.of_codes(records)):
+        rel = M.run(M.collect_statistics(data, DOMAIN, cfg), DOMAIN, cfg, noise(8))
+        np.testing.assert_array_equal(rel.points, points)
+        np.testing.assert_array_equal(rel.weights, weights)
+
+
+def test_k_anonymous_release_from_a_histogram_equals_record_batches():
+    records = random_codes(400, 22)
+    cfg = M.Config(variant="k_anonymous", allow_non_private=True, k_blocks=20, t=2, alpha=0.6)
+    a = M.run(stats_of(records), DOMAIN, cfg, noise(0))
+    b = M.run(M.collect_statistics(Histogram.of_codes(records), DOMAIN, cfg), DOMAIN, cfg, noise(0))
+    np.testing.assert_array_equal(a.points, b.points)
+    np.testing.assert_array_equal(a.weights, b.weights)
+
+
+def test_check_config_and_forecast():
+    M.check_config(M.Config(), DOMAIN)
+    with pytest.raises(ValueError, match="t=12 exceeds the domain's one-hot width 4"):
+        M.check_config(M.Config(t=12, alpha=2.0), Domain(("a", "b"), (2, 2)))
+    wide = Domain(tuple(f"x{j}" for j in range(40)), (50,) * 40)  # width 2000
+    with pytest.raises(ValueError, match="max_memory_gb=4"):
+        M.check_config(M.Config(t=7, alpha=0.75), wide)  # 33 659 cells x 2000 columns
+    M.check_config(M.Config(t=7, alpha=0.75, max_memory_gb=64), wide)
+    M.check_config(M.Config(t=6, alpha=0.75), wide)
+    f = M.forecast(M.Config(epsilon=1.0, t=2, alpha=0.6), DOMAIN, n_public=10_000)
+    assert f["cells"] == mm.lattice_points(2, 0.6).shape[0] and f["count_noise_scale"] == pytest.approx(5.0)
+    assert "Laplace(5)" in f["summary"] and "% of the total mass" in f["summary"]
+    assert f["pca_noise_scale"] == pytest.approx(4 * 5 / 2 / 0.2)
+    assert not M.forecast(M.Config(variant="k_anonymous", allow_non_private=True), DOMAIN)["differentially_private"]
+    assert "Warning" in M.forecast(M.Config(pca="exponential"), DOMAIN)["summary"]
+    assert "Warning" not in f["summary"]
 
 
 # ---------------------------------------------------------------- deterministic oracle (non-private path)
@@ -300,10 +400,36 @@ def test_noise_scales_match_the_accounting():
         s = mm.lattice_points(2, 0.6).shape[0]
         free = int(mm.second_moment_mask(DOMAIN).sum())
         centroid = q / 1.0 if centroids == "noisy_sum" else 2 * q / (7 * 1.0)
-        assert src.calls == [
-            pytest.approx(((q + 1) / 2 / 0.5, free)), pytest.approx((1 / 0.5, s)),
+        assert src.calls == [  # PCA noise on the integer co-occurrence counts C = q G: scale q(q+1)/2 / eps_pca
+            pytest.approx((q * (q + 1) / 2 / 0.5, free)), pytest.approx((1 / 0.5, s)),
             pytest.approx((centroid, s * DOMAIN.width))]
         assert rel.public_facts["centroid_noise_scale"] == pytest.approx(centroid)
+
+
+class StatisticNoise(SeededNoise):
+    """Seeded noise that allows only the Laplace mechanism applied to a statistic (add_laplace)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed, "test-key")
+        self.added: list[tuple[tuple[int, ...], float]] = []
+        self.authorize("test")
+
+    def add_laplace(self, values, scale):
+        self.added.append((np.shape(values), scale))
+        return super().add_laplace(values, scale)
+
+    def laplace(self, scale, size):
+        raise AssertionError("noise drawn apart from the statistic: use add_laplace (OpenDP's measurement)")
+
+
+@pytest.mark.parametrize("centroids", ["noisy_sum", "damped_mean"])
+def test_every_noise_is_added_to_its_statistic_by_the_measurement(centroids):
+    cfg = M.Config(epsilon=2.0, t=2, alpha=0.6, budget_split=(0.25, 0.25, 0.5), centroids=centroids, damping=6)
+    src = StatisticNoise(2)
+    M.run(stats_of(random_codes(200, 23)), DOMAIN, cfg, src)
+    s = mm.lattice_points(2, 0.6).shape[0]
+    free = int(mm.second_moment_mask(DOMAIN).sum())
+    assert [shape for shape, _ in src.added] == [(free,), (s,), (s, DOMAIN.width)]
 
 
 def test_dp_release_refuses_unauthorised_noise():

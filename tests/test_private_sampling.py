@@ -10,13 +10,14 @@ import pytest
 from scipy.stats import chisquare
 
 from privsynth.encoding import Domain, one_hot
-from privsynth.mechanisms import private_sampling as ps
-from privsynth.mechanisms.private_sampling_solvers import (fit_density, projection_qp_cvxpy, projection_qp_newton,
+from privsynth.mechanisms.private_sampling import mechanism as ps
+from privsynth.mechanisms.private_sampling.solvers import (fit_density, projection_qp_cvxpy, projection_qp_newton,
                                                            released_density, shrinkage_feasible, shrinkage_lp_cvxpy,
                                                            shrinkage_lp_highs, shrinkage_lp_ipm)
-from privsynth.privacy import private_sampling_bounds as bounds
+from privsynth.mechanisms.private_sampling import bounds as bounds
 from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
-from privsynth.walsh import n_walsh, walsh_features, walsh_moment_sums
+from privsynth.workload import Histogram
+from privsynth.mechanisms.private_sampling.walsh import n_walsh, walsh_features, walsh_moment_sums
 
 DELTA, BIG_DELTA = 0.25, 2.0
 
@@ -105,7 +106,7 @@ def test_marginal_bias_identity(instance):  # T10
     p, d, m = 8, 2, space.M.shape[0]
     q_moments = space.M.T @ fit.h
     u_moments = space.M.mean(axis=0)
-    from privsynth.walsh import all_marginals_from_moments
+    from privsynth.mechanisms.private_sampling.walsh import all_marginals_from_moments
     P_h = all_marginals_from_moments(q_moments, p, d)
     P_f = all_marginals_from_moments(b, p, d)
     P_u = all_marginals_from_moments(u_moments, p, d)
@@ -222,6 +223,34 @@ def test_empirical_sensitivity_within_lemma_bound(neighbour):  # T12
     assert math.log(ratio) <= bounds.per_sample_epsilon(DELTA, BIG_DELTA, slack=bounds.numerical_slack())[0]
 
 
+@pytest.mark.parametrize("neighbour", ["add_all_minus", "add_all_plus", "remove_one", "empty_vs_one"])
+def test_padded_moments_keep_lemma_bound_below_n_public(neighbour):  # T12 for datasets smaller than n_public
+    """Below n_public the moments are padded with the uniform density on S up to n_public rows, so the
+    sensitivity is Lemma 12.1's bound for n = n_public whatever the datasets' sizes."""
+    p, d, m, n_public = 10, 2, 120, 2000
+    space = reduced_space(p, d, m, 10)
+    c_S = space.M.mean(axis=0)
+    X1 = skewed_data(40, p, 12, skew=0.9)
+    X2 = {"add_all_minus": lambda: np.vstack([X1, -np.ones((1, p), dtype=np.int8)]),
+          "add_all_plus": lambda: np.vstack([X1, np.ones((1, p), dtype=np.int8)]),
+          "remove_one": lambda: X1[1:],
+          "empty_vs_one": lambda: X1[:1]}[neighbour]()
+    if neighbour == "empty_vs_one":
+        X1 = X1[:0]
+    h = []
+    for X in (X1, X2):
+        stats = ps.PrivateSamplingStatistics(walsh_moment_sums(X, d), len(X), p, d)
+        fit = fit_density(space.M, stats.moments(n_public, c_S), DELTA, BIG_DELTA, gram=space.gram)
+        h.append(released_density(fit.q, DELTA, BIG_DELTA))
+    eta = bounds.eta_lemma_12_1(n_public, m, p, d, DELTA, BIG_DELTA, conservative=False)
+    assert 0 < np.max(np.abs(h[0] - h[1])) <= eta
+    # the padded vector is the moment vector of (sum_i 1_{x_i} + (D - n) u_S) / D
+    padded = ps.PrivateSamplingStatistics(walsh_moment_sums(X2, d), len(X2), p, d).moments(n_public, c_S)
+    np.testing.assert_allclose(padded, (walsh_moment_sums(X2, d) + (n_public - len(X2)) * c_S) / n_public)
+    with pytest.raises(ValueError, match="filler"):
+        ps.PrivateSamplingStatistics(walsh_moment_sums(X2, d), len(X2), p, d).moments(n_public)
+
+
 # ------------------------------------------------------------------ mechanism contract
 
 DOMAIN = Domain(("a", "b", "c"), (4, 3, 2))  # 2 + 2 + 1 = 5 bits; b has an invalid binary code (3)
@@ -264,12 +293,43 @@ def test_feasibility_check_before_data():
     assert cost.pure_epsilon == pytest.approx(3 * (math.log(8) + bounds.numerical_slack())) and cost.pure_epsilon <= 10.0
 
 
-def test_configure_for_fills_public_facts():
-    cfg = ps.configure_for(ps.Config(epsilon=3.0), DOMAIN, input_rows=1234)
-    assert cfg.bits == 5 and cfg.n_public == 1234 and cfg.n_public_is_row_count
-    report = ps.check_feasible(cfg)
-    assert report.n_treated_as_public and any("treated as public" in n for n in report.notes)
-    assert ps.configure_for(ps.Config(epsilon=3.0, n_public=99), DOMAIN, input_rows=1234).n_public == 99
+def test_configure_for_fills_only_data_free_facts():
+    cfg = ps.configure_for(ps.Config(epsilon=3.0), DOMAIN)
+    assert cfg.bits == 5 and cfg.n_public is None
+    assert ps.configure_for(ps.Config(epsilon=3.0, n_public=99), DOMAIN).n_public == 99
+    with pytest.raises(TypeError):
+        ps.configure_for(ps.Config(epsilon=3.0), DOMAIN, input_rows=1234)  # no data path into the config
+    with pytest.raises(ValueError):
+        ps.Config(epsilon=3.0, n_public=5, n_public_is_row_count=True)
+    with pytest.raises(ValueError, match="bits=7 does not match"):
+        ps.configure_for(ps.Config(epsilon=3.0, bits=7), DOMAIN)
+    assert "n_treated_as_public" not in ps.check_feasible(cfg).to_json()
+
+
+def test_check_config_refuses_before_the_charge():
+    ps.check_config(ps.Config(epsilon=3.0), DOMAIN)
+    with pytest.raises(ps.InfeasibleRequestError, match="epsilon=1"):
+        ps.check_config(ps.Config(epsilon=1.0), DOMAIN)
+    with pytest.raises(ValueError, match="bits=7"):
+        ps.check_config(ps.Config(epsilon=3.0, bits=7), DOMAIN)
+    with pytest.raises(ValueError, match="m=20 is below the number of Walsh features"):
+        ps.check_config(ps.Config(epsilon=3.0, m=20), Domain(("a", "b"), (64, 64)))
+    wide = Domain(tuple(f"x{j}" for j in range(60)), (2,) * 60)
+    with pytest.raises(ValueError, match="max_memory_gb=4"):  # d = 3 on 60 bits: N = 36 051, m = 288 408
+        ps.check_config(ps.Config(epsilon=3.0, degree=3), wide)
+    ps.check_config(ps.Config(epsilon=3.0, degree=1), wide)
+    assert ps.memory_estimate_bytes(ps.configure_for(ps.Config(epsilon=3.0), DOMAIN), DOMAIN, 1) == (
+        8 * (4 * 128 * 16 + 4 * 16 * 16) + 128 * 5 + 8 * 9 + 8 * 3 + 5)
+    with pytest.raises(ValueError, match="k=.* released rows.*max_memory_gb"):  # a huge declared n allows ~1e17 rows
+        ps.check_config(ps.Config(epsilon=3.0, n_public=10 ** 40), DOMAIN)
+
+
+def test_forecast_speaks_plainly():
+    ok = ps.forecast(ps.Config(epsilon=7.0), DOMAIN)
+    assert ok["feasible"] and ok["rows"] == 3 and ok["noise"] == "none" and "3 exact record(s)" in ok["summary"]
+    json.dumps(ok, allow_nan=False)
+    assert not ps.forecast(ps.Config(epsilon=1.0), DOMAIN)["feasible"]
+    assert ps.forecast(ps.Config(epsilon=3.0), DOMAIN, n_public=10 ** 9)["binding_bound"] == "theorem_12_2"
 
 
 def test_collect_statistics_streams():
@@ -282,11 +342,55 @@ def test_collect_statistics_streams():
     assert "withheld" in repr(one)
     with pytest.raises(ValueError, match="outside the domain"):
         ps.collect_statistics([np.array([[0, 3, 0]], dtype=np.int32)], DOMAIN, cfg)
+    with pytest.raises(ValueError, match="outside the domain"):
+        ps.collect_statistics(Histogram.of_codes(np.array([[0, 3, 0]], dtype=np.int32)), DOMAIN, cfg)
+
+
+def test_histogram_statistics_and_release_equal_the_per_record_path():
+    codes = codes_for(3000, 1)
+    cfg = ps.configure_for(ps.Config(epsilon=7.0, reduced_space_seed=5), DOMAIN)
+    per_record = ps.collect_statistics([codes[i:i + 512] for i in range(0, 3000, 512)], DOMAIN, cfg)
+    histogram = Histogram.of_codes(codes)
+    assert histogram.codes.shape[0] < 3000  # a real histogram: distinct rows with counts
+    weighted = ps.collect_statistics(histogram, DOMAIN, cfg)
+    assert weighted.n_rows == per_record.n_rows == 3000
+    np.testing.assert_array_equal(weighted.moment_sums, per_record.moment_sums)  # exact integers
+    a = ps.run(per_record, DOMAIN, cfg, authorized(4))
+    b = ps.run(weighted, DOMAIN, cfg, authorized(4))
+    np.testing.assert_array_equal(a.points, b.points)
+    assert a.public_facts == b.public_facts
+
+
+def test_n_never_comes_from_the_data_attack():
+    """Issue 10 item 3. The old pipeline set n_public to the input's exact row count, and refused a
+    dataset smaller than a declared n_public: around the n where Theorem 12.2 starts to bind (~10^8 rows
+    here, ~10^9 on Adult) two neighbours (n_public - 1 and n_public rows) got a different charge or a
+    different number of rows (0 vs k), i.e. an unbounded privacy loss. Now the charge and k come from the
+    config alone and a smaller dataset is padded, so both neighbours get the same charge and k rows."""
+    T = 10 ** 9
+    base = ps.Config(epsilon=3.0, n_public=T, reduced_space_seed=1)
+    cfg = ps.configure_for(base, DOMAIN)
+    report = ps.check_feasible(cfg)
+    assert report.binding_bound == "theorem_12_2" and report.k == 2  # the box bound alone allows 1 row
+    small = Histogram.of_codes(codes_for(3000, 6))
+    counts = small.counts * (T // 3000)
+    counts[0] += T - 1 - counts.sum()
+    below = Histogram(small.codes, counts)                       # n_public - 1 rows
+    at = Histogram(small.codes, counts + np.eye(counts.size, dtype=np.int64)[0])  # one more row: n_public
+    assert below.n == T - 1 and at.n == T
+    charges, facts = [], []
+    for data in (below, at):
+        charges.append(ps.privacy_cost(ps.configure_for(base, DOMAIN)).pure_epsilon)
+        release = ps.run(ps.collect_statistics(data, DOMAIN, cfg), DOMAIN, cfg, authorized(7))
+        assert release.points.shape[0] == report.k
+        facts.append({k: v for k, v in release.public_facts.items() if k != "released_invalid_fields"})
+    assert charges[0] == charges[1] == report.epsilon_used
+    assert facts[0] == facts[1] and not any("n_public" in key or "n_rows" in key for key in facts[0])
 
 
 def test_release_contract_and_public_facts():
     codes = codes_for(3000, 1)
-    cfg = ps.configure_for(ps.Config(epsilon=7.0, reduced_space_seed=5), DOMAIN, input_rows=3000)
+    cfg = ps.configure_for(ps.Config(epsilon=7.0, reduced_space_seed=5), DOMAIN)
     stats = ps.collect_statistics([codes], DOMAIN, cfg)
     release = ps.run(stats, DOMAIN, cfg, authorized(1))
     assert release.exact and release.mechanism == "private_sampling"
@@ -340,16 +444,21 @@ def test_invalid_codes_decode_deterministically():
     np.testing.assert_array_equal(invalid, [[False, True, False]])
 
 
-def test_noise_must_be_authorized_and_n_public_is_enforced_when_it_matters():
+def test_noise_must_be_authorized_and_a_small_dataset_is_padded_not_refused():
     codes = codes_for(500, 4)
     cfg = ps.Config(epsilon=3.0, reduced_space_seed=1)
     stats = ps.collect_statistics([codes], DOMAIN, cfg)
     with pytest.raises(BudgetNotChargedError):
         ps.run(stats, DOMAIN, cfg, SeededNoise(0, "test-key"))
-    # an astronomically large public n makes Theorem 12.2 the binding bound; fewer rows break its premise
-    big = ps.configure_for(ps.Config(epsilon=3.0, reduced_space_seed=1, n_public=10 ** 40), DOMAIN)
-    assert ps.check_feasible(big).binding_bound == "theorem_12_2"
-    with pytest.raises(ValueError, match="fewer rows than n_public"):
-        ps.run(ps.collect_statistics([codes], DOMAIN, big), DOMAIN, big, authorized())
+    # a large public n makes Theorem 12.2 the binding bound; a dataset of 500 rows is padded
+    # with the uniform density on S up to n_public rows: the same k rows, no refusal that would reveal n
+    big = ps.configure_for(ps.Config(epsilon=3.0, reduced_space_seed=1, n_public=10 ** 12), DOMAIN)
+    report = ps.check_feasible(big)
+    assert report.binding_bound == "theorem_12_2"
+    release = ps.run(ps.collect_statistics([codes], DOMAIN, big), DOMAIN, big, authorized())
+    assert release.points.shape[0] == report.k
+    # an empty input is padded too (box bound: b = c_S), rather than an error that depends on n
+    empty = ps.collect_statistics([codes[:0]], DOMAIN, cfg)
+    assert ps.run(empty, DOMAIN, cfg, authorized()).points.shape[0] == 1
     with pytest.raises(ValueError, match="does not match"):
         ps.run(stats, DOMAIN, ps.Config(epsilon=3.0, bits=7), authorized())

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from privsynth.privacy import private_sampling_bounds as b
+from privsynth.mechanisms.private_sampling import bounds as b
 
 
 def paper_k_bound(eps, n, m, p, d, delta, Delta):

@@ -13,7 +13,7 @@ from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms import reduced_space as rs
 from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
 from privsynth.rounding import round_release
-from privsynth.workload import all_marginals, marginal_counts, relaxed_marginal, total_variation
+from privsynth.workload import Histogram, all_marginals, marginal_counts, relaxed_marginal, total_variation
 
 DOMAIN = Domain(("a", "b", "c", "d"), (3, 4, 2, 3))
 
@@ -103,6 +103,65 @@ def test_run_draws_one_laplace_vector_of_the_calibrated_scale():
     release = rs.run(stats, DOMAIN, config, noise)
     assert noise.calls == [(6 / 0.7, stats.counts.size)]
     assert release.public_facts["laplace_scale_counts"] == pytest.approx(6 / 0.7)
+
+
+class StatisticNoise(SeededNoise):
+    """Seeded noise that allows only the Laplace mechanism applied to a statistic (add_laplace)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed, "test-key")
+        self.added: list[tuple[tuple[int, ...], float]] = []
+        self.authorize("test")
+
+    def add_laplace(self, values, scale):
+        self.added.append((np.shape(values), scale))
+        return super().add_laplace(values, scale)
+
+    def laplace(self, scale, size):
+        raise AssertionError("noise drawn apart from the statistic: use add_laplace (OpenDP's measurement)")
+
+
+def test_noise_is_added_to_the_counts_by_the_measurement():
+    config = rs.Config(epsilon=0.7)
+    stats = rs.collect_statistics([random_codes(300)], DOMAIN, config)
+    noise = StatisticNoise(3)
+    rs.run(stats, DOMAIN, config, noise)
+    assert noise.added == [((stats.counts.size,), pytest.approx(6 / 0.7))]
+
+
+def test_histogram_statistics_and_release_equal_the_per_record_path():
+    codes = random_codes(700, seed=5)
+    config = rs.Config(epsilon=1.0)
+    per_record = rs.collect_statistics([codes[i:i + 100] for i in range(0, 700, 100)], DOMAIN, config)
+    histogram = Histogram.of_codes(codes)
+    assert histogram.codes.shape[0] < 700
+    weighted = rs.collect_statistics(histogram, DOMAIN, config)
+    np.testing.assert_array_equal(weighted.counts, per_record.counts)
+    a, b = (rs.run(st, DOMAIN, config, authorized(9)) for st in (per_record, weighted))
+    bad = np.array([[0, 4, 0, 0]])
+    for data in ([bad], Histogram(bad, np.array([1]))):
+        with pytest.raises(ValueError, match="outside the domain"):
+            rs.collect_statistics(data, DOMAIN, config)
+    np.testing.assert_array_equal(a.points, b.points)
+    np.testing.assert_array_equal(a.weights, b.weights)
+
+
+def test_check_config_refuses_memory_before_the_charge_and_forecast_speaks_plainly():
+    rs.check_config(rs.Config(epsilon=1.0), DOMAIN)
+    huge = Domain(("a", "b", "c"), (20_000, 20_000, 3))  # the a x b table alone has 4e8 cells
+    with pytest.raises(ValueError, match="workload='2way'.*max_memory_gb=4"):
+        rs.check_config(rs.Config(epsilon=1.0), huge)
+    wide = Domain(tuple(f"x{j}" for j in range(40)), (10,) * 40)  # 780 marginals, 78 000 cells, 50 000 points
+    rs.check_config(rs.Config(epsilon=1.0), wide)
+    with pytest.raises(ValueError, match="objective='l1'"):
+        rs.check_config(rs.Config(epsilon=1.0, objective="l1", max_memory_gb=1), wide)
+    assert rs.memory_estimate_bytes(rs.Config(epsilon=1.0, objective="l1"), wide) > \
+        rs.memory_estimate_bytes(rs.Config(epsilon=1.0), wide)
+    f = rs.forecast(rs.Config(epsilon=2.0), DOMAIN, n_public=1000)
+    assert f["marginals"] == 6 and f["cells"] == 53 and f["laplace_scale"] == pytest.approx(3.0)
+    assert f["marginal_noise_tv_max"] == pytest.approx(12 * 3.0 / 2000)
+    assert "Laplace(3)" in f["summary"] and "total-variation" in f["summary"]
+    assert "marginal_noise_tv_mean" not in rs.forecast(rs.Config(epsilon=2.0), DOMAIN)
 
 
 def test_laplace_noise_has_the_stated_tail():

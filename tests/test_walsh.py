@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from privsynth.walsh import (accumulate_moment_sums, all_marginals_from_moments, bits_to_signs, marginal_from_moments,
+from privsynth.mechanisms.private_sampling.walsh import (accumulate_moment_sums, all_marginals_from_moments, bits_to_signs, marginal_from_moments,
                              n_walsh, signs_to_bits, walsh_features, walsh_index, walsh_moment_sums, walsh_subsets)
 
 
@@ -79,6 +79,21 @@ def test_moment_sums_agree_with_feature_matrix_and_stream(d):
     sums, n = accumulate_moment_sums((X[i:i + 128] for i in range(0, 1001, 128)), 9, d)
     assert n == 1001
     np.testing.assert_array_equal(sums, direct)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_weighted_moment_sums_count_a_row_as_many_rows(d):
+    rng = np.random.default_rng(4)
+    X = rng.choice([-1, 1], size=(60, 7)).astype(np.int8)
+    counts = rng.integers(0, 5, 60)
+    counts[0] = 10 ** 9  # weights far beyond any batch: still exact integers in float64
+    expanded = walsh_moment_sums(np.repeat(X[1:], counts[1:], axis=0), d) + 10 ** 9 * walsh_features(X[:1], d)[0]
+    np.testing.assert_array_equal(walsh_moment_sums(X, d, weights=counts), expanded)
+    np.testing.assert_array_equal(walsh_moment_sums(X, d, weights=np.ones(60)), walsh_moment_sums(X, d))
+    with pytest.raises(ValueError, match="weights"):
+        walsh_moment_sums(X, d, weights=-np.ones(60))
+    with pytest.raises(ValueError, match="weights"):
+        walsh_moment_sums(X, d, weights=np.ones(59))
 
 
 def test_sign_convention_roundtrip():

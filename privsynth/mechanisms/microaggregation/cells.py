@@ -6,7 +6,9 @@ Boolean path scales by 1/sqrt(p); 1/sqrt(q) is tighter and equally public). Cent
 the original one-hot units, where every attribute block of a mean is on the probability simplex.
 
 Everything here is a small pure function; the privacy randomness enters only through the
-``NoiseSource`` passed to ``sample_bingham`` / ``private_pca`` (spec numbering in brackets).
+``NoiseSource`` passed to ``sample_bingham`` / ``private_pca`` (spec numbering in brackets). Records may
+come weighted (a distinct record and its count, from a ``privsynth.workload.Histogram``): a record of
+weight c counts as c identical records in every statistic (``weights`` arguments).
 """
 
 from __future__ import annotations
@@ -33,10 +35,27 @@ def scaled_one_hot(codes: np.ndarray, domain: Domain) -> np.ndarray:
     return out / math.sqrt(domain.n_attributes)
 
 
-def second_moment_sum(codes: np.ndarray, domain: Domain) -> np.ndarray:
-    """G = sum_i x_hat_i x_hat_i^T (unnormalised, so adding a record adds a PSD term of norm 1)."""
-    x = scaled_one_hot(codes, domain)
-    return x.T @ x
+def second_moment_sum(codes: np.ndarray, domain: Domain, weights: np.ndarray | None = None) -> np.ndarray:
+    """G = sum_i c_i x_hat_i x_hat_i^T (unnormalised, so adding a record adds a PSD term of norm 1) = C / q."""
+    return cooccurrence_counts(codes, domain, weights) / domain.n_attributes
+
+
+def cooccurrence_counts(codes: np.ndarray, domain: Domain, weights: np.ndarray | None = None,
+                        chunk: int = 65_536) -> np.ndarray:
+    """C = sum_i c_i one_hot_i one_hot_i^T (width x width): how many records hold each pair of levels.
+
+    Exact integers in float64 (below 2^53), so a Laplace mechanism on C adds noise to an exact statistic
+    of exact integer sensitivity; G = C / q is the scaled second-moment matrix of the partition.
+    """
+    c = np.zeros((domain.width, domain.width), dtype=np.float64)
+    for start in range(0, codes.shape[0], chunk):
+        x = scaled_one_hot(codes[start: start + chunk], domain) * math.sqrt(domain.n_attributes)
+        x = np.rint(x)  # exact 0/1 entries
+        if weights is None:
+            c += x.T @ x
+        else:  # a C-ordered copy of X^T: numpy's matmul of the transposed view by another matrix was 10x slower
+            c += np.ascontiguousarray(x.T) @ (x * np.asarray(weights[start: start + chunk], dtype=np.float64)[:, None])
+    return c
 
 
 def project_codes(codes: np.ndarray, domain: Domain, basis: np.ndarray) -> np.ndarray:
@@ -84,7 +103,9 @@ def sample_bingham(b_matrix: np.ndarray, noise: NoiseSource, batch: int = 32, ma
     Proposals are angular central Gaussian draws y / ||y||, y ~ N(0, Omega^{-1}) (``noise.gaussian``);
     each is accepted with probability exp(log f(u) - log_m) <= 1, tested as E >= log_m - log f(u) with
     E = |Laplace(1)| ~ Exp(1) (``noise.laplace``). Rejection sampling returns the target law exactly
-    (up to floating point), which the pure-DP argument needs; MCMC would not.
+    (up to floating point), which the pure-DP argument needs; MCMC would not. The proposal draws are
+    not added to any statistic, so they stay plain draws (not ``add_laplace``): OpenDP's floating-point
+    claim does not cover this sampler.
     """
     q = b_matrix.shape[0]
     if q == 1:
@@ -146,18 +167,25 @@ def second_moment_l1_sensitivity(n_attributes: int) -> float:
     return (n_attributes + 1) / 2.0
 
 
-def private_pca_laplace(g: np.ndarray, domain: Domain, t: int, epsilon: float, noise: NoiseSource) -> np.ndarray:
-    """Top-t eigenvectors of G + E, E symmetric with Lap((q+1)/(2 epsilon)) on every free upper-triangle entry.
+def cooccurrence_l1_sensitivity(n_attributes: int) -> float:
+    """L1 change of the upper triangle of C = q G when one record is added or removed: q(q+1)/2 entries move by 1."""
+    return n_attributes * (n_attributes + 1) / 2.0
 
-    Guarantee: epsilon-DP under add/remove-one-record neighbours (Laplace mechanism on the
-    upper triangle of G, L1 sensitivity (q+1)/2); the eigenvectors are post-processing.
+
+def private_pca_laplace(cooccurrence: np.ndarray, domain: Domain, t: int, epsilon: float, noise: NoiseSource) -> np.ndarray:
+    """Top-t eigenvectors of C + E, E symmetric with Lap(q(q+1)/(2 epsilon)) on every free upper-triangle entry.
+
+    Guarantee: epsilon-DP under add/remove-one-record neighbours (Laplace mechanism on the upper triangle
+    of the integer co-occurrence counts C, L1 sensitivity q(q+1)/2; ``noise.add_laplace``, so with OpenDP
+    the floating-point claim covers the whole noisy statistic). The eigenvectors are post-processing. This
+    is the same law as Lap((q+1)/(2 epsilon)) on G = C/q: C and G have the same eigenvectors.
     """
     if t == 0:
-        return np.zeros((g.shape[0], 0))
+        return np.zeros((cooccurrence.shape[0], 0))
     mask = second_moment_mask(domain)
-    scale = second_moment_l1_sensitivity(domain.n_attributes) / epsilon
-    upper = np.zeros_like(g)
-    upper[mask] = g[mask] + noise.laplace(scale, int(mask.sum()))
+    scale = cooccurrence_l1_sensitivity(domain.n_attributes) / epsilon
+    upper = np.zeros_like(cooccurrence, dtype=np.float64)
+    upper[mask] = noise.add_laplace(cooccurrence[mask], scale)
     noisy = upper + np.triu(upper, 1).T
     return top_eigenvectors(noisy, t)
 
@@ -228,15 +256,19 @@ def assign_cells(z: np.ndarray, lattice: np.ndarray, alpha: float) -> np.ndarray
     return order[found]
 
 
-def cell_counts(cells: np.ndarray, s: int) -> np.ndarray:
-    return np.bincount(cells, minlength=s).astype(np.float64)
+def cell_counts(cells: np.ndarray, s: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """Records per cell (each record counted with its weight)."""
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    return np.bincount(cells, weights=w, minlength=s).astype(np.float64)
 
 
-def cell_sums(codes: np.ndarray, domain: Domain, cells: np.ndarray, s: int) -> np.ndarray:
-    """Per-cell sums of the one-hot rows (s x width), straight from the codes."""
+def cell_sums(codes: np.ndarray, domain: Domain, cells: np.ndarray, s: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """Per-cell sums of the one-hot rows (s x width), straight from the codes (each row times its weight)."""
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
     flat = np.zeros(s * domain.width, dtype=np.float64)
     for j in range(domain.n_attributes):
-        flat += np.bincount(cells * domain.width + domain.offsets[j] + codes[:, j], minlength=s * domain.width)
+        flat += np.bincount(cells * domain.width + domain.offsets[j] + codes[:, j], weights=w,
+                            minlength=s * domain.width)
     return flat.reshape(s, domain.width)
 
 

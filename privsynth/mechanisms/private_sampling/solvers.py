@@ -31,7 +31,6 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-import cvxpy as cp
 import numpy as np
 import scipy.linalg as la
 from scipy.optimize import linprog
@@ -159,6 +158,8 @@ def shrinkage_lp_ipm(M: np.ndarray, b: np.ndarray, delta: float, Delta: float, t
 
 def shrinkage_lp_cvxpy(M: np.ndarray, b: np.ndarray, delta: float, Delta: float) -> float:
     """Reference: the same LP through cvxpy with HiGHS (spec section 1.2 sketch)."""
+    import cvxpy as cp  # imported here: the fast paths and the feasibility report do not need it
+
     _check_inputs(M, b, "b")
     m, _ = M.shape
     c_S = M.mean(axis=0)
@@ -188,6 +189,8 @@ def shrinkage_feasible(M: np.ndarray, b: np.ndarray, lam: float, lower: float, u
 
 def projection_qp_cvxpy(M: np.ndarray, target: np.ndarray, lower: float, upper: float, tol: float = 1e-10) -> np.ndarray:
     """Reference: argmin ||q - 1||^2 s.t. (1/m) M^T q = target, lower <= q <= upper, with Clarabel."""
+    import cvxpy as cp
+
     _check_inputs(M, target, "target")
     m, _ = M.shape
     q = cp.Variable(m)
@@ -326,7 +329,7 @@ def released_density(q: np.ndarray, delta: float, Delta: float, sum_tolerance: f
 
     Clipping removes solver noise outside the box; the division then moves every entry by a relative
     factor within ``sum_tolerance`` (checked), so every ratio between two datasets' densities is at
-    most (Delta/delta) (1 + tol)/(1 - tol), which the accountant charges (``private_sampling_bounds.numerical_slack``).
+    most (Delta/delta) (1 + tol)/(1 - tol), which the accountant charges (``bounds.numerical_slack``).
     """
     q = np.clip(np.asarray(q, dtype=np.float64), delta, Delta)
     total = float(q.sum())

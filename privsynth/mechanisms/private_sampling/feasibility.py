@@ -1,6 +1,7 @@
 """Can private sampling release the rows a user wants? A pure, JSON-serialisable report.
 
-For a dataset's p (compact-binary bits), d, n (public row count or lower bound) and epsilon it gives:
+For a dataset's p (compact-binary bits), d, n (a row count the user declares public; never read from
+the data) and epsilon it gives:
 the largest k the guarantee allows (and which bound binds), the n needed for the requested k, the m the
 theory asks for ([PS] Thm 12.4, Prop 9.3, rule of thumb e^{2d} N), the accuracy theorem's n and k, and a
 verdict. It reproduces Table 2 of Pierquin, Zimmermann & Boussard ("Practical considerations on using
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 
 from privsynth.encoding import domain_of
-from privsynth.privacy import private_sampling_bounds as bounds
+from privsynth.mechanisms.private_sampling import bounds as bounds
 from privsynth.schema import Schema
 
 DEFAULT_M_FACTOR = 8.0  # the mechanism's default: m = ceil(8 N)
