@@ -23,7 +23,7 @@ CATALOGUE: tuple[MechanismInfo, ...] = (
     MechanismInfo("microaggregation", "Boedihardjo, Strohmer, Vershynin: covariance loss",
                   "pure epsilon-DP", "a fast pure-DP baseline; second moments"),
     MechanismInfo("private_sampling", "Boedihardjo, Strohmer, Vershynin: private sampling; Pierquin et al.",
-                  "pure epsilon-DP for k rows, n public", "research: noiseless, but at realistic n it allows 0-1 rows"),
+                  "pure epsilon-DP for k rows, n declared by the user", "research: noiseless, but at realistic n it allows 0-1 rows"),
 )
 
 

@@ -8,6 +8,7 @@ contract (see ``privsynth.mechanisms.base``), so ``get_mechanism("private_sampli
 
 from privsynth.mechanisms.private_sampling.mechanism import (
     NAME,
+    PUBLIC_ROWS_OPTION,
     ROWS_OPTION,
     Config,
     FeasibilityReport,
@@ -24,6 +25,6 @@ from privsynth.mechanisms.private_sampling.mechanism import (
     run,
 )
 
-__all__ = ["NAME", "ROWS_OPTION", "Config", "FeasibilityReport", "InfeasibleRequestError",
+__all__ = ["NAME", "PUBLIC_ROWS_OPTION", "ROWS_OPTION", "Config", "FeasibilityReport", "InfeasibleRequestError",
            "PrivateSamplingStatistics", "ReducedSpaceError", "check_config", "check_feasible",
            "collect_statistics", "configure_for", "forecast", "memory_estimate_bytes", "privacy_cost", "run"]

@@ -80,6 +80,8 @@ from privsynth.mechanisms.private_sampling.walsh import bits_to_signs, n_walsh, 
 NAME = "private_sampling"
 # --rows sets k: the guarantee is stated for exactly k released rows.
 ROWS_OPTION = "k"
+# --public-rows (the user's declaration that n is public knowledge) sets n_public; never read from the data.
+PUBLIC_ROWS_OPTION = "n_public"
 
 
 class InfeasibleRequestError(ValueError):
