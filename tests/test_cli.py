@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import EXIT_USAGE, _KnownErrorsOnOneLine, _known_errors, main
+from flows.cli import EXIT_USAGE, main
 from privsynth.config import RunParameters
 from privsynth.io import InputError
 from privsynth.mechanisms import MECHANISM_MODULES
@@ -28,8 +28,13 @@ CONTRACT_OPTIONS = ("--input", "--schema", "--mechanism", "--epsilon", "--delta"
 FIELD_OPTIONS = {"input": "--input", "schema_file": "--schema", "mechanism": "--mechanism", "epsilon": "--epsilon",
                  "delta": "--delta", "rows": "--rows", "seed": "--seed", "output": "--output", "sink": "--sink",
                  "dataset": "--dataset", "ledger": "--ledger", "mechanism_options": "--option",
-                 "audit_target": "--audit-target"}
+                 "audit_target": "--audit-target", "public_rows": "--public-rows",
+                 "allow_seed_with_budget": "--allow-seed-with-budget", "unlimited": "--unlimited", "audit": "--audit",
+                 "keep_private": "--keep-private"}
 
+
+# The message of a field validator repeats the field name ("input: input: the URL ..."); see the report.
+DOUBLED_FIELD = "library bug: describe_validation_error prefixes the field to a validator message that already names it"
 
 # A mechanism and row count fixed, so that the case reaches the check it is about.
 FIXED = ("--mechanism", "reduced_space", "--rows", "10")
@@ -56,18 +61,32 @@ def ledger_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.sqlite'}"
 
 
+def _mechanism_rows(out: str) -> list[str]:
+    """The table rows of `privsynth mechanisms` (after the header and its rule, up to the blank line)."""
+    lines = out.strip().splitlines()
+    assert lines[0].split()[:2] == ["mechanism", "guarantee"] and set(lines[1].replace(" ", "")) == {"-"}
+    return lines[2:lines.index("")]
+
+
 def test_mechanisms_lists_every_mechanism_with_its_paper(capsys):
+    from privsynth.config import DEFAULT_MECHANISM
+    from privsynth.mechanisms.catalogue import CATALOGUE
+
     code, out, _ = _run(["mechanisms"], capsys)
     assert code == 0
-    lines = out.strip().splitlines()
-    assert [line.split()[0] for line in lines] == sorted(MECHANISM_MODULES)
-    assert all(len(line.split(maxsplit=1)) == 2 for line in lines)  # each has a one-line summary
+    rows = _mechanism_rows(out)
+    assert sorted(row.split()[0] for row in rows) == sorted(MECHANISM_MODULES)
+    papers = {info.name: info.paper for info in CATALOGUE}
+    for row in rows:
+        assert row.rstrip().endswith(papers[row.split()[0]]), row  # each names its paper
+    assert [row.split()[:2] for row in rows if "(default)" in row] == [[DEFAULT_MECHANISM, "(default)"]]
+    assert out.strip().endswith("docs/mechanisms.md")
 
 
 def test_installed_command_lists_mechanisms():
     done = subprocess.run([str(CLI), "mechanisms"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert {line.split()[0] for line in done.stdout.splitlines()} == set(MECHANISM_MODULES)
+    assert {row.split()[0] for row in _mechanism_rows(done.stdout)} == set(MECHANISM_MODULES)
 
 
 def test_run_help_lists_every_contract_option(capsys):
@@ -94,16 +113,31 @@ def test_budget_set_and_show_round_trip(ledger_url, capsys):
     assert (budget, delta) == ("3", "1e-06") and float(spent) == pytest.approx(0.5) and float(remaining) == pytest.approx(2.5)
     assert row.split()[-1] == "1"  # one charge
 
+    # delta defaults to the delta runs use (1e-9), so every mechanism fits; --pure makes a pure-DP budget
     code, out, _ = _run(["budget", "set", "census", "--epsilon", "1", "--ledger", ledger_url], capsys)
-    assert code == 0 and "pure" in next(line for line in out.splitlines() if line.startswith("census"))
+    assert code == 0 and next(line for line in out.splitlines() if line.startswith("census")).split()[:3] == \
+        ["census", "1", "1e-09"]
+    code, out, _ = _run(["budget", "set", "survey", "--epsilon", "1", "--pure", "--ledger", ledger_url], capsys)
+    assert code == 0 and next(line for line in out.splitlines() if line.startswith("survey")).split()[:3] == \
+        ["survey", "1", "pure"]
     code, out, _ = _run(["budget", "show", "--ledger", ledger_url], capsys)
     assert code == 0
-    assert [line.split()[0] for line in out.splitlines() if line.startswith(("adult", "census"))] == ["adult", "census"]
+    assert [line.split()[0] for line in out.splitlines() if line.startswith(("adult", "census", "survey"))] == \
+        ["adult", "census", "survey"]
+    assert out.strip().splitlines()[-1] == f"ledger: {ledger_url}"
 
 
 def test_budget_show_of_an_empty_ledger(ledger_url, capsys):
     code, out, _ = _run(["budget", "show", "--ledger", ledger_url], capsys)
-    assert code == 0 and out.strip() == "the ledger holds no budgets or charges"
+    assert code == 0 and out.strip().splitlines() == ["the ledger holds no budgets or charges", f"ledger: {ledger_url}"]
+
+
+def test_budget_commands_default_to_the_per_user_ledger(isolated_privsynth_home, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = _run(["budget", "set", "adult", "--epsilon", "2"], capsys)
+    assert code == 0
+    assert (isolated_privsynth_home / "ledger.sqlite").is_file() and not (tmp_path / "runs").exists()
+    assert out.strip().splitlines()[-1] == f"ledger: sqlite:///{isolated_privsynth_home.resolve() / 'ledger.sqlite'}"
 
 
 @pytest.mark.parametrize("argv, pattern", [
@@ -125,6 +159,24 @@ def test_budget_show_of_an_empty_ledger(ledger_url, capsys):
     (["run", *FIXED, "--ledger", "not a url"], r"ledger: not a SQLAlchemy URL"),
     (["run", *FIXED, "--sink", "out.xlsx"], r"sink 'out.xlsx': expected duckdb:PATH\?table=NAME, or a .parquet or .csv path$"),
     (["run", *FIXED, "--audit-target", "nope"], r"audit_target 'nope' is not a kept column of schema 'adult'$"),
+    (["run", *FIXED, "--audit-target", "age"], r"audit_target needs audit=True \(--audit\)"),
+    (["run", "--public-rows", "0"], r"public_rows: Input should be greater than or equal to 1$"),
+    pytest.param(["run", "--input", "postgresql://me:Zq7-SECRET@db/x?table=t", "--schema", "schemas/adult.yaml"],
+                 r"^privsynth: error: input: the URL carries a password; .*\$\{PGPASSWORD\}",
+                 marks=pytest.mark.xfail(strict=True, reason=DOUBLED_FIELD)),
+    pytest.param(["run", *FIXED, "--ledger", "postgresql://me:Zq7-SECRET@db/ledger"],
+                 r"^privsynth: error: ledger: the URL carries a password",
+                 marks=pytest.mark.xfail(strict=True, reason=DOUBLED_FIELD)),
+    pytest.param(["run", *FIXED, "--output", "../elsewhere"], r"^privsynth: error: output: path '\.\./elsewhere' contains '\.\.'",
+                 marks=pytest.mark.xfail(strict=True, reason=DOUBLED_FIELD)),
+    pytest.param(["run", *FIXED, "--sink", "duckdb:../w.duckdb?table=t"], r"^privsynth: error: sink: path .* contains '\.\.'",
+                 marks=pytest.mark.xfail(strict=True, reason=DOUBLED_FIELD)),
+    (["run", "--input", "postgresql://me:Zq7-SECRET@db/x?table=t", "--schema", "schemas/adult.yaml"],
+     r"input: .*the URL carries a password; parameters are stored and shown"),
+    (["run", *FIXED, "--ledger", "postgresql://me:Zq7-SECRET@db/ledger"], r"ledger: .*the URL carries a password"),
+    (["run", *FIXED, "--output", "../elsewhere"], r"output: .*path '\.\./elsewhere' contains '\.\.'"),
+    (["run", *FIXED, "--schema", "../schemas/adult.yaml"], r"schema_file: .*path '\.\./schemas/adult\.yaml' contains '\.\.'"),
+    (["budget", "set", "adult", "--epsilon", "1", "--delta", "1e-6", "--pure"], r"argument --pure: not allowed with argument --delta"),
     (["budget", "set", "adult", "--epsilon", "-1"], r"budget set: epsilon must be a finite number > 0, got -1.0$"),
     (["budget", "set", "adult", "--epsilon", "1", "--delta", "2"], r"budget set: delta must be None"),
     (["budget", "show", "nope"], r"the ledger has no budget or charge for dataset 'nope'"),
@@ -141,6 +193,7 @@ def test_bad_option_value_exits_2_with_one_clear_line(argv, pattern, ledger_url,
     assert code == EXIT_USAGE, (out, err)
     line = _one_error_line(err)
     assert re.search(pattern, line), line
+    assert "Zq7-SECRET" not in out + err  # a password is never echoed
     if argv[:1] == ["run"]:
         assert not (tmp_path / "ledger.sqlite").exists()  # refused before the ledger is opened
 
@@ -155,7 +208,10 @@ def test_installed_command_exits_2_with_one_line(tmp_path):
 
 
 def test_known_errors_lose_their_traceback_in_prefect_logs_others_keep_it():
-    one_line = _KnownErrorsOnOneLine(_known_errors())
+    from flows.synthesize import ExpectedRefusalsOnOneLine
+    from privsynth.privacy.ledger import BudgetNotSetError
+
+    one_line = ExpectedRefusalsOnOneLine()
 
     def record(error: BaseException) -> logging.LogRecord:
         try:
@@ -163,9 +219,66 @@ def test_known_errors_lose_their_traceback_in_prefect_logs_others_keep_it():
         except BaseException:
             return logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
 
-    known = record(InputError("input file 'x.csv' is empty"))
-    assert one_line.filter(known) and known.exc_info is None
-    assert "Traceback" not in logging.Formatter().format(known)
+    for error in (InputError("input file 'x.csv' is empty"), BudgetNotSetError("dataset 'x' has no privacy budget")):
+        known = record(error)
+        assert one_line.filter(known) and known.exc_info is None
+        assert known.levelname == "WARNING" and known.levelno == logging.WARNING  # a refusal, not a crash
+        assert "Traceback" not in logging.Formatter().format(known)
     unexpected = record(RuntimeError("a bug"))
-    assert one_line.filter(unexpected) and unexpected.exc_info is not None
+    assert one_line.filter(unexpected) and unexpected.exc_info is not None and unexpected.levelname == "ERROR"
     assert "Traceback" in logging.Formatter().format(unexpected)
+    for name in ("prefect.flow_runs", "prefect.task_runs"):  # installed where Prefect logs flow and task failures
+        assert any(isinstance(f, ExpectedRefusalsOnOneLine) for f in logging.getLogger(name).filters)
+
+
+def _error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("privsynth: error: ")]
+
+
+def test_run_needs_a_budget_or_unlimited_and_prints_where_everything_went(harness, tmp_path, monkeypatch, capsys,
+                                                                         caplog):
+    import json
+
+    import yaml
+
+    from conftest import TOY_SCHEMA, toy_frame
+
+    monkeypatch.chdir(tmp_path)
+    toy_frame(200).to_csv(tmp_path / "toy.csv", index=False)
+    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(TOY_SCHEMA))
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    base = ["run", "--input", "toy.csv", "--schema", "toy.yaml", "--mechanism", "reduced_space", "--epsilon", "1",
+            "--rows", "40", "--option", "points_per_statistic=1", "--ledger", ledger]
+
+    # no budget and no --unlimited: refused in one line, nothing read, written or charged
+    code, out, err = _run([*base, "--output", "refused"], capsys)
+    assert code == EXIT_USAGE, err[-2000:]
+    (line,) = _error_lines(err)
+    assert "dataset 'toy' has no privacy budget" in line and "--unlimited" in line and "Traceback" not in err
+    assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
+    assert BudgetLedger(ledger).status() == []
+
+    # a budget and --seed: refused unless --allow-seed-with-budget
+    assert _run(["budget", "set", "toy", "--epsilon", "3", "--ledger", ledger], capsys)[0] == 0
+    code, out, err = _run([*base, "--seed", "7", "--output", "seeded"], capsys)
+    assert code == EXIT_USAGE
+    (line,) = _error_lines(err)
+    assert "--allow-seed-with-budget" in line
+    assert BudgetLedger(ledger).history("toy") == []
+
+    # a budgeted run with the internal audit: one charge, public artifacts, the audit apart
+    code, out, err = _run([*base, "--output", "run", "--audit"], capsys)
+    assert code == 0, err[-3000:]
+    assert "privsynth run" in out and "finished" in out and "privacy spent   : pure epsilon 1" in out
+    assert "report.md" in out and "INTERNAL audit  : " in out and "internal-audit/audit.md" in out
+    run = tmp_path / "run"
+    assert (run / "internal-audit" / "audit.json").is_file() and (run / "report.md").is_file()
+    assert not list(run.glob("raw*")) and "sha256" not in json.loads((run / "manifest.json").read_text())["input"]
+    assert len(BudgetLedger(ledger).history("toy")) == 1
+
+    # --unlimited on a dataset without a budget: allowed, and said so in the log
+    code, out, err = _run([*base, "--dataset", "scratch", "--unlimited", "--output", "unlimited"], capsys)
+    assert code == 0, err[-3000:]
+    assert "WITHOUT A LIMIT" in out + err + caplog.text  # the run's log says so
+    (status,) = BudgetLedger(ledger).status("scratch")
+    assert status.epsilon is None and status.charges == 1

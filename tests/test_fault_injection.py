@@ -1,15 +1,23 @@
-"""Fault injection: a run killed at any point after the ledger charge re-runs safely.
+"""Fault injection: a run killed at any point after the ledger charge re-runs safely, and never draws twice.
 
 The run is killed (``privsynth.pipeline.fault_point``, a test hook driven by the environment
-variable PRIVSYNTH_FAULT_INJECT) right after the ledger charge and before the release is stored, right
-after the release is stored, during rounding (synthetic.parquet written but not yet vouched for by
-the manifest) and before the audit. The same run is then started again (same --output folder, same
-seed, same ledger and release store). Each time:
+variable PRIVSYNTH_FAULT_INJECT) at each point of ``FAULT_POINTS``: after the ledger charge (before
+the noise claim), after the noise claim (before the release is stored), after the release is stored,
+during rounding (synthetic.parquet written but not yet vouched for by the manifest) and before the
+DP report. The same run is then started again (same --output folder, same seed, same ledger and
+release store). Each time the budget is charged exactly once, and:
 
-* the budget is charged exactly once, and one release is stored;
+* killed after the charge: the re-run finds the charge, charges nothing, draws and completes;
+* killed after the noise claim (the noise was drawn but its release never stored): the re-run is
+  refused with NoiseAlreadyDrawnError; nothing is drawn twice, nothing is stored;
+* killed after the release was stored, during rounding or before the report: the re-run reuses the
+  stored release and completes; with a seed its output is identical to an uninterrupted run's;
 * no half-written artifact is read: every artifact the manifest lists is trusted (its hash
-  matches), a planted torn file or stale temporary from the killed attempt is replaced or removed;
-* the output is complete, and with a seed it is identical to a run that was never interrupted.
+  matches), a planted torn file or stale temporary from the killed attempt is replaced or removed.
+
+Seeded noise is derived from the seed and the release key, an HMAC under the ledger's secret: every
+ledger here is a copy of one template ledger (same secret, no charges), so the reference run and the
+interrupted runs draw the same streams while keeping separate charges.
 
 The faithful kill is ``os._exit(137)`` in a subprocess running the ``privsynth`` command (no finally
 blocks, no Prefect state change); those tests are marked slow. The default run keeps in-process
@@ -20,8 +28,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,14 +43,16 @@ import yaml
 
 from privsynth.config import RunParameters
 from privsynth.pipeline import FAULT_ENV, FAULT_POINTS, InjectedFault, fault_point
-from privsynth.privacy.ledger import BudgetLedger
+from privsynth.privacy.ledger import BudgetLedger, NoiseAlreadyDrawnError
 from privsynth.runfolder import RunFolder, RunFolderError
 from conftest import TOY_SCHEMA
 
 CLI = Path(sys.executable).with_name("privsynth")
 SCHEMA = TOY_SCHEMA
-ARTIFACTS = ("raw.parquet", "validation.json", "bits.parquet", "encoding.json", "release.parquet", "privacy.json",
-             "synthetic.parquet", "audit.json", "audit.md")
+ARTIFACTS = ("validation.json", "encoding.json", "release.parquet", "privacy.json", "synthetic.parquet",
+             "report.json", "report.md")
+# Points after which the release was stored (a re-run reuses it) and after which noise was drawn.
+STORED = ("after_release_stored", "during_rounding", "before_report")
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +65,29 @@ def toy(tmp_path_factory) -> dict:
                           "weight": rng.uniform(0, 1, n).round(3), "member": rng.random(n) < 0.4})
     frame.to_csv(tmp / "toy.csv", index=False)
     (tmp / "toy.yaml").write_text(yaml.safe_dump(SCHEMA))
-    return {"data": str(tmp / "toy.csv"), "schema": str(tmp / "toy.yaml")}
+    template = tmp / "template-ledger.sqlite"
+    with BudgetLedger(f"sqlite:///{template}") as ledger:
+        ledger.release_secret()  # created once; every copy shares it
+    return {"data": str(tmp / "toy.csv"), "schema": str(tmp / "toy.yaml"), "template": template}
 
 
-def _parameters(toy: dict, tmp: Path, seed: int | None = 7, output: str = "run") -> RunParameters:
-    return RunParameters(input=toy["data"], schema_file=toy["schema"], mechanism="reduced_space", epsilon=1.0,
-                         rows=60, seed=seed, output=str(tmp / output), ledger=f"sqlite:///{tmp / 'ledger.sqlite'}",
-                         mechanism_options={"points_per_statistic": 1.0})
+def _ledger_url(tmp: Path) -> str:
+    return f"sqlite:///{tmp / 'ledger.sqlite'}"
+
+
+def _ledger(toy: dict, tmp: Path) -> str:
+    """A fresh ledger (no budgets, no charges) with the template's release-key secret."""
+    if not (tmp / "ledger.sqlite").exists():
+        shutil.copyfile(toy["template"], tmp / "ledger.sqlite")
+    return _ledger_url(tmp)
+
+
+def _parameters(toy: dict, tmp: Path, seed: int | None = 7, output: str = "run", **extra) -> RunParameters:
+    values = dict(input=toy["data"], schema_file=toy["schema"], mechanism="reduced_space", epsilon=1.0,
+                  rows=60, seed=seed, output=str(tmp / output), ledger=_ledger(toy, tmp), unlimited=True,
+                  mechanism_options={"points_per_statistic": 1.0})
+    values.update(extra)
+    return RunParameters(**values)
 
 
 @pytest.fixture(scope="module")
@@ -72,29 +101,47 @@ def reference(harness, toy, tmp_path_factory) -> dict:
     return {"release": pq.read_table(run / "release.parquet"), "synthetic": pq.read_table(run / "synthetic.parquet")}
 
 
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch) -> Path:
+    """Where the runs' private temporary folders go (in process), to check that none is left behind."""
+    folder = tmp_path / "system-tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def _private_leftovers(folder: Path) -> list[Path]:
+    return sorted(folder.glob("privsynth-private-*"))
+
+
 def _stored_releases(store: Path) -> list[str]:
     return sorted(p.name for p in store.iterdir() if not p.name.startswith(".")) if store.exists() else []
 
 
-def _assert_complete_and_charged_once(tmp: Path, run: Path) -> RunFolder:
+def _history(tmp: Path):
+    return BudgetLedger(_ledger_url(tmp)).history("toy")
+
+
+def _assert_complete_and_charged_once(tmp: Path, run: Path, attempts: int = 2) -> RunFolder:
     folder = RunFolder.load(run)
     for name in ARTIFACTS:
         assert folder.trusted(name), f"{name} is missing or does not match the manifest"
     for name in folder.manifest["artifacts"]:
         assert folder.trusted(name), name
-    assert "finished" in folder.manifest and folder.manifest["attempts"] == 2
+    assert "finished" in folder.manifest and folder.manifest["attempts"] == attempts
     assert not list(run.glob(".*.tmp")), "a stale temporary of the killed attempt is left"
-    history = BudgetLedger(f"sqlite:///{tmp / 'ledger.sqlite'}").history("toy")
+    history = _history(tmp)
     assert len(history) == 1, "the budget must be charged exactly once"
-    assert history[0].release_key == folder.manifest["stages"]["mechanism"]["release_key"]
-    assert len(_stored_releases(tmp / "releases")) == 1
+    assert history[0].release_key == folder.manifest["facts"]["release_key"]
+    assert BudgetLedger(_ledger_url(tmp)).noise_drawn("toy", history[0].release_key)
+    assert _stored_releases(tmp / "releases") == [history[0].release_key]
     return folder
 
 
 def _damage_after_kill(run: Path, point: str) -> None:
     """What a torn write or a killed writer could leave; the re-run must not read any of it."""
     (run / ".synthetic.parquet.deadbeef.tmp").write_bytes(b"PAR1 half a file")
-    if point == "after_release_stored":
+    if point in ("after_noise_claimed", "after_release_stored"):
         (run / "release.parquet").write_bytes(b"PAR1 torn")  # never recorded by the killed attempt
     if point == "during_rounding":
         data = (run / "synthetic.parquet").read_bytes()
@@ -103,26 +150,35 @@ def _damage_after_kill(run: Path, point: str) -> None:
 
 def _check_state_after_kill(tmp: Path, run: Path, point: str) -> None:
     manifest = json.loads((run / "manifest.json").read_text())
-    history = BudgetLedger(f"sqlite:///{tmp / 'ledger.sqlite'}").history("toy")
+    history = _history(tmp)
     assert len(history) == 1, "the charge precedes every fault point"
+    # the mechanism stage is recorded only after the release is stored and copied into the run folder
+    assert ("mechanism" in manifest["stages"]) is (point in ("during_rounding", "before_report"))
+    assert history[0].release_key == manifest["facts"]["release_key"]
+    drawn = BudgetLedger(_ledger_url(tmp)).noise_drawn("toy", history[0].release_key)
+    assert drawn is (point != "after_charge"), "the noise claim is recorded before any draw"
+    assert len(_stored_releases(tmp / "releases")) == (1 if point in STORED else 0)
     assert "finished" not in manifest
-    stored = _stored_releases(tmp / "releases")
-    assert len(stored) == (0 if point == "after_charge" else 1)
     if point == "during_rounding":
         assert (run / "synthetic.parquet").is_file() and "rounding" not in manifest["stages"]
-    if point == "before_audit":
-        assert "rounding" in manifest["stages"] and "audit" not in manifest["stages"]
+    if point == "before_report":
+        assert "rounding" in manifest["stages"] and "report" not in manifest["stages"]
 
 
 # ---------------------------------------------------------------- unit level: the hook and the trust rules
 
+def test_fault_points_are_the_documented_ones():
+    assert FAULT_POINTS == ("after_charge", "after_noise_claimed", "after_release_stored", "during_rounding",
+                            "before_report")
+
+
 def test_fault_point_does_nothing_unless_named(monkeypatch):
     monkeypatch.delenv(FAULT_ENV, raising=False)
     fault_point("after_charge")
-    monkeypatch.setenv(FAULT_ENV, "raise:before_audit")
+    monkeypatch.setenv(FAULT_ENV, "raise:before_report")
     fault_point("after_charge")  # another point: nothing happens
-    with pytest.raises(InjectedFault, match="before_audit"):
-        fault_point("before_audit")
+    with pytest.raises(InjectedFault, match="before_report"):
+        fault_point("before_report")
 
 
 def test_fault_point_kills_the_process_without_cleanup(tmp_path):
@@ -135,29 +191,30 @@ def test_fault_point_kills_the_process_without_cleanup(tmp_path):
 
 def test_run_folder_trusts_only_what_the_manifest_vouches_for(tmp_path):
     folder = RunFolder.open(tmp_path / "run", {"k": 1}, "run-1")
-    (folder.file("raw.parquet")).write_bytes(b"complete")
-    folder.record("ingest", ["raw.parquet"])
-    assert folder.require("raw.parquet") == folder.file("raw.parquet")
-    (folder.file("raw.parquet")).write_bytes(b"comp")  # torn after it was recorded
-    with pytest.raises(RunFolderError, match="raw.parquet is missing or does not match the manifest"):
-        folder.require("raw.parquet")
-    (folder.file("bits.parquet")).write_bytes(b"never recorded")
+    (folder.file("release.parquet")).write_bytes(b"complete")
+    folder.record("mechanism", ["release.parquet"])
+    assert folder.require("release.parquet") == folder.file("release.parquet")
+    (folder.file("release.parquet")).write_bytes(b"comp")  # torn after it was recorded
+    with pytest.raises(RunFolderError, match="release.parquet is missing or does not match the manifest"):
+        folder.require("release.parquet")
+    (folder.file("synthetic.parquet")).write_bytes(b"never recorded")
     with pytest.raises(RunFolderError):
-        folder.require("bits.parquet")
-    assert not folder.stage_done("ingest")
-    stale = folder.file(".bits.parquet.0123abcd.tmp")
+        folder.require("synthetic.parquet")
+    assert not folder.stage_done("mechanism")
+    stale = folder.file(".synthetic.parquet.0123abcd.tmp")
     stale.write_bytes(b"half")
     resumed = RunFolder.open(tmp_path / "run", {"k": 1}, "run-2")
     assert not stale.exists() and resumed.manifest["run_id"] == "run-1" and resumed.manifest["attempts"] == 2
-    resumed.discard(["raw.parquet"], "test")
-    assert not resumed.file("raw.parquet").exists() and resumed.manifest["discarded"] == {"raw.parquet": "test"}
-    assert "raw.parquet" not in RunFolder.load(tmp_path / "run").manifest["artifacts"]
+    resumed.discard(["release.parquet"], "test")
+    assert not resumed.file("release.parquet").exists() and resumed.manifest["discarded"] == {"release.parquet": "test"}
+    assert "release.parquet" not in RunFolder.load(tmp_path / "run").manifest["artifacts"]
 
 
 # ---------------------------------------------------------------- in process (default): the hook raises
 
 @pytest.mark.parametrize("point", FAULT_POINTS)
-def test_rerun_after_a_fault_is_charged_once_and_complete(point, harness, toy, reference, tmp_path, monkeypatch):
+def test_rerun_after_a_fault_is_charged_once_and_never_draws_twice(point, harness, toy, reference, tmp_path,
+                                                                   private_tmp, monkeypatch):
     from flows.synthesize import synthesize
 
     parameters = _parameters(toy, tmp_path)
@@ -165,20 +222,34 @@ def test_rerun_after_a_fault_is_charged_once_and_complete(point, harness, toy, r
     monkeypatch.setenv(FAULT_ENV, f"raise:{point}")
     with pytest.raises(InjectedFault):
         synthesize(parameters, release_store=store)
+    assert _private_leftovers(private_tmp) == [], "a failed run deletes its private intermediates"
     run = tmp_path / "run"
     _check_state_after_kill(tmp_path, run, point)
     _damage_after_kill(run, point)
 
     monkeypatch.delenv(FAULT_ENV)
+    if point == "after_noise_claimed":
+        # The noise was drawn and its release lost: drawing again would be a second release for one charge.
+        with pytest.raises(NoiseAlreadyDrawnError, match="noise was already drawn for this release"):
+            synthesize(parameters, release_store=store)
+        assert len(_history(tmp_path)) == 1 and _stored_releases(tmp_path / "releases") == []
+        manifest = RunFolder.load(run).manifest
+        assert "mechanism" not in manifest["stages"] and "finished" not in manifest
+        assert not RunFolder.load(run).trusted("release.parquet")  # the torn file is never vouched for
+        assert _private_leftovers(private_tmp) == []
+        return
+
     result = synthesize(parameters, release_store=store)
     folder = _assert_complete_and_charged_once(tmp_path, run)
-    assert result["reused_release"] is (point != "after_charge")
+    assert result["reused_release"] is (point in STORED)
     privacy = json.loads((run / "privacy.json").read_text())
     # After the charge alone, the re-run finds the charge and adds none; later, the stored release says it was charged.
-    assert privacy["ledger"]["charged_now"] is (point != "after_charge")
-    assert folder.manifest["stages"]["mechanism"]["reused_stored_release"] is (point != "after_charge")
+    assert privacy["ledger"]["charged_now"] is (point in STORED)
+    assert privacy["reused_stored_release"] is (point in STORED)
+    assert folder.manifest["stages"]["mechanism"]["reused_stored_release"] is (point in STORED)
     assert pq.read_table(run / "release.parquet").equals(reference["release"])
     assert pq.read_table(run / "synthetic.parquet").equals(reference["synthetic"])
+    assert _private_leftovers(private_tmp) == []
 
 
 def test_unseeded_rerun_reuses_its_release_and_is_charged_once(harness, toy, tmp_path, monkeypatch):
@@ -200,23 +271,68 @@ def test_unseeded_rerun_reuses_its_release_and_is_charged_once(harness, toy, tmp
     assert privacy["noise"]["reproducible"] is False
 
 
+def test_resumed_run_on_a_spent_budget_is_not_charged_twice(harness, toy, tmp_path, monkeypatch):
+    """The budget holds exactly one run; killed after its charge, the same run still completes on it."""
+    from flows.synthesize import synthesize
+
+    parameters = _parameters(toy, tmp_path, seed=None, unlimited=False)
+    BudgetLedger(parameters.ledger).set_budget("toy", 1.0)
+    store = str(tmp_path / "releases")
+    monkeypatch.setenv(FAULT_ENV, "raise:after_charge")
+    with pytest.raises(InjectedFault):
+        synthesize(parameters, release_store=store)
+    (status,) = BudgetLedger(parameters.ledger).status("toy")
+    assert status.remaining_epsilon == pytest.approx(0.0)
+    monkeypatch.delenv(FAULT_ENV)
+    result = synthesize(parameters, release_store=store)  # the pre-check knows this run's key is charged
+    assert result["reused_release"] is False
+    _assert_complete_and_charged_once(tmp_path, tmp_path / "run")
+    # another run is a new release: refused, the budget is spent
+    from privsynth.privacy.ledger import BudgetExceededError
+
+    with pytest.raises(BudgetExceededError):
+        synthesize(_parameters(toy, tmp_path, seed=None, unlimited=False, output="run2"), release_store=store)
+    assert len(_history(tmp_path)) == 1
+
+
+def test_after_a_lost_draw_a_new_run_is_a_new_charged_release(harness, toy, tmp_path, monkeypatch):
+    """NoiseAlreadyDrawnError says: start a new run. An unseeded new run (new folder) is a new release, charged again."""
+    from flows.synthesize import synthesize
+
+    parameters = _parameters(toy, tmp_path, seed=None)
+    store = str(tmp_path / "releases")
+    monkeypatch.setenv(FAULT_ENV, "raise:after_noise_claimed")
+    with pytest.raises(InjectedFault):
+        synthesize(parameters, release_store=store)
+    monkeypatch.delenv(FAULT_ENV)
+    with pytest.raises(NoiseAlreadyDrawnError):
+        synthesize(parameters, release_store=store)
+    result = synthesize(_parameters(toy, tmp_path, seed=None, output="run2"), release_store=store)
+    assert result["reused_release"] is False
+    history = _history(tmp_path)
+    assert len(history) == 2 and history[0].release_key != history[1].release_key
+    assert _stored_releases(Path(store)) == [history[1].release_key]
+
+
 # ---------------------------------------------------------------- subprocess (slow): a real kill
 
 def _cli_run(toy: dict, tmp: Path, api_url: str, fault: str | None) -> subprocess.CompletedProcess:
+    (tmp / "system-tmp").mkdir(exist_ok=True)
     env = dict(os.environ, PREFECT_HOME=str(tmp / "prefect-home"), PREFECT_API_URL=api_url,
-               PRIVSYNTH_RELEASE_STORE=str(tmp / "releases"), GX_ANALYTICS_ENABLED="false")
+               PRIVSYNTH_RELEASE_STORE=str(tmp / "releases"), GX_ANALYTICS_ENABLED="false",
+               TMPDIR=str(tmp / "system-tmp"))
     env.pop(FAULT_ENV, None)
     if fault:
         env[FAULT_ENV] = fault
     args = ["run", "--input", toy["data"], "--schema", toy["schema"], "--mechanism", "reduced_space", "--epsilon", "1",
-            "--rows", "60", "--seed", "7", "--output", str(tmp / "run"), "--ledger", f"sqlite:///{tmp / 'ledger.sqlite'}",
+            "--rows", "60", "--seed", "7", "--output", str(tmp / "run"), "--ledger", _ledger(toy, tmp), "--unlimited",
             "--option", "points_per_statistic=1"]
     return subprocess.run([str(CLI), *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=400)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", FAULT_POINTS)
-def test_killed_run_reruns_charged_once_and_complete(point, harness, toy, reference, tmp_path):
+def test_killed_run_reruns_charged_once_and_never_draws_twice(point, harness, toy, reference, tmp_path):
     from prefect.settings import PREFECT_API_URL
 
     api = PREFECT_API_URL.value()
@@ -224,12 +340,22 @@ def test_killed_run_reruns_charged_once_and_complete(point, harness, toy, refere
     assert killed.returncode == 137, killed.stderr[-3000:]
     run = tmp_path / "run"
     _check_state_after_kill(tmp_path, run, point)
+    # A SIGKILL runs no cleanup: the killed attempt's private folder stays, owner-only (see the report).
+    for leftover in _private_leftovers(tmp_path / "system-tmp"):
+        assert stat.S_IMODE(leftover.stat().st_mode) == 0o700
     _damage_after_kill(run, point)
 
     again = _cli_run(toy, tmp_path, api, None)
+    if point == "after_noise_claimed":
+        assert again.returncode == 2, again.stderr[-3000:]
+        errors = [line for line in again.stderr.splitlines() if line.startswith("privsynth: error: ")]
+        assert len(errors) == 1 and "noise was already drawn for this release" in errors[0]
+        assert "Traceback" not in again.stderr
+        assert len(_history(tmp_path)) == 1 and _stored_releases(tmp_path / "releases") == []
+        return
     assert again.returncode == 0, again.stderr[-3000:]
     assert "finished" in again.stdout
-    assert ("reused the stored release" in again.stdout) is (point != "after_charge")
+    assert ("reused the stored release" in again.stdout) is (point in STORED)
     _assert_complete_and_charged_once(tmp_path, run)
     assert pq.read_table(run / "release.parquet").equals(reference["release"])
     assert pq.read_table(run / "synthetic.parquet").equals(reference["synthetic"])

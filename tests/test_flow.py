@@ -13,7 +13,7 @@ import yaml
 
 from privsynth.config import RunParameters
 from privsynth.pipeline import ValidationFailedError
-from privsynth.privacy.ledger import BudgetExceededError, BudgetLedger, UnknownDatasetError
+from privsynth.privacy.ledger import BudgetExceededError, BudgetLedger, BudgetNotSetError, UnknownDatasetError
 from conftest import TOY_SCHEMA
 
 SCHEMA = TOY_SCHEMA
@@ -36,21 +36,48 @@ def toy(tmp_path: Path) -> dict:
 
 
 def _parameters(toy: dict, **overrides) -> RunParameters:
+    # The toy dataset has no budget: the spend without a limit is explicit (unlimited=True).
     values = dict(input=str(toy["data"]), schema_file=str(toy["schema"]), mechanism="reduced_space", epsilon=1.0,
-                  rows=150, seed=7, output=str(toy["tmp"] / "run"), ledger=toy["ledger"],
+                  rows=150, seed=7, output=str(toy["tmp"] / "run"), ledger=toy["ledger"], unlimited=True,
                   mechanism_options={"points_per_statistic": 2.0})
     values.update(overrides)
     return RunParameters(**values)
 
 
-def test_full_run_writes_every_artifact_and_reruns_without_a_second_charge(harness, toy):
+PUBLIC_ARTIFACTS = {"validation.json", "encoding.json", "release.parquet", "privacy.json", "synthetic.parquet",
+                    "report.json", "report.md"}
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch) -> Path:
+    """Where the runs' private temporary folders go, to check that none is left behind."""
+    import tempfile
+
+    folder = tmp_path / "system-tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def _nothing_in(folder: Path) -> bool:
+    """Nothing written (the parameter check may have made the empty output folder to test it is writable)."""
+    return not folder.exists() or not any(folder.iterdir())
+
+
+def _private_leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("privsynth-private-*"))
+
+
+def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charge(harness, toy, private_tmp):
     from flows.synthesize import synthesize
 
     result = synthesize(_parameters(toy), release_store=toy["store"])
     run = Path(result["run_dir"])
-    for name in ("raw.parquet", "validation.json", "bits.parquet", "encoding.json", "release.parquet",
-                 "privacy.json", "synthetic.parquet", "audit.json", "audit.md", "manifest.json"):
-        assert (run / name).is_file(), name
+    names = {p.name for p in run.iterdir()}
+    assert PUBLIC_ARTIFACTS | {"manifest.json"} <= names
+    # only public artifacts: no private intermediates, and no internal audit unless asked for
+    assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet"}, names
+    assert _private_leftovers(private_tmp) == []
 
     synthetic = pq.read_table(run / "synthetic.parquet").to_pandas()
     assert list(synthetic.columns) == ["colour", "size", "weight", "member"]  # the dropped id is gone
@@ -60,24 +87,54 @@ def test_full_run_writes_every_artifact_and_reruns_without_a_second_charge(harne
     assert str(synthetic["member"].dtype) == "boolean"
 
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["artifacts"]["raw.parquet"]["visibility"] == "private"
+    assert set(manifest["artifacts"]) <= PUBLIC_ARTIFACTS | {"measurements.parquet"}
+    assert all(a["visibility"].startswith("public") for a in manifest["artifacts"].values())
     assert manifest["privacy_spent"]["pure_epsilon"] == pytest.approx(1.0)
-    assert len(manifest["input"]["sha256"]) == 64
+    assert "sha256" not in manifest["input"]  # no hash of the private data anywhere
+    assert manifest["input"]["source"].startswith("csv:")
+    assert manifest["outputs"]["internal_audit"] is None and manifest["outputs"]["report"] == "report.json"
     privacy = json.loads((run / "privacy.json").read_text())
     assert privacy["noise"]["reproducible"] is True and privacy["noise"]["hardened_against_floating_point_attacks"] is False
-    audit = json.loads((run / "audit.json").read_text())
-    assert audit["visibility"] == "internal"
+    assert "release_key" not in privacy and "release_key" not in json.dumps(privacy)
+    report = json.loads((run / "report.json").read_text())
+    assert report["visibility"].startswith("public (DP)") and report["synthetic_rows"] == 150
+    assert (run / "report.md").read_text().startswith("# privsynth DP report")
+    assert result["rows"] == 150 and result["internal_audit"] is None
+    assert result["epsilon_statement"] == privacy["epsilon_statement"]
 
     ledger = BudgetLedger(toy["ledger"])
     assert len(ledger.history("toy")) == 1
+    assert ledger.noise_drawn("toy", ledger.history("toy")[0].release_key)
 
     again = synthesize(_parameters(toy), release_store=toy["store"])
     assert again["reused_release"] is True
     assert len(ledger.history("toy")) == 1  # the same release is not charged twice
     assert pq.read_table(run / "synthetic.parquet").num_rows == 150
+    assert _private_leftovers(private_tmp) == []
 
 
-def test_failed_validation_stops_before_the_mechanism(harness, toy):
+def test_internal_audit_is_opt_in_and_kept_apart(harness, toy, private_tmp):
+    from flows.synthesize import synthesize
+
+    result = synthesize(_parameters(toy, audit=True, audit_target="member", output=str(toy["tmp"] / "audited")),
+                        release_store=toy["store"])
+    run = Path(result["run_dir"])
+    audit_dir = run / "internal-audit"
+    assert result["internal_audit"] == str(audit_dir)
+    audit = json.loads((audit_dir / "audit.json").read_text())
+    assert audit["visibility"] == "internal" and audit["differentially_private"] is False
+    assert audit["tstr"]["target"] == "member"
+    assert (audit_dir / "audit.md").read_text().startswith("# INTERNAL")
+    assert list(audit_dir.glob("*.png"))
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["outputs"]["internal_audit"] == "internal-audit/audit.json"
+    assert not any(name.startswith("audit") or name.endswith(".png") for name in manifest["artifacts"])
+    # what the flow returns (and Prefect stores) holds no audit figure, only where it is
+    assert "marginals" not in json.dumps(result) and "tstr" not in json.dumps(result)
+    assert _private_leftovers(private_tmp) == []
+
+
+def test_failed_validation_stops_before_the_mechanism(harness, toy, private_tmp):
     from flows.synthesize import synthesize
 
     bad = toy["frame"].copy()
@@ -91,15 +148,44 @@ def test_failed_validation_stops_before_the_mechanism(harness, toy):
     text = (run / "validation.json").read_text()
     assert "purple" not in text and "unexpected_count" not in text and "element_count" not in text
     assert not (run / "release.parquet").exists() and not Path(toy["store"]).exists()
+    assert {p.name for p in run.iterdir()} == {"validation.json", "manifest.json"}
+    assert _private_leftovers(private_tmp) == []
     with pytest.raises(UnknownDatasetError):
         BudgetLedger(toy["ledger"]).history("toy")  # nothing was charged
 
 
-def test_overspending_run_stops_before_reading_the_data(harness, toy):
+def test_dataset_without_a_budget_is_refused_unless_unlimited(harness, toy, private_tmp):
+    from flows.synthesize import synthesize
+
+    with pytest.raises(BudgetNotSetError, match=r"dataset 'toy' has no privacy budget; set one with `privsynth budget "
+                                                r"set toy --epsilon E` or .*--unlimited \(nothing was read or charged\)"):
+        synthesize(_parameters(toy, unlimited=False), release_store=toy["store"])
+    assert _nothing_in(toy["tmp"] / "run") and _private_leftovers(private_tmp) == []
+    with pytest.raises(UnknownDatasetError):
+        BudgetLedger(toy["ledger"]).history("toy")
+
+
+def test_seed_on_a_budgeted_dataset_needs_explicit_consent(harness, toy, private_tmp):
+    from flows.synthesize import synthesize
+
+    BudgetLedger(toy["ledger"]).set_budget("toy", epsilon=3.0)
+    with pytest.raises(BudgetNotSetError, match=r"has a privacy budget and --seed was given.*--allow-seed-with-budget"):
+        synthesize(_parameters(toy, unlimited=False), release_store=toy["store"])
+    assert _nothing_in(toy["tmp"] / "run")
+    assert BudgetLedger(toy["ledger"]).history("toy") == []
+    result = synthesize(_parameters(toy, unlimited=False, allow_seed_with_budget=True), release_store=toy["store"])
+    assert result["privacy"]["pure_epsilon"] == pytest.approx(1.0)
+    (status,) = BudgetLedger(toy["ledger"]).status("toy")
+    assert status.charges == 1 and status.spent_epsilon == pytest.approx(1.0)
+    assert _private_leftovers(private_tmp) == []
+
+
+def test_overspending_run_stops_before_reading_the_data(harness, toy, private_tmp):
     from flows.synthesize import synthesize
 
     BudgetLedger(toy["ledger"]).set_budget("toy", epsilon=0.5)
     with pytest.raises(BudgetExceededError, match="remain"):
-        synthesize(_parameters(toy), release_store=toy["store"])
-    assert not (toy["tmp"] / "run" / "raw.parquet").exists()
+        synthesize(_parameters(toy, seed=None, unlimited=False), release_store=toy["store"])
+    assert _nothing_in(toy["tmp"] / "run")  # refused before the run folder is written or the data opened
+    assert _private_leftovers(private_tmp) == []
     assert BudgetLedger(toy["ledger"]).history("toy") == []

@@ -19,14 +19,17 @@ from privsynth.privacy.ledger import (
     BudgetLedger,
     BudgetNotSetError,
     LedgerError,
+    NoiseAlreadyDrawnError,
     NonPrivateChargeError,
     ReleaseKeyConflictError,
     UnknownDatasetError,
     default_ledger_url,
     format_status,
-    release_key,
     resolve_ledger_url,
 )
+from privsynth.privacy.accounting import DEFAULT_DELTA
+from privsynth.privacy.keys import data_fingerprint, release_key
+from privsynth.workload import Histogram
 from privsynth.privacy.spending import epsilon_spent, fits_budget, rho_allowance
 
 DELTA = 1e-9
@@ -148,7 +151,7 @@ def test_overspend_message_states_spent_requested_remaining(ledger):
 
 
 def test_pure_budget_overspend_and_zcdp_refusal(ledger):
-    ledger.set_budget("adult", 1.0)
+    ledger.set_budget("adult", 1.0, pure=True)
     ledger.charge("adult", "a", pure(0.6))
     with pytest.raises(BudgetExceededError, match=r"spent epsilon 0.6, requested epsilon 0.5, remaining epsilon 0.4"):
         ledger.charge("adult", "b", pure(0.5))
@@ -160,7 +163,7 @@ def test_pure_budget_overspend_and_zcdp_refusal(ledger):
 
 
 def test_idempotent_recharge_is_not_charged_again(ledger):
-    ledger.set_budget("adult", 1.0)
+    ledger.set_budget("adult", 1.0, pure=True)
     first = ledger.charge("adult", "same-key", pure(0.7), "first")
     again = ledger.charge("adult", "same-key", pure(0.7), "re-run")
     assert again.reused and not first.reused
@@ -193,7 +196,7 @@ def test_dataset_without_budget(ledger):
     # ad-hoc charges count once a budget is set: a pure budget cannot hold the zCDP charge,
     # and a (eps, delta) budget must cover 0.5 + tight(0.001)
     with pytest.raises(BudgetExceededError, match="cannot be expressed in pure epsilon"):
-        ledger.set_budget("adult", 10.0)
+        ledger.set_budget("adult", 10.0, pure=True)
     spent = 0.5 + epsilon_from_rho(0.001, DELTA)
     with pytest.raises(BudgetExceededError, match="never lowered"):
         ledger.set_budget("adult", spent * 0.99, DELTA)
@@ -215,18 +218,18 @@ def test_non_private_charge(ledger):
 
 
 def test_budget_can_be_raised_not_lowered_below_spent(ledger):
-    ledger.set_budget("adult", 1.0)
+    ledger.set_budget("adult", 1.0, pure=True)
     ledger.charge("adult", "a", pure(0.6))
     with pytest.raises(BudgetExceededError, match="already spent epsilon 0.6"):
-        ledger.set_budget("adult", 0.5)
-    assert ledger.set_budget("adult", 0.6).remaining_epsilon == pytest.approx(0.0)
-    assert ledger.set_budget("adult", 2.0).remaining_epsilon == pytest.approx(1.4)
+        ledger.set_budget("adult", 0.5, pure=True)
+    assert ledger.set_budget("adult", 0.6, pure=True).remaining_epsilon == pytest.approx(0.0)
+    assert ledger.set_budget("adult", 2.0, pure=True).remaining_epsilon == pytest.approx(1.4)
     assert not any(hasattr(ledger, name) for name in ("refund", "delete", "delete_charge", "remove"))
 
 
 def test_status_all_and_format(ledger):
     ledger.set_budget("b-set", 1.0, DELTA)
-    ledger.set_budget("a-pure", 2.0)
+    ledger.set_budget("a-pure", 2.0, pure=True)
     ledger.charge("a-pure", "k", pure(0.5))
     ledger.charge("c-adhoc", "k", zcdp(0.01), require_budget=False)
     statuses = ledger.status()
@@ -244,7 +247,7 @@ def test_status_all_and_format(ledger):
 def test_status_is_persistent_and_ledger_pickles(tmp_path):
     url = f"sqlite:///{tmp_path / 'sub' / 'dir' / 'l.sqlite'}"  # parent folders are created
     with BudgetLedger(url) as first:
-        first.set_budget("adult", 1.0)
+        first.set_budget("adult", 1.0, pure=True)
         first.charge("adult", "k", pure(0.25))
     with pickle.loads(pickle.dumps(BudgetLedger(url))) as second:
         assert second.status("adult")[0].spent_epsilon == 0.25
@@ -281,7 +284,7 @@ def test_invalid_names_and_costs(ledger):
 
 
 def test_unknown_dataset_in_show(ledger):
-    ledger.set_budget("adult", 1.0)
+    ledger.set_budget("adult", 1.0, pure=True)
     with pytest.raises(UnknownDatasetError, match=r"no budget or charge for dataset 'census'.*known datasets: 'adult'"):
         ledger.status("census")
     with pytest.raises(UnknownDatasetError):
@@ -289,13 +292,20 @@ def test_unknown_dataset_in_show(ledger):
     assert issubclass(UnknownDatasetError, LedgerError) and issubclass(LedgerError, ValueError)
 
 
-# ---------------------------------------------------------------- URL selection and release keys
+# ---------------------------------------------------------------- URL selection, release keys and the key secret
 
 
 def test_url_precedence(monkeypatch, tmp_path):
+    # The default is the per-user ledger in $PRIVSYNTH_HOME, never relative to the working folder.
+    home = tmp_path / "home"
+    monkeypatch.setenv("PRIVSYNTH_HOME", str(home))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(LEDGER_URL_ENV, raising=False)
-    assert default_ledger_url() == f"sqlite:///{tmp_path.resolve() / 'runs' / 'ledger.sqlite'}"
+    assert default_ledger_url() == f"sqlite:///{home.resolve() / 'ledger.sqlite'}"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert default_ledger_url() == f"sqlite:///{home.resolve() / 'ledger.sqlite'}"  # the same from any folder
     assert resolve_ledger_url() == default_ledger_url()
     monkeypatch.setenv(LEDGER_URL_ENV, "sqlite:////tmp/from-env.sqlite")
     assert resolve_ledger_url() == "sqlite:////tmp/from-env.sqlite"
@@ -306,14 +316,17 @@ def test_url_precedence(monkeypatch, tmp_path):
         resolve_ledger_url("")
 
 
-def test_default_ledger_is_created_under_runs(monkeypatch, tmp_path):
+def test_default_ledger_is_created_in_the_per_user_home(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    monkeypatch.setenv("PRIVSYNTH_HOME", str(home))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(LEDGER_URL_ENV, raising=False)
     with BudgetLedger() as led:
         led.set_budget("adult", 1.0)
-    assert (tmp_path / "runs" / "ledger.sqlite").is_file()
-    names = set(sa.inspect(sa.create_engine(f"sqlite:///{tmp_path / 'runs' / 'ledger.sqlite'}")).get_table_names())
-    assert {"privsynth_budgets", "privsynth_charges"} <= names
+    assert (home / "ledger.sqlite").is_file()
+    assert not (tmp_path / "runs").exists()  # nothing relative to the working folder
+    names = set(sa.inspect(sa.create_engine(f"sqlite:///{home / 'ledger.sqlite'}")).get_table_names())
+    assert {"privsynth_budgets", "privsynth_charges", "privsynth_secrets"} <= names
 
 
 def test_url_password_is_masked():
@@ -322,26 +335,121 @@ def test_url_password_is_masked():
     assert "secret" not in display_url("postgresql+psycopg://user:secret@db/ledger")
 
 
+SECRET = bytes(range(32))
+
+
+def _histogram(rows: list[list[int]], counts: list[int]) -> Histogram:
+    return Histogram(np.array(rows, dtype=np.int64), np.array(counts, dtype=np.int64))
+
+
+def test_data_fingerprint_is_an_hmac_of_the_canonical_histogram():
+    base = _histogram([[0, 1], [1, 0], [2, 2]], [3, 1, 4])
+    fingerprint = data_fingerprint(SECRET, base)
+    assert len(fingerprint) == 64 and int(fingerprint, 16) >= 0
+    # row order does not matter (the histogram is what every mechanism sees) ...
+    assert data_fingerprint(SECRET, _histogram([[2, 2], [0, 1], [1, 0]], [4, 3, 1])) == fingerprint
+    # ... every count and level code does
+    assert data_fingerprint(SECRET, _histogram([[0, 1], [1, 0], [2, 2]], [3, 1, 5])) != fingerprint
+    assert data_fingerprint(SECRET, _histogram([[0, 1], [1, 1], [2, 2]], [3, 1, 4])) != fingerprint
+    # keyed: without the ledger's secret a fingerprint cannot be recomputed from a guessed table
+    assert data_fingerprint(bytes(32), base) != fingerprint
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        data_fingerprint(b"short", base)
+
+
 def test_release_key():
-    args = ("in-hash", "schema-hash", "rap", {"epsilon": 1.0, "delta": 1e-9, "k": 3}, 7)
-    key = release_key(*args)
+    args = ("fingerprint", "schema-hash", "rap", {"epsilon": 1.0, "delta": 1e-9, "k": 3}, 7, None)
+    key = release_key(SECRET, *args)
     assert len(key) == 64 and int(key, 16) >= 0
     # canonical: dict order does not matter; every component does
-    assert release_key("in-hash", "schema-hash", "rap", {"k": 3, "delta": 1e-9, "epsilon": 1.0}, 7) == key
-    assert release_key("in-hash2", *args[1:]) != key
-    assert release_key(args[0], "schema-2", *args[2:]) != key
-    assert release_key(*args[:2], "private_sampling", *args[3:]) != key
-    assert release_key(*args[:3], {"epsilon": 1.0, "delta": 1e-9, "k": 4}, 7) != key
-    assert release_key(*args[:4], 8) != key
-    assert release_key(*args[:4], None) != key
+    assert release_key(SECRET, "fingerprint", "schema-hash", "rap", {"k": 3, "delta": 1e-9, "epsilon": 1.0}, 7, None) == key
+    assert release_key(SECRET, "fingerprint2", *args[1:]) != key
+    assert release_key(SECRET, args[0], "schema-2", *args[2:]) != key
+    assert release_key(SECRET, *args[:2], "private_sampling", *args[3:]) != key
+    assert release_key(SECRET, *args[:3], {"epsilon": 1.0, "delta": 1e-9, "k": 4}, 7, None) != key
+    assert release_key(SECRET, *args[:4], 8, None) != key
+    assert release_key(SECRET, *args[:4], None, None) != key
+    # the run nonce (unseeded runs): the same run keeps its key, another run gets another release
+    assert release_key(SECRET, *args[:4], None, "run-a") == release_key(SECRET, *args[:4], None, "run-a")
+    assert release_key(SECRET, *args[:4], None, "run-a") != release_key(SECRET, *args[:4], None, "run-b")
+    # an HMAC: another ledger's secret gives another key
+    assert release_key(bytes(32), *args) != key
     with pytest.raises(ValueError, match="JSON-serialisable"):
-        release_key(*args[:3], {"epsilon": float("nan")}, 7)
+        release_key(SECRET, *args[:3], {"epsilon": float("nan")}, 7, None)
     with pytest.raises(ValueError, match="JSON-serialisable"):
-        release_key(*args[:3], {"array": np.zeros(2)}, 7)
+        release_key(SECRET, *args[:3], {"array": np.zeros(2)}, 7, None)
     with pytest.raises(ValueError, match="seed must be an int or None"):
-        release_key(*args[:4], True)
-    with pytest.raises(ValueError, match="input_hash must be a non-empty string"):
-        release_key("", *args[1:])
+        release_key(SECRET, *args[:4], True, None)
+    with pytest.raises(ValueError, match="fingerprint must be a non-empty string"):
+        release_key(SECRET, "", *args[1:])
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        release_key(b"", *args)
+
+
+def test_release_secret_is_created_once_and_kept(tmp_path):
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    with BudgetLedger(url) as first:
+        secret = first.release_secret()
+        assert isinstance(secret, bytes) and len(secret) == 32
+        assert first.release_secret() == secret
+    with BudgetLedger(url) as again:
+        assert again.release_secret() == secret  # persistent: keys stay stable across runs
+    with BudgetLedger(f"sqlite:///{tmp_path / 'other.sqlite'}") as other:
+        assert other.release_secret() != secret
+
+
+# ---------------------------------------------------------------- budget defaults and noise claims
+
+
+def test_budget_delta_defaults_to_the_runs_delta(ledger):
+    assert DEFAULT_DELTA == 1e-9
+    status = ledger.set_budget("adult", 1.0)
+    assert status.delta == DEFAULT_DELTA
+    ledger.charge("adult", "z", zcdp(0.001))  # a zCDP release fits a default budget
+    assert ledger.set_budget("pure-a", 1.0, pure=True).delta is None
+    assert ledger.set_budget("pure-b", 1.0, None).delta is None  # an explicit None is pure too
+    assert ledger.set_budget("pure-c", 1.0, 1e-6, pure=True).delta is None  # pure wins over a delta
+    with pytest.raises(BudgetExceededError, match="pure-DP budget"):
+        ledger.charge("pure-a", "z", zcdp(0.001))
+
+
+def test_noise_is_claimed_once_per_charged_release(ledger):
+    ledger.set_budget("adult", 1.0)
+    with pytest.raises(LedgerError, match="no charge is recorded") as info:
+        ledger.claim_noise("adult", "never-charged")
+    assert not isinstance(info.value, NoiseAlreadyDrawnError)
+    ledger.charge("adult", "k", pure(0.2))
+    assert not ledger.noise_drawn("adult", "k")
+    ledger.claim_noise("adult", "k")
+    assert ledger.noise_drawn("adult", "k")
+    # a second draw for the same charge is refused, even after an idempotent re-charge of the key
+    assert ledger.charge("adult", "k", pure(0.2)).reused
+    with pytest.raises(NoiseAlreadyDrawnError, match="noise was already drawn for this release"):
+        ledger.claim_noise("adult", "k")
+    assert ledger.status("adult")[0].charges == 1
+    # claims are per key: another release of the dataset draws its own noise
+    ledger.charge("adult", "k2", pure(0.2))
+    ledger.claim_noise("adult", "k2")
+    assert issubclass(NoiseAlreadyDrawnError, LedgerError)
+
+
+def test_ledger_of_an_earlier_version_gains_the_noise_claim_column(tmp_path):
+    path = tmp_path / "old.sqlite"
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "CREATE TABLE privsynth_charges (charge_id INTEGER PRIMARY KEY AUTOINCREMENT, dataset VARCHAR(200) NOT NULL, "
+            "release_key VARCHAR(200) NOT NULL, rho FLOAT, pure_epsilon FLOAT, is_dp BOOLEAN NOT NULL, "
+            "guarantee TEXT NOT NULL, description TEXT NOT NULL, created_at VARCHAR(40) NOT NULL, "
+            "UNIQUE (dataset, release_key))"))
+        conn.execute(sa.text("INSERT INTO privsynth_charges (dataset, release_key, rho, pure_epsilon, is_dp, guarantee, "
+                             "description, created_at) VALUES ('adult', 'old', 0.125, 0.5, 1, 'g', 'd', 'now')"))
+    engine.dispose()
+    with BudgetLedger(f"sqlite:///{path}") as led:
+        assert led.status("adult")[0].charges == 1
+        assert not led.noise_drawn("adult", "old")
+        led.claim_noise("adult", "old")
+        assert led.noise_drawn("adult", "old")
 
 
 # ---------------------------------------------------------------- concurrency
@@ -364,7 +472,7 @@ def _race_worker(url: str, key: str, epsilon: float, barrier, results) -> None:
 def _race_round(tmp_path, method: str, n: int) -> None:
     url = f"sqlite:///{tmp_path / f'race-{method}.sqlite'}"
     with BudgetLedger(url) as led:
-        led.set_budget("adult", 1.0)
+        led.set_budget("adult", 1.0, pure=True)
         led.charge("adult", "earlier", pure(0.6))
     # 0.4 is left; each racer asks for 0.3, so exactly one can win.
     ctx = mp.get_context(method)
