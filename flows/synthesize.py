@@ -13,7 +13,9 @@ and the DP report. The internal audit (opt-in) stays on disk and never reaches P
 # in them, not a postponed string ("`SynthesizeModel` is not fully defined").
 
 import logging
+import os
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -119,6 +121,24 @@ def dataset_concurrency_limit(dataset: str) -> str:
     return name
 
 
+SLOT_WAIT_ENV = "PRIVSYNTH_SLOT_WAIT_S"  # how long a run queues behind another run of its dataset (default 600 s)
+
+
+def run_with_dataset_slot(ctx, dataset: str):
+    """Run while holding the dataset's slot, so runs on one dataset queue. The slot is a courtesy, the
+    ledger is the authority: a slot still held by a killed run (until its lease lapses) makes a resumed
+    run wait at most $PRIVSYNTH_SLOT_WAIT_S (600 s by default), then it goes ahead without the slot, and says so."""
+    wait_s = float(os.environ.get(SLOT_WAIT_ENV, "600"))
+    with ExitStack() as stack:
+        try:  # prefect's AcquireConcurrencySlotTimeoutError is a TimeoutError; only the acquisition is guarded
+            stack.enter_context(concurrency(dataset_concurrency_limit(dataset), occupy=1, timeout_seconds=wait_s,
+                                            lease_duration=60))
+        except TimeoutError:
+            get_run_logger().warning("the dataset's run slot stayed taken for %.0f s (a killed run holds it until its "
+                                     "lease lapses); going ahead: the ledger still serialises the charge", wait_s)
+        return execute(ctx, prefect_runner)
+
+
 def refused(err: BaseException, dataset: str | None):
     """An expected refusal: one log line, an event an automation can react to, a Failed state that says why."""
     kind = REFUSAL_KINDS.get(type(err).__name__, "invalid-input")
@@ -140,8 +160,7 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
         dataset = ctx.plan.dataset
         logger.info("run %s: %s on %s at epsilon %g -> %s", ctx.run_id, parameters.mechanism,
                     ctx.folder.manifest["input"]["source"], parameters.epsilon, ctx.folder.path)
-        with concurrency(dataset_concurrency_limit(dataset), occupy=1):
-            outcome = execute(ctx, prefect_runner)
+        outcome = run_with_dataset_slot(ctx, dataset)
     except KNOWN_ERRORS as err:
         return refused(err, dataset or parameters.dataset)
     publish_artifacts(outcome, dataset)

@@ -102,7 +102,8 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> str:
     parts = []
     for e in err.errors():
         field = ".".join(str(x) for x in e["loc"]) or "value"
-        parts.append(f"{prefix}{field}: {e['msg'].removeprefix('Value error, ')}")
+        message = e["msg"].removeprefix("Value error, ").removeprefix(f"{field}: ")
+        parts.append(f"{prefix}{field}: {message}")
     return "; ".join(parts)
 
 

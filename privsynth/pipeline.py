@@ -94,7 +94,8 @@ class RunContext:
         self.run_id = run_id
         self.keep_private = keep_private
         self.progress = progress or (lambda line: logger.info("%s", line))
-        self.private_dir = Path(tempfile.mkdtemp(prefix="privsynth-private-"))
+        sweep_private_leftovers()
+        self.private_dir = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
         os.chmod(self.private_dir, 0o700)
         self._handle: DataHandle | None = None
 
@@ -122,6 +123,33 @@ class RunContext:
 
 
 Runner = Callable[..., Any]
+
+PRIVATE_PREFIX = "privsynth-private-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_private_leftovers() -> list[str]:
+    """Delete the private folders of runs whose process is gone (a killed run cannot clean up after itself).
+
+    Folder names carry the owning process id; a folder of a live process, or one not named that way,
+    is left alone.
+    """
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{PRIVATE_PREFIX}*"):
+        pid_text = folder.name[len(PRIVATE_PREFIX):].split("-", 1)[0]
+        if pid_text.isdigit() and not _alive(int(pid_text)) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder.name)
+    return removed
 
 
 def direct(name: str, stage: Callable[..., Any], *args: Any) -> Any:

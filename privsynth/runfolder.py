@@ -118,7 +118,13 @@ class RunFolder:
                     raise RunFolderError(f"output folder {str(path)!r} holds a different run ({manifest.get('run_id')}) "
                                          "with a release; choose an empty or new --output folder")
                 # A run that failed before its release (bad input, refused budget) holds nothing worth
-                # keeping: its public leftovers are cleared and the folder is reused.
+                # keeping: its public leftovers are cleared and the folder is reused, unless the folder
+                # also holds files that are not its artifacts (the user's own: never deleted).
+                listed = {MANIFEST, *manifest.get("artifacts", {})}
+                others = [p.name for p in path.iterdir() if not p.name.startswith(".") and p.name not in listed]
+                if others:
+                    raise RunFolderError(f"output folder {str(path)!r} is not empty and holds no privsynth run but a "
+                                         "failed one and other files; choose an empty or new --output folder")
                 RunFolder(path, manifest).clear()
                 return RunFolder.open(path, run_key, run_id)
             manifest.setdefault("attempts", 1)

@@ -320,7 +320,7 @@ def _cli_run(toy: dict, tmp: Path, api_url: str, fault: str | None) -> subproces
     (tmp / "system-tmp").mkdir(exist_ok=True)
     env = dict(os.environ, PREFECT_HOME=str(tmp / "prefect-home"), PREFECT_API_URL=api_url,
                PRIVSYNTH_RELEASE_STORE=str(tmp / "releases"), GX_ANALYTICS_ENABLED="false",
-               TMPDIR=str(tmp / "system-tmp"))
+               TMPDIR=str(tmp / "system-tmp"), PRIVSYNTH_SLOT_WAIT_S="5")  # a killed run's slot: wait 5 s, go on
     env.pop(FAULT_ENV, None)
     if fault:
         env[FAULT_ENV] = fault

@@ -268,3 +268,17 @@ def test_paths_that_climb_out_of_the_working_folder_are_refused(field):
     value = "../../elsewhere/x.parquet" if field == "sink" else "../../elsewhere"
     with pytest.raises(privsynth.ParameterError, match=r"'\.\.'"):
         privsynth.synthesize(toy_frame(10), SCHEMA, unlimited=True, **{**FAST, field: value})
+
+
+def test_a_killed_runs_private_folder_is_swept_by_the_next_run(tmp_path, monkeypatch):
+    from privsynth.pipeline import PRIVATE_PREFIX, sweep_private_leftovers
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / f"{PRIVATE_PREFIX}999999999-abc"  # no process has this id
+    live = tmp_path / f"{PRIVATE_PREFIX}{os.getpid()}-def"
+    other = tmp_path / f"{PRIVATE_PREFIX}unnamed"
+    for folder in (dead, live, other):
+        folder.mkdir()
+        (folder / "raw.parquet").write_bytes(b"private")
+    assert sweep_private_leftovers() == [dead.name]
+    assert not dead.exists() and live.exists() and other.exists()

@@ -74,8 +74,6 @@ def test_folder_of_a_run_that_failed_before_its_release_is_reused(tmp_path):
     assert RunFolder.load(tmp_path).manifest["run_id"] == "run-2"
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: RunFolder.open clears the failed run's manifest and artifacts "
-                                       "before it finds the folder holds other files, then refuses it (see report)")
 def test_failed_run_folder_with_other_files_is_refused_untouched(tmp_path):
     failed = RunFolder.open(tmp_path, KEY, "run-1")
     atomic_write_bytes(failed.file("validation.json"), b'{"success": false}')

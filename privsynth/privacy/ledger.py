@@ -559,7 +559,8 @@ class BudgetLedger:
         raise NoiseAlreadyDrawnError(
             f"dataset {dataset!r}: noise was already drawn for this release, but its stored copy is gone "
             "(a run killed after drawing, or another release store); drawing again would be a second release "
-            "for one charge. Start a new run (a new release, charged again); nothing was drawn")
+            "for one charge. Start a new run (a new release, charged again; a seeded run needs another --seed, "
+            "since its key has no per-run part); nothing was drawn")
 
     def noise_drawn(self, dataset: str, release_key: str) -> bool:
         """Whether noise was drawn for this release key (read-only)."""
