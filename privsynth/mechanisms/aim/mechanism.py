@@ -70,6 +70,8 @@ class Config(MechanismConfig):
         8.0, description="cap on the junction tree size in MB (paper: 80; smaller is faster, see benchmarks/README.md)")
     iterations_per_round: int = Field(100, description="mirror-descent iterations after each measurement (warm started)")
     final_iterations: int = Field(500, description="mirror-descent iterations of the final fit")
+    tolerance: float = Field(1e-4, description="a fit after a round stops early when the loss falls by less than "
+                                               "this fraction over 25 iterations (0 = never)")
     sample_rows: int | None = Field(None, description="records drawn from the model; None = the DP estimate of n")
 
     @field_validator("k")
@@ -91,6 +93,13 @@ class Config(MechanismConfig):
     def _iterations(cls, v: int, info) -> int:
         if v < 1:
             raise ValueError(f"{info.field_name} must be >= 1, got {v}")
+        return v
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerance(cls, v: float) -> float:
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"tolerance must be a finite number >= 0, got {v}")
         return v
 
     @field_validator("max_model_size_mb")
@@ -277,7 +286,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         rho_used += gaussian_rho(sigma)
     initial_rho = rho_used
     model = GraphicalModel(sizes, [m.clique for m in measured], n_estimate(measured))
-    alpha = model.fit(measured, config.iterations_per_round)
+    alpha = model.fit(measured, config.iterations_per_round, tolerance=config.tolerance)
     log: list[RoundLog] = []
     terminate = False
     while not terminate:
@@ -301,7 +310,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         log.append(RoundLog(pick, sigma, eps, round_rho))
         before = estimates[pick]
         model = GraphicalModel(sizes, model.model_cliques + [pick], n_estimate(measured), model.potentials)
-        alpha = model.fit(measured, config.iterations_per_round, alpha)
+        alpha = model.fit(measured, config.iterations_per_round, alpha, config.tolerance)
         after = model.marginal(pick)
         if not terminate and np.abs(after - before).sum() <= math.sqrt(2.0 / math.pi) * sigma * y.size:
             sigma /= 2.0

@@ -388,10 +388,12 @@ class GraphicalModel:
 
     # ---------------------------------------------------------------- estimation
 
-    def fit(self, measurements: Sequence[NoisyMarginal], iterations: int, alpha: float | None = None) -> float:
+    def fit(self, measurements: Sequence[NoisyMarginal], iterations: int, alpha: float | None = None,
+            tolerance: float = 0.0) -> float:
         """Mirror descent on L(mu) = sum_m ||mu_m - y_m||^2 / (2 sigma_m^2) over the marginal polytope
-        (McKenna et al. 2019, Alg. 1, Armijo line search), from the current potentials. Returns the
-        final step size (to warm start the next fit)."""
+        (McKenna et al. 2019, Alg. 1, Armijo line search), from the current potentials, for at most
+        ``iterations`` steps; with ``tolerance`` > 0 it stops once the loss falls by less than that
+        fraction over 25 steps. Returns the final step size (to warm start the next fit)."""
         hosts = {}
         for m in measurements:
             hosts[m.clique] = next(c for c in self.model_cliques if set(m.clique) <= set(c))
@@ -404,7 +406,8 @@ class GraphicalModel:
         theta = self.potentials
         mu = self._model_marginals(self.beliefs)
         loss, grad = self._loss_and_grad(mu, measurements, hosts)
-        for _ in range(iterations):
+        checkpoint = loss
+        for step in range(1, iterations + 1):
             theta2 = {c: theta[c] - alpha * grad[c] for c in theta}
             beliefs2 = self._calibrate(theta2)
             mu2 = self._model_marginals(beliefs2)
@@ -415,6 +418,10 @@ class GraphicalModel:
                 alpha *= 1.01
             else:
                 alpha *= 0.5
+            if tolerance > 0 and step % 25 == 0:
+                if checkpoint - loss <= tolerance * abs(loss):
+                    break
+                checkpoint = loss
         self.potentials = theta
         return alpha
 
