@@ -48,6 +48,11 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_path: Path, out: Path) -> None:
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(ROOT))
@@ -67,13 +72,13 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
         module.check_config(config, domain)
     noise = SeededNoise(seed, f"bench-peers-{name}-{epsilon}")
     noise.authorize(f"bench-peers-{name}-{epsilon}")
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     stats = module.collect_statistics(Histogram.of_codes(codes), domain, config)
     release = module.run(stats, domain, config, noise)
     synthetic = round_release(release, domain, None if release.exact else codes.shape[0], noise.post_rng)
     seconds = time.perf_counter() - t0
     np.save(out.with_suffix(".npy"), synthetic)
-    out.write_text(json.dumps({"seconds": seconds, "peak_rss_mb": _rss_mb(),
+    out.write_text(json.dumps({"seconds": seconds, "cpu_seconds": _cpu_seconds() - cpu0, "peak_rss_mb": _rss_mb(),
                                "epsilon_reported": module.privacy_cost(config).epsilon_at(delta)}))
 
 
@@ -86,14 +91,15 @@ def worker_smartnoise(name: str, epsilon: float, delta: float, seed: int, codes_
     np.random.seed(seed)
     from snsynth import Synthesizer
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     options = {"degree": 3, "max_cells": 10**9} if name == "aim" else {}
     synth = Synthesizer.create(name, epsilon=float(epsilon), delta=float(delta), **options)
     synth.fit(frame, categorical_columns=list(frame.columns), preprocessor_eps=0.0)
     sample = synth.sample(codes.shape[0])
     seconds = time.perf_counter() - t0
     np.save(out.with_suffix(".npy"), sample[list(frame.columns)].to_numpy().astype(np.int64))
-    out.write_text(json.dumps({"seconds": seconds, "peak_rss_mb": _rss_mb(), "epsilon_reported": None}))
+    out.write_text(json.dumps({"seconds": seconds, "cpu_seconds": _cpu_seconds() - cpu0, "peak_rss_mb": _rss_mb(),
+                               "epsilon_reported": None}))
 
 
 # ---------------------------------------------------------------- driver
@@ -137,17 +143,19 @@ def run_one(kind: str, name: str, epsilon: float, delta: float, seed: int, codes
 
 
 def format_rows(rows: list[dict]) -> str:
-    head = "| run | eps | seed | 1-way mean TV | 2-way mean TV | 3-way mean TV | wall s | peak RSS MB | note |"
-    lines = [head, "|" + "---|" * 9]
+    head = "| run | eps | seed | 1-way mean TV | 2-way mean TV | 3-way mean TV | wall s | CPU s | peak RSS MB | note |"
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
         if r["status"] != "ok":
             secs = f"{r['seconds']:.0f}" if "seconds" in r else "-"
-            lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | - | - | - | {secs} | - | {r['status']}: {r['reason']} |")
+            lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | - | - | - | {secs} | - | - | {r['status']}: {r['reason']} |")
             continue
         tv = " | ".join(f"{r['errors'][str(k)]['mean_tv']:.4f}" for k in KS)
         secs = "-" if r.get("seconds") is None else f"{r['seconds']:.1f}"
+        cpu = "-" if r.get("cpu_seconds") is None else f"{r['cpu_seconds']:.1f}"
         rss = "-" if r.get("peak_rss_mb") is None else f"{r['peak_rss_mb']:.0f}"
-        lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | {tv} | {secs} | {rss} | {r.get('note', '')} |")
+        note = "" if r.get("epsilon_reported") is None else f"reported eps {r['epsilon_reported']:.3f}"
+        lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | {tv} | {secs} | {cpu} | {rss} | {note} |")
     return "\n".join(lines)
 
 
@@ -159,11 +167,13 @@ def summary_rows(rows: list[dict]) -> str:
     for r in rows:
         if r["status"] == "ok" and r["seed"] != "-":
             groups.setdefault((r["run"], r["epsilon"]), []).append(r)
-    lines = ["| run | eps | seeds | 1-way | 2-way | 3-way | wall s (mean) | peak RSS MB (max) |", "|" + "---|" * 8]
+    lines = ["| run | eps | seeds | 1-way | 2-way | 3-way | wall s (mean) | CPU s (mean) | peak RSS MB (max) |",
+             "|" + "---|" * 9]
     for (run, eps), rs in groups.items():
         tv = " | ".join(f"{np.mean([r['errors'][str(k)]['mean_tv'] for r in rs]):.4f}" for k in KS)
         lines.append(f"| {run} | {eps} | {','.join(str(r['seed']) for r in rs)} | {tv} | "
-                     f"{np.mean([r['seconds'] for r in rs]):.1f} | {max(r['peak_rss_mb'] for r in rs):.0f} |")
+                     f"{np.mean([r['seconds'] for r in rs]):.1f} | {np.mean([r['cpu_seconds'] for r in rs]):.1f} | "
+                     f"{max(r['peak_rss_mb'] for r in rs):.0f} |")
     return "\n".join(lines)
 
 

@@ -210,6 +210,10 @@ def test_check_config_names_the_option():
         aim.Config(max_model_size_mb=0)
     with pytest.raises(ValidationError, match="iterations_per_round"):
         aim.Config(iterations_per_round=0)
+    with pytest.raises(ValidationError, match="tolerance"):
+        aim.Config(tolerance=-1.0)
+    with pytest.raises(ValidationError, match="max_rounds"):
+        aim.Config(max_rounds=0)
 
 
 # ---------------------------------------------------------------- the graphical model

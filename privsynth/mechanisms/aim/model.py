@@ -3,10 +3,11 @@
 A discrete Markov random field whose potentials live on the measured cliques (as in private-pgm /
 mbi, McKenna et al. 2019): the structure (junction tree, its maximal cliques, and the model size in
 MB that AIM caps) comes from ``mbi.junction_tree``; estimation, inference and sampling are numpy
-code in this module. Why not mbi's own estimator: its jitted mirror descent recompiles whenever the
-set of measured cliques changes, i.e. every AIM round (about 10 s per compile for Adult on 2 cores),
-and its out-of-model marginals (``MarkovRandomField.project`` -> variable elimination) took about
-1.3 s per 3-way query, while AIM scores several hundred candidates per round. The numpy code below
+code in this module. Why not mbi's own estimator (``mbi.estimation.MirrorDescent``): its jitted step
+is compiled per set of measured cliques (on Adult, 1-way plus eight 3-way measurements: 11.5 s for
+the first 100-iteration fit, 0.07 s for a second fit with the same cliques) and AIM changes that set
+every round; and its out-of-model marginals (``MarkovRandomField.project``, variable elimination)
+took about 1.3 s per 3-way query, while AIM scores several hundred candidates per round. The numpy code below
 does the same mirror descent (Armijo line search, McKenna et al. 2019 Alg. 1), warm started across
 rounds, and answers every candidate from one calibration per round.
 
