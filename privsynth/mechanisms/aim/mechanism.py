@@ -24,8 +24,9 @@ selection score has sensitivity equal to its weight under add/remove-one):
 * the last round: once what is left is below twice the round cost, one round spends exactly what is
   left (0.9 measures, 0.1 selects) and the mechanism stops.
 The number of rounds and each round's budget depend on earlier DP outputs; the running total never
-exceeds rho and composition with adaptively chosen zCDP budgets under a fixed total is covered by
-zCDP privacy filters (Whitehouse, Ramdas, Rogers & Wu 2023), as in the AIM paper (Thm. 1).
+exceeds rho, and composing zCDP steps whose budgets are chosen adaptively, stopping before a fixed
+total is passed, is rho-zCDP by the Renyi / zCDP privacy filter (Feldman & Zrnic 2021; Whitehouse,
+Ramdas, Rogers & Wu 2023), the argument of the AIM paper's privacy theorem.
 
 Candidates of a round are those whose addition keeps the model (mbi's junction tree size) under
 ``max_model_size_mb * rho_used / rho``, plus every marginal already inside the model.
