@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from privsynth.encoding import Domain, one_hot
-from privsynth.mechanisms import rap
-from privsynth.mechanisms.rap_backend import (
+from privsynth.mechanisms.rap import mechanism as rap
+from privsynth.mechanisms.rap.backend import (
     MarginalPlan,
     block_softmax,
     blockwise,
@@ -22,6 +22,7 @@ from privsynth.mechanisms.rap_backend import (
     sparsemax,
 )
 from privsynth.privacy.accounting import rho_from_epsilon_delta
+from privsynth.privacy.spending import rho_allowance
 from privsynth.privacy.noise import NoiseSource, SeededNoise
 from privsynth.rounding import round_release
 from privsynth.workload import all_marginals, marginal_counts, relaxed_marginal
@@ -79,9 +80,14 @@ def run_small(config: rap.Config, noise: NoiseSource, seed: int = 0):
                                      (0.20, 4.609872e-04), (0.25, 7.194655e-04), (0.50, 2.861463e-03),
                                      (1.00, 1.131741e-02)])
 def test_rho_matches_spec_table(eps, rho):
+    # The spec's table is RAP's classic inversion; rap itself now spends the tight allowance, which
+    # is larger (the classic bound is loose) and converts back to exactly the requested epsilon.
+    assert rho_from_epsilon_delta(eps, ADULT_DELTA) == pytest.approx(rho, rel=2e-6)
     cfg = rap.Config(epsilon=eps, delta=ADULT_DELTA)
-    assert rap.budget(cfg).rho == pytest.approx(rho, rel=2e-6)
-    assert rap.privacy_cost(cfg).rho == pytest.approx(rho, rel=2e-6)
+    assert rap.budget(cfg).rho == rho_allowance(eps, ADULT_DELTA)
+    assert rap.privacy_cost(cfg).rho == rho_allowance(eps, ADULT_DELTA)
+    assert rap.privacy_cost(cfg).rho > rho
+    assert rap.privacy_cost(cfg).epsilon_at(ADULT_DELTA) == pytest.approx(eps, rel=1e-6)
 
 
 def test_rho_generic_values_and_round_trip():
@@ -96,17 +102,21 @@ def test_rho_generic_values_and_round_trip():
 def test_sigma_matches_spec_examples(eps, t, k, sigma):
     # The spec's sigma = sqrt(TK/rho)/n is on proportions with all of rho split over 2TK calls; ours
     # is on counts and first sets aside n_hat_share of rho, so sigma_counts / n = spec / sqrt(1 - share).
+    # The spec's rho is the classic inversion; ours is rho_allowance, so sigma scales by sqrt(classic / tight).
     cfg = rap.Config(epsilon=eps, delta=ADULT_DELTA, rounds=t, picks_per_round=k, n_hat_share=0.01)
     b = rap.budget(cfg)
     assert b.sigma == b.beta
-    assert b.sigma / 48842 * math.sqrt(1 - 0.01) == pytest.approx(sigma, rel=2e-6)
+    ratio = math.sqrt(rho_allowance(eps, ADULT_DELTA) / rho_from_epsilon_delta(eps, ADULT_DELTA))
+    assert b.sigma / 48842 * math.sqrt(1 - 0.01) * ratio == pytest.approx(sigma, rel=2e-6)
+    assert b.sigma == pytest.approx(math.sqrt(t * k / ((1 - 0.01) * rho_allowance(eps, ADULT_DELTA))), rel=1e-12)
     assert b.rho_n + 2 * t * k * b.rho0 == pytest.approx(b.rho, rel=1e-12)
 
 
-def test_reported_epsilon_never_exceeds_requested():
+def test_reported_epsilon_is_the_requested_one():
     for eps in (0.3, 1.0, 3.0):
         cfg = rap.Config(epsilon=eps, delta=1e-9)
-        assert rap.privacy_cost(cfg).epsilon_at(1e-9) <= eps + 1e-9
+        assert rap.privacy_cost(cfg).epsilon_at(1e-9) <= eps * (1 + 1e-9)
+        assert rap.privacy_cost(cfg).epsilon_at(1e-9) == pytest.approx(eps, rel=1e-6)
 
 
 @pytest.mark.parametrize("selection", ["marginal", "cell"])
@@ -129,9 +139,9 @@ def test_calls_made_compose_to_rho(selection):
 
 
 def test_one_shot_budget_parts_sum_to_rho_hand_computed():
-    # eps 1, delta 1e-9: rho = (sqrt(ln 1e9 + 1) - sqrt(ln 1e9))^2; 1-way share 0.1 over d = 15
+    # eps 1, delta 1e-9: rho = rho_allowance(1, 1e-9) (tight conversion); 1-way share 0.1 over d = 15
     # attributes: sigma = sqrt(15 / (2 * 0.1 * rho)); 2-way share 0.2 over 105 pairs: sqrt(105 / (0.4 rho)).
-    rho = (math.sqrt(math.log(1e9) + 1) - math.sqrt(math.log(1e9))) ** 2
+    rho = rho_allowance(1.0, 1e-9)
     cfg = rap.Config(epsilon=1.0, delta=1e-9, init_one_way_share=0.1, init_two_way_share=0.2,
                      rounds=5, picks_per_round=4, n_hat_share=0.01)
     b = rap.budget(cfg)
@@ -262,6 +272,29 @@ def test_too_many_picks_is_refused():
     cfg = rap.Config(epsilon=1.0, k=2, candidates="workload", rounds=4, picks_per_round=2)
     with pytest.raises(ValueError, match="rounds \\* picks_per_round"):
         run_small(cfg, SeededNoise(0, "test-key"))
+
+
+def test_check_config_refuses_before_any_data_or_charge():
+    """The default config on a 4-column table asks for 12 x 6 picks among 14 candidates: check_config
+    (called by the plan before the budget is charged) refuses it from the config and domain alone."""
+    _, dom = small_data()
+    with pytest.raises(ValueError, match="rounds \\* picks_per_round = 72 exceeds the 14 candidate marginals"):
+        rap.check_config(rap.Config(epsilon=1.0), dom)
+    with pytest.raises(ValueError, match="k=3 exceeds the number of attributes"):
+        rap.check_config(rap.Config(epsilon=1.0), Domain(("a", "b"), (2, 2)))
+    assert rap.check_config(rap.Config(epsilon=1.0, rounds=2, picks_per_round=7), dom) is None
+    cells = rap.Config(epsilon=1.0, selection="cell", rounds=10, picks_per_round=50)
+    with pytest.raises(ValueError, match="candidate cells"):
+        rap.check_config(cells, dom)   # 3*4*2*3 domain: far fewer than 500 cells in the closure
+
+
+def test_rap_package_keeps_the_module_contract():
+    from privsynth.mechanisms import get_mechanism
+
+    module = get_mechanism("rap")
+    for name in ("NAME", "Config", "privacy_cost", "releases_n_estimate", "collect_statistics", "run", "check_config"):
+        assert hasattr(module, name), name
+    assert module.NAME == "rap" and module.run is rap.run
 
 
 @pytest.mark.parametrize("parametrization", ["softmax", "sparsemax"])

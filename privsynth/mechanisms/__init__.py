@@ -9,6 +9,7 @@ import importlib
 from types import ModuleType
 
 MECHANISM_MODULES: dict[str, str] = {
+    "aim": "privsynth.mechanisms.aim",
     "rap": "privsynth.mechanisms.rap",
     "reduced_space": "privsynth.mechanisms.reduced_space",
     "private_sampling": "privsynth.mechanisms.private_sampling",

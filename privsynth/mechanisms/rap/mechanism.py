@@ -1,8 +1,12 @@
 """RAP: relaxed adaptive projection (Aydore et al., ICML 2021; spec ../shared/specs/rap.md).
 
-Guarantee: the release is rho-zCDP for neighbouring tables that differ by adding or removing one
-record, with rho = (sqrt(ln(1/delta) + epsilon) - sqrt(ln(1/delta)))^2 (RAP Alg. 2, first line), hence
-(epsilon, delta)-DP; the report states the (smaller) epsilon of the tight zCDP conversion.
+Guarantee: this release is rho-zCDP with rho = ``rho_allowance(epsilon, delta)`` for add/remove-one
+neighbours (tables that differ by adding or removing one record): the largest rho whose tight zCDP
+conversion (Canonne, Kamath & Steinke 2020) gives (epsilon, delta)-DP, so the report states exactly
+the requested epsilon. (RAP's paper, Alg. 2, inverts the classic conversion instead,
+rho = (sqrt(ln(1/delta) + epsilon) - sqrt(ln(1/delta)))^2, which spends only 0.88 of epsilon 1 at
+delta 1e-9.) Every measurement goes through ``noise.add_gaussian`` (with SecureNoise, OpenDP applies
+the Gaussian mechanism to the statistic itself).
 
 What is measured (all on *counts*, so every sensitivity is stated under add/remove-one):
 * the total count n: one Gaussian measurement, sensitivity 1, budget ``n_hat_share * rho``. It only
@@ -66,7 +70,7 @@ from pydantic import Field, field_validator, model_validator
 
 from privsynth.encoding import Domain
 from privsynth.mechanisms.base import MechanismConfig, Release
-from privsynth.mechanisms.rap_backend import (
+from privsynth.mechanisms.rap.backend import (
     AdamState,
     MarginalPlan,
     ProjectionSettings,
@@ -75,8 +79,9 @@ from privsynth.mechanisms.rap_backend import (
     project,
     to_relaxed,
 )
-from privsynth.privacy.accounting import PrivacyCost, rho_from_epsilon_delta
+from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
+from privsynth.privacy.spending import rho_allowance
 from privsynth.workload import Marginal, accumulate_marginals, all_marginals, random_marginals
 
 NAME = "rap"
@@ -170,9 +175,9 @@ class Budget:
 
 
 def budget(config: Config) -> Budget:
-    """rho from (epsilon, delta) (RAP Alg. 2); stated shares for n and the optional one-shot 1-/2-way
-    measurements; the rest split in 2 T K equal calls (half select, half measure)."""
-    rho = rho_from_epsilon_delta(config.epsilon, config.delta)
+    """rho = rho_allowance(epsilon, delta) (tight conversion); stated shares for n and the optional
+    one-shot 1-/2-way measurements; the rest split in 2 T K equal calls (half select, half measure)."""
+    rho = rho_allowance(config.epsilon, config.delta)
     rho_n = config.n_hat_share * rho
     rho_1 = config.init_one_way_share * rho
     rho_2 = config.init_two_way_share * rho
@@ -219,13 +224,31 @@ def privacy_cost(config: Config) -> PrivacyCost:
         f"{t}x{k} report-noisy-max (Gumbel, scale {b.beta:.6g}) + Gaussian measurements (sigma {b.sigma:.6g}) "
         f"at {b.rho0:.6g} each",
         notes=(
-            f"rho from (epsilon={config.epsilon}, delta={config.delta}) by RAP's formula "
-            "(sqrt(ln(1/delta)+eps) - sqrt(ln(1/delta)))^2; the reported epsilon uses the tight conversion",
+            f"rho = rho_allowance(epsilon={config.epsilon}, delta={config.delta}): the largest rho whose tight "
+            "zCDP conversion fits the requested (epsilon, delta)",
             f"selection granularity: {config.selection}; workload: {'all' if config.workload_size is None else config.workload_size} "
             f"{config.k}-way marginals (seed {config.workload_seed}); candidates: {config.candidates}",
             "defaults were tuned on the real Adult data (non-private tuning, as in the paper)",
         ),
     )
+
+
+def n_candidate_items(config: Config, domain: Domain) -> int:
+    """How many items selection picks among (data-free): candidate marginals, or their cells."""
+    cands = candidate_marginals(config, domain)
+    if config.selection == "marginal":
+        return len(cands)
+    return sum(domain.size_of(m) for m in cands)
+
+
+def check_config(config: Config, domain: Domain) -> None:
+    """Every config problem visible before any data is read (the plan calls this before charging)."""
+    if config.k > domain.n_attributes:
+        raise ValueError(f"k={config.k} exceeds the number of attributes ({domain.n_attributes})")
+    n_items = n_candidate_items(config, domain)
+    if config.rounds * config.picks_per_round > n_items:
+        raise ValueError(f"rounds * picks_per_round = {config.rounds * config.picks_per_round} exceeds the {n_items} "
+                         f"candidate {config.selection}s of this domain; lower rounds or picks_per_round")
 
 
 # ---------------------------------------------------------------- statistics (one streaming pass)
@@ -296,12 +319,10 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
     n_first = len(first)
     first_cells = int(plan.starts[n_first])          # the one-shot marginals come first in the plan
     t_rounds, k_picks = config.rounds, config.picks_per_round
+    check_config(config, domain)
     n_items = len(cands) if config.selection == "marginal" else plan.total_cells - first_cells
-    if t_rounds * k_picks > n_items:
-        raise ValueError(f"rounds * picks_per_round = {t_rounds * k_picks} exceeds the {n_items} candidate "
-                         f"{config.selection}s; lower rounds or picks_per_round")
 
-    n_hat = max(1.0, statistics.n + float(noise.gaussian(b.sigma_n, 1)[0]))
+    n_hat = max(1.0, float(noise.add_gaussian(np.array([float(statistics.n)]), b.sigma_n)[0]))
 
     noisy = np.zeros(plan.total_cells)           # noisy counts of measured cells, internal order
     cell_sigma = np.full(plan.total_cells, np.inf)  # noise scale of each measured cell (inf = unmeasured)
@@ -313,7 +334,7 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
         # One Gaussian draw over the concatenated count vector of all marginals of this order.
         sl = np.concatenate([np.arange(plan.starts[i], plan.starts[i + 1]) for i in idx])
         sigma_init = one_shot_sigma(rho_part, len(idx))
-        noisy[sl] = counts[sl] + noise.gaussian(sigma_init, sl.size)
+        noisy[sl] = noise.add_gaussian(counts[sl], sigma_init)
         cell_sigma[sl] = sigma_init
         init_sigmas[f"sigma_init_{order}way"] = sigma_init
 
@@ -353,7 +374,7 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
                 lo, hi = plan.starts[n_first + i], plan.starts[n_first + i + 1]
             else:
                 lo, hi = first_cells + i, first_cells + i + 1
-            noisy[lo:hi] = counts[lo:hi] + noise.gaussian(b.sigma, hi - lo)
+            noisy[lo:hi] = noise.add_gaussian(counts[lo:hi], b.sigma)
             cell_sigma[lo:hi] = b.sigma
         fit()
 

@@ -2,8 +2,8 @@
 so that a GPU backend (JAX, CuPy, PyTorch) can replace this module without touching the privacy code.
 
 Nothing here touches privacy: every function is either a deterministic function of (private)
-statistics handed to it by ``rap.py`` (score computation) or post-processing of noisy answers
-(projection). The privacy noise is drawn in ``rap.py`` only.
+statistics handed to it by ``mechanism.py`` (score computation) or post-processing of noisy answers
+(projection). The privacy noise is drawn in ``mechanism.py`` only.
 
 Layout. A relaxed dataset is an (n' x width) matrix X in the one-hot layout of a ``Domain``: each
 attribute block of each row is a probability vector. The relaxed answer of a k-way marginal S is

@@ -1,0 +1,343 @@
+"""AIM: an adaptive and iterative mechanism (McKenna, Mullins, Sheldon, Miklau, VLDB 2022).
+
+Guarantee: this release is rho-zCDP with rho = ``rho_allowance(epsilon, delta)`` for add/remove-one
+neighbours (tables that differ by adding or removing one record), the largest rho whose tight
+conversion (Canonne, Kamath & Steinke 2020) gives (epsilon, delta)-DP, so the report states exactly
+the requested epsilon.
+
+What is measured, and what each step costs (every count marginal has L2 sensitivity 1 and every
+selection score has sensitivity equal to its weight under add/remove-one):
+* start: every 1-way marginal, Gaussian sigma_0 = sqrt(T / (2 * 0.9 * rho)) each (rho = 1/(2 sigma^2)
+  per marginal), with T = ``max_rounds`` (default 16 d, the paper's);
+* each round t: one candidate marginal r of the workload's downward closure is selected by the
+  exponential mechanism (Gumbel report-noisy-max, ``noise.noisy_max``) on
+      q_r = w_r * (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) * sigma_t * cells(r)),
+  where w_r = sum_{s in W} c_s |r ∩ s| (c_s the workload weights) and p_hat the current model,
+  a function of earlier DP outputs only. One record moves one cell of M_r(D) by one, so q_r moves
+  by at most w_r: the sensitivity is Delta = max_r w_r and the Gumbel scale 2 Delta / eps_t makes
+  the selection eps_t-DP, i.e. eps_t^2 / 8-zCDP (bounded range, Cesar & Rogers 2021). The selected
+  marginal is measured with Gaussian noise sigma_t: 1 / (2 sigma_t^2)-zCDP. Round budget:
+  eps_t = sqrt(8 * 0.1 * rho / T) and sigma_t as sigma_0 initially, i.e. 0.1 / 0.9 of the round's
+  rho selects / measures;
+* annealing (paper, Alg. 2): when a measurement changes the model's estimate of that marginal by less
+  than sqrt(2/pi) * sigma_t * cells(r) in L1, sigma halves and eps doubles (the round cost x4);
+* the last round: once what is left is below twice the round cost, one round spends exactly what is
+  left (0.9 measures, 0.1 selects) and the mechanism stops.
+The number of rounds and each round's budget depend on earlier DP outputs; the running total never
+exceeds rho, and composing zCDP steps whose budgets are chosen adaptively, stopping before a fixed
+total is passed, is rho-zCDP by the Renyi / zCDP privacy filter (Feldman & Zrnic 2021; Whitehouse,
+Ramdas, Rogers & Wu 2023), the argument of the AIM paper's privacy theorem.
+
+Candidates of a round are those whose addition keeps the model (mbi's junction tree size) under
+``max_model_size_mb * rho_used / rho``, plus every marginal already inside the model.
+
+Post-processing (no privacy cost): the graphical model (``model.py``) fitted to all noisy
+measurements by mirror descent, warm started across rounds; the estimate of n is the inverse-variance
+weighted mean of the noisy totals of all measurements; the release is ``sample_rows`` (default: that
+estimate) records drawn from the model with ``noise.post_rng``, published as distinct one-hot rows
+weighted by their frequency, and every noisy marginal with its sigma (``Release.measurements``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from privsynth.encoding import Domain, one_hot
+from privsynth.mechanisms.aim.model import GraphicalModel, NoisyMarginal, downward_closure, model_size_mb
+from privsynth.mechanisms.base import MechanismConfig, Measurement, Release
+from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.noise import NoiseSource
+from privsynth.privacy.spending import rho_allowance
+from privsynth.workload import Marginal, StatisticsInput, accumulate_marginals, all_marginals
+
+NAME = "aim"
+
+MEASURE_SHARE = 0.9   # of each round's rho (paper: 0.9 measures, 0.1 selects)
+
+
+class Config(MechanismConfig):
+    """AIM parameters; the paper's defaults unless stated."""
+
+    k: int = Field(3, description="order of the workload marginals (all k-way marginals of the binning)")
+    marginal_weights: tuple[tuple[tuple[int, ...], float], ...] = Field(
+        (), description="per-marginal workload weights ((attribute indices), weight); unlisted marginals weigh 1")
+    max_rounds: int | None = Field(None, description="T of the initial round budget; None = 16 x number of attributes")
+    max_model_size_mb: float = Field(
+        8.0, description="cap on the junction tree size in MB (paper: 80; smaller is faster, see benchmarks/README.md)")
+    iterations_per_round: int = Field(100, description="mirror-descent iterations after each measurement (warm started)")
+    final_iterations: int = Field(500, description="mirror-descent iterations of the final fit")
+    tolerance: float = Field(1e-4, description="a fit after a round stops early when the loss falls by less than "
+                                               "this fraction over 25 iterations (0 = never)")
+    sample_rows: int | None = Field(None, description="records drawn from the model; None = the DP estimate of n")
+
+    @field_validator("k")
+    @classmethod
+    def _k(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"k must be >= 1, got {v}")
+        return v
+
+    @field_validator("max_rounds", "sample_rows")
+    @classmethod
+    def _positive_or_none(cls, v: int | None, info) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"{info.field_name} must be >= 1 or None, got {v}")
+        return v
+
+    @field_validator("iterations_per_round", "final_iterations")
+    @classmethod
+    def _iterations(cls, v: int, info) -> int:
+        if v < 1:
+            raise ValueError(f"{info.field_name} must be >= 1, got {v}")
+        return v
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerance(cls, v: float) -> float:
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"tolerance must be a finite number >= 0, got {v}")
+        return v
+
+    @field_validator("max_model_size_mb")
+    @classmethod
+    def _size(cls, v: float) -> float:
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"max_model_size_mb must be a finite number > 0, got {v}")
+        return v
+
+    @field_validator("marginal_weights")
+    @classmethod
+    def _weights(cls, v: tuple) -> tuple:
+        seen = set()
+        for marginal, weight in v:
+            key = tuple(sorted(marginal))
+            if len(set(key)) != len(key) or any(a < 0 for a in key):
+                raise ValueError(f"marginal_weights: {marginal} must list distinct attribute indices >= 0")
+            if key in seen:
+                raise ValueError(f"marginal_weights: {marginal} is listed twice")
+            seen.add(key)
+            if not (math.isfinite(weight) and weight >= 0):
+                raise ValueError(f"marginal_weights: the weight of {marginal} must be a finite number >= 0, got {weight}")
+        return v
+
+
+# ---------------------------------------------------------------- config-only checks and cost
+
+def check_config(config: Config, domain: Domain) -> None:
+    """Every config problem visible before any data is read (the plan calls this before charging)."""
+    d = domain.n_attributes
+    if config.k > d:
+        raise ValueError(f"k={config.k} exceeds the number of attributes ({d})")
+    for marginal, _ in config.marginal_weights:
+        if len(marginal) != config.k or any(a >= d for a in marginal):
+            raise ValueError(f"marginal_weights: {marginal} is not a {config.k}-way marginal of the {d} attributes")
+    if max(workload(config, domain).values()) <= 0:
+        raise ValueError("marginal_weights: at least one workload marginal needs a weight > 0")
+    initial = initial_sigma(config, d)
+    if rho_of_config(config) <= d / (2.0 * initial**2):
+        raise ValueError("max_rounds: the initial 1-way measurements would spend the whole budget; raise max_rounds")
+
+
+def rho_of_config(config: Config) -> float:
+    """The total zCDP budget: the largest rho whose tight conversion fits (epsilon, delta)."""
+    return rho_allowance(config.epsilon, config.delta)
+
+
+def rounds_parameter(config: Config, n_attributes: int) -> int:
+    return config.max_rounds if config.max_rounds is not None else 16 * n_attributes
+
+
+def initial_sigma(config: Config, n_attributes: int) -> float:
+    """sigma_0 = sqrt(T / (2 * 0.9 * rho))."""
+    return math.sqrt(rounds_parameter(config, n_attributes) / (2.0 * MEASURE_SHARE * rho_of_config(config)))
+
+
+def initial_epsilon(config: Config, n_attributes: int) -> float:
+    """eps_0 = sqrt(8 * 0.1 * rho / T)."""
+    return math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * rho_of_config(config) / rounds_parameter(config, n_attributes))
+
+
+def gaussian_rho(sigma: float, sensitivity: float = 1.0) -> float:
+    """zCDP cost of the Gaussian mechanism: Delta^2 / (2 sigma^2)."""
+    return sensitivity**2 / (2.0 * sigma**2)
+
+
+def exponential_rho(epsilon: float) -> float:
+    """zCDP cost of one eps-DP exponential-mechanism selection (bounded range): eps^2 / 8."""
+    return epsilon**2 / 8.0
+
+
+def privacy_cost(config: Config) -> PrivacyCost:
+    rho = rho_of_config(config)
+    return PrivacyCost.zcdp(
+        rho,
+        guarantee=f"AIM: {rho:.6g}-zCDP (add/remove one record): noisy 1-way marginals, then rounds of one "
+        "exponential-mechanism selection (Gumbel report-noisy-max on weighted, bias-corrected L1 errors) and one "
+        "Gaussian measurement each, annealed, the last round spending exactly what is left",
+        notes=(
+            f"rho = rho_allowance(epsilon={config.epsilon}, delta={config.delta}): the largest rho whose tight "
+            "zCDP conversion fits the requested (epsilon, delta)",
+            f"workload: all {config.k}-way marginals ({len(config.marginal_weights)} reweighted); candidates: their "
+            f"downward closure; model size cap {config.max_model_size_mb} MB",
+            "adaptive per-round budgets under a fixed total rho (zCDP privacy filter)",
+        ),
+    )
+
+
+def releases_n_estimate(config: Config) -> bool:
+    """The release carries n_estimate (post-processing of the noisy measurements)."""
+    return True
+
+
+# ---------------------------------------------------------------- workload and statistics
+
+def workload(config: Config, domain: Domain) -> dict[Marginal, float]:
+    """Every k-way marginal with its weight (1 unless listed in ``marginal_weights``)."""
+    weights = {tuple(sorted(m)): float(w) for m, w in config.marginal_weights}
+    return {m: weights.get(m, 1.0) for m in all_marginals(domain.n_attributes, config.k)}
+
+
+def candidate_weights(work: dict[Marginal, float]) -> dict[Marginal, float]:
+    """AIM's candidate weights on the downward closure: w_r = sum_{s in W} c_s |r ∩ s| (data-free).
+    Candidates of weight 0 are dropped (they could never matter to the workload)."""
+    closure = downward_closure([m for m, c in work.items() if c > 0])
+    out = {}
+    for r in sorted(closure, key=lambda m: (len(m), m)):
+        w = sum(c * len(set(r) & set(s)) for s, c in work.items())
+        if w > 0:
+            out[r] = w
+    return out
+
+
+@dataclass(frozen=True)
+class AimStatistics:
+    """PRIVATE: true counts of every candidate marginal (shape = its attributes' sizes). Never publish."""
+
+    counts: dict[Marginal, np.ndarray] = field(repr=False)
+
+
+def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) -> AimStatistics:
+    """Counts of the workload marginals (and of 1-way marginals no workload marginal holds) through
+    ``accumulate_marginals``; every other candidate by summing a workload marginal."""
+    check_config(config, domain)
+    work = [m for m, c in workload(config, domain).items() if c > 0]
+    ones = [(a,) for a in range(domain.n_attributes) if not any(a in m for m in work)]
+    counts, _ = accumulate_marginals(data, domain, work + ones)
+    tables = {m: c.reshape([domain.sizes[a] for a in m]) for m, c in counts.items()}
+    for r in list(candidate_weights(workload(config, domain))) + [(a,) for a in range(domain.n_attributes)]:
+        if r in tables:
+            continue
+        parent = next(m for m in work if set(r) <= set(m))
+        axes = tuple(i for i, a in enumerate(parent) if a not in r)
+        tables[r] = tables[parent].sum(axis=axes)
+    return AimStatistics(counts=tables)
+
+
+# ---------------------------------------------------------------- the mechanism
+
+def n_estimate(measurements: list[NoisyMarginal]) -> float:
+    """Inverse-variance weighted mean of the noisy totals (post-processing), at least 1."""
+    totals = np.array([m.values.sum() for m in measurements])
+    variances = np.array([m.sigma**2 * m.values.size for m in measurements])
+    weights = 1.0 / variances
+    return max(1.0, float(np.sum(weights * totals) / np.sum(weights)))
+
+
+def selection_scores(candidates: dict[Marginal, float], counts: dict[Marginal, np.ndarray],
+                     estimates: dict[Marginal, np.ndarray], sigma: float) -> np.ndarray:
+    """q_r = w_r * (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) sigma cells(r)), in the order of ``candidates``."""
+    out = np.empty(len(candidates))
+    for i, (r, w) in enumerate(candidates.items()):
+        bias = math.sqrt(2.0 / math.pi) * sigma * counts[r].size
+        out[i] = w * (float(np.abs(counts[r] - estimates[r]).sum()) - bias)
+    return out
+
+
+@dataclass
+class RoundLog:
+    """Public record of one round: what it selected and spent (DP outputs and config only)."""
+
+    marginal: Marginal
+    sigma: float
+    epsilon: float
+    rho: float
+
+
+def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseSource) -> Release:
+    """The AIM release (rho-zCDP as stated in the module docstring)."""
+    check_config(config, domain)
+    d = domain.n_attributes
+    sizes = domain.sizes
+    rho = rho_of_config(config)
+    cands = candidate_weights(workload(config, domain))
+    delta_q = max(cands.values())
+    sigma = initial_sigma(config, d)
+    eps = initial_epsilon(config, d)
+
+    measured: list[NoisyMarginal] = []
+    rho_used = 0.0
+    for a in range(d):
+        y = noise.add_gaussian(statistics.counts[(a,)], sigma)
+        measured.append(NoisyMarginal((a,), y, sigma))
+        rho_used += gaussian_rho(sigma)
+    initial_rho = rho_used
+    model = GraphicalModel(sizes, [m.clique for m in measured], n_estimate(measured))
+    alpha = model.fit(measured, config.iterations_per_round, tolerance=config.tolerance)
+    log: list[RoundLog] = []
+    terminate = False
+    while not terminate:
+        round_rho = exponential_rho(eps) + gaussian_rho(sigma)
+        if rho - rho_used < 2.0 * round_rho:
+            remaining = rho - rho_used
+            sigma = math.sqrt(1.0 / (2.0 * MEASURE_SHARE * remaining))
+            eps = math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * remaining)
+            round_rho = remaining
+            terminate = True
+        rho_used += round_rho
+        size_limit = config.max_model_size_mb * min(1.0, rho_used / rho)
+        inside = downward_closure(model.model_cliques)
+        small = {r: w for r, w in cands.items()
+                 if r in inside or model_size_mb(sizes, model.model_cliques + [r]) <= size_limit}
+        estimates = {r: model.marginal(r) for r in small}
+        scores = selection_scores(small, statistics.counts, estimates, sigma)
+        pick = list(small)[noise.noisy_max(scores, 2.0 * delta_q / eps)]
+        y = noise.add_gaussian(statistics.counts[pick], sigma)
+        measured.append(NoisyMarginal(pick, y, sigma))
+        log.append(RoundLog(pick, sigma, eps, round_rho))
+        before = estimates[pick]
+        model = GraphicalModel(sizes, model.model_cliques + [pick], n_estimate(measured), model.potentials)
+        alpha = model.fit(measured, config.iterations_per_round, alpha, config.tolerance)
+        after = model.marginal(pick)
+        if not terminate and np.abs(after - before).sum() <= math.sqrt(2.0 / math.pi) * sigma * y.size:
+            sigma /= 2.0
+            eps *= 2.0
+    model.fit(measured, config.final_iterations, alpha)
+
+    n_hat = n_estimate(measured)
+    rows = config.sample_rows or max(1, int(round(n_hat)))
+    codes = model.sample(rows, noise.post_rng)
+    unique, freq = np.unique(codes, axis=0, return_counts=True)
+    points = one_hot(unique, domain, dtype=np.float64)
+    return Release(
+        mechanism=NAME,
+        points=points,
+        weights=freq / freq.sum(),
+        exact=False,
+        public_facts={
+            # Config-derived values and DP outputs only.
+            "rho": rho, "rho_initial_one_way": initial_rho, "rounds": len(log),
+            "rho_per_round": [r.rho for r in log],
+            "measured_marginals": [list(r.marginal) for r in log],
+            "sigmas": [r.sigma for r in log], "selection_epsilons": [r.epsilon for r in log],
+            "model_cliques": [list(c) for c in model.model_cliques],
+            "n_estimate": n_hat, "sample_rows": rows,
+        },
+        measurements=tuple(
+            Measurement(attributes=m.clique, noisy_counts=m.values.ravel().copy(), noise="gaussian", scale=m.sigma)
+            for m in measured),
+    )
