@@ -45,4 +45,4 @@ def test_docs_name_only_registered_mechanisms(page):
 
     text = (REPO / "docs" / page).read_text()
     named = set(re.findall(r"`(aim|rap|reduced_space|microaggregation|private_sampling|mst)`", text))
-    assert named <= set(MECHANISM_MODULES) | {"aim"}, named
+    assert named <= set(MECHANISM_MODULES), named
