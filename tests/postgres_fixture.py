@@ -8,6 +8,7 @@ deleted at the end of the session. Tests skip, saying why, only when the binarie
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -35,33 +36,37 @@ def _as_postgres(args: list[str]) -> list[str]:
     return ["su", "postgres", "-s", "/bin/sh", "-c", " ".join(args)]
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """``postgresql+psycopg://postgres@127.0.0.1:PORT/postgres`` of a fresh, empty server."""
+class PostgresUnavailable(RuntimeError):
+    """The binaries or the account to run them are missing (a reason to skip, not a failure)."""
+
+
+@contextlib.contextmanager
+def running_postgres(shared_buffers: str = "32MB"):
+    """Start a throwaway server; yields ``postgresql+psycopg://postgres@127.0.0.1:PORT/postgres``."""
     initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
     if not initdb or not pg_ctl:
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not on the PATH")
+        raise PostgresUnavailable("PostgreSQL binaries (initdb, pg_ctl) are not on the PATH")
+    account = None
     if os.geteuid() == 0:
         try:
             account = pwd.getpwnam("postgres")
         except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to run the server as")
+            raise PostgresUnavailable("running as root and there is no 'postgres' user to run the server as") from None
     folder = Path(tempfile.mkdtemp(prefix="privsynth-pg-"))
     data = folder / "data"
-    if os.geteuid() == 0:
+    if account is not None:
         os.chown(folder, account.pw_uid, account.pw_gid)
     port = _free_port()
     env = {**os.environ, "LC_ALL": "C"}
-    subprocess.run(_as_postgres([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"]),
-                   check=True, capture_output=True, env=env, timeout=120)
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c shared_buffers=32MB"
-    start = subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "-t", "60", "start"]),
-                           capture_output=True, env=env, timeout=120)
-    if start.returncode != 0:
-        log = (folder / "log").read_text() if (folder / "log").exists() else ""
-        shutil.rmtree(folder, ignore_errors=True)
-        raise RuntimeError(f"pg_ctl start failed: {start.stderr.decode()[-500:]} {log[-1000:]}")
     try:
+        subprocess.run(_as_postgres([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"]),
+                       check=True, capture_output=True, env=env, timeout=120)
+        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c shared_buffers={shared_buffers}"
+        start = subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "-t", "60", "start"]),
+                               capture_output=True, env=env, timeout=120)
+        if start.returncode != 0:
+            log = (folder / "log").read_text() if (folder / "log").exists() else ""
+            raise RuntimeError(f"pg_ctl start failed: {start.stderr.decode()[-500:]} {log[-1000:]}")
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -73,5 +78,16 @@ def postgres_url() -> str:
                 time.sleep(0.2)
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]), capture_output=True, timeout=60)
+        if data.exists():
+            subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]), capture_output=True, timeout=60)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """``postgresql+psycopg://postgres@127.0.0.1:PORT/postgres`` of a fresh, empty server for the session."""
+    try:
+        with running_postgres() as url:
+            yield url
+    except PostgresUnavailable as why:
+        pytest.skip(str(why))

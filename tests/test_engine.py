@@ -151,6 +151,20 @@ def test_toy_csv_and_parquet_codes_equal_the_pandas_path(tmp_path):
         assert same(src.histogram(), Histogram.of_codes(encode_codes(coerce_batch(typed, TOY, "t"), TOY)))
 
 
+def test_packed_and_wide_histograms_agree_also_on_faults(tmp_path):
+    """One BIGINT key per record (the default) and one column per attribute (domains >= 2^62) agree."""
+    frame = toy_frame()
+    with open_source(frame, TOY) as packed, open_source(frame, TOY) as wide:
+        wide.packed_max_cells = 0
+        assert same(packed.histogram(), wide.histogram())
+    bad = frame.assign(flag=["true"] * 11 + [None], score=[1.5] + [0.1] * 11)
+    for packed_max_cells in (0, 2**62):
+        with open_source(bad, TOY) as src:
+            src.packed_max_cells = packed_max_cells
+            with pytest.raises(InputError, match=r"column 'score': value\(s\) outside the schema's domain"):
+                src.histogram()
+
+
 def test_toy_codes_are_the_documented_levels(tmp_path):
     """Clipping, the last closed bin, the missing and out-of-domain levels, boolean spellings: by hand."""
     frame = toy_frame().iloc[[0, 3, 4, 9, 10]]  # age -5 / 18 / 39 / 100 / 150

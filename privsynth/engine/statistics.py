@@ -48,6 +48,7 @@ class Source:
     bins: Binning
     domain: Domain
     max_histogram_rows: int = DEFAULT_MAX_HISTOGRAM_ROWS
+    packed_max_cells: int = 2**62  # pack the codes into one BIGINT key below this domain size
     bytes_returned: int = 0
     _histogram: Histogram | None = None
 
@@ -110,20 +111,68 @@ class Source:
         Codes equal ``encoding.encode_codes`` on the pandas path's rows; rows come sorted
         lexicographically (as ``Histogram.of_codes``). Raises InputError naming the column for a value
         the schema forbids.
+
+        When the domain has fewer than 2^62 cells, the codes are packed on the backend into ONE
+        BIGINT key (row-major: the flat cell index), so the GROUP BY hashes one column and 16 bytes per
+        distinct record come back; the codes are unpacked here. Larger domains group by every column.
         """
         if self._histogram is not None:
             return self._histogram
-        attributes = range(self.domain.n_attributes)
+        d = self.domain.n_attributes
+        if self.domain.size_of(tuple(range(d))) < self.packed_max_cells:
+            hist = self._packed_histogram()
+        else:
+            hist = self._wide_histogram()
+        self._histogram = hist
+        return hist
+
+    def _wide_histogram(self) -> Histogram:
+        attributes = list(range(self.domain.n_attributes))
         names = list(self.bins.names)
         expr = self._codes_table(attributes).group_by(names).aggregate(**{COUNT: ibis._.count()})
         result = self._run(expr)
         codes = np.column_stack([result[n].to_numpy(zero_copy_only=False).astype(np.int32) for n in names]) \
             if result.num_rows else np.zeros((0, len(names)), dtype=np.int32)
         counts = result[COUNT].to_numpy(zero_copy_only=False).astype(np.int64)
-        self._raise_faults(codes, list(attributes))
+        del result
+        self._raise_faults(codes, attributes)
         order = np.lexsort(codes.T[::-1]) if codes.shape[0] else np.zeros(0, dtype=np.int64)
-        self._histogram = Histogram(codes[order], counts[order])
-        return self._histogram
+        return Histogram(codes[order], counts[order])
+
+    def _strides(self) -> list[int]:
+        sizes = self.domain.sizes
+        strides = [1] * len(sizes)
+        for j in range(len(sizes) - 2, -1, -1):
+            strides[j] = strides[j + 1] * sizes[j + 1]
+        return strides
+
+    def _packed_histogram(self) -> Histogram:
+        d = self.domain.n_attributes
+        strides = self._strides()
+        codes = self.bins.codes
+        key = codes[0].cast("int64") * strides[0]
+        for j in range(1, d):
+            key = key + codes[j].cast("int64") * strides[j]
+        # A row with a fault: -(8 j + |fault|) for its first faulty column j (faults are -1..-5).
+        faulty = [(codes[j] < 0, -(8 * j) + codes[j].cast("int64")) for j in range(d)]
+        key = ibis.cases(*faulty, else_=key)
+        expr = self.table.select(privsynth_key=key).group_by("privsynth_key").aggregate(**{COUNT: ibis._.count()})
+        result = self._run(expr)
+        keys = result["privsynth_key"].to_numpy(zero_copy_only=False).astype(np.int64)
+        counts = result[COUNT].to_numpy(zero_copy_only=False).astype(np.int64)
+        del result
+        if keys.size and keys.min() < 0:
+            bad = -keys[keys < 0]
+            column = int(((bad - 1) // 8).min())
+            kinds = {-int(k - 8 * column) for k in bad if (k - 1) // 8 == column}
+            fault = next(f for f in FAULT_ORDER if int(f) in kinds)
+            raise InputError(f"{self.origin}: {fault_message(self.schema.kept_columns[column], fault)}")
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        out = np.empty((keys.shape[0], d), dtype=np.int32)
+        for j in range(d):
+            out[:, j] = (keys // strides[j]) % self.domain.sizes[j]
+        return Histogram(out, counts)
 
     def marginals(self, marginals: Sequence[Marginal], method: str = "auto") -> dict[Marginal, np.ndarray]:
         """Counts per cell of each marginal: flat float64 vectors in ``workload.marginal_counts`` layout.
