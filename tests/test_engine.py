@@ -15,6 +15,7 @@ import pytest
 from conftest import ADULT_DATA, ADULT_SCHEMA
 from privsynth.encoding import domain_of, encode_codes
 from privsynth.engine import EngineOptions, open_source
+from privsynth.engine.binning import binning
 from privsynth.io import InputError, coerce_batch, iter_source, parse_source
 from privsynth.schema import load_schema, parse_schema
 from privsynth.workload import Histogram, marginal_counts
@@ -156,6 +157,7 @@ def test_packed_and_wide_histograms_agree_also_on_faults(tmp_path):
     frame = toy_frame()
     with open_source(frame, TOY) as packed, open_source(frame, TOY) as wide:
         wide.packed_max_cells = 0
+        wide.bins = binning(wide.table, TOY, array_lookup=False)  # categories by CASE, as on PostgreSQL
         assert same(packed.histogram(), wide.histogram())
     bad = frame.assign(flag=["true"] * 11 + [None], score=[1.5] + [0.1] * 11)
     for packed_max_cells in (0, 2**62):

@@ -259,7 +259,8 @@ def open_source(data: Any, schema: Schema, options: EngineOptions | None = None,
     opened = open_table(data, schema, options)
     try:
         _check_columns(opened, schema)
-        bins = binning(opened.table, schema, text_from_csv=opened.text_from_csv)
+        bins = binning(opened.table, schema, text_from_csv=opened.text_from_csv,
+                       array_lookup=getattr(opened.backend, "name", "") == "duckdb")
     except BaseException:
         opened.close()
         raise
