@@ -321,3 +321,44 @@ def test_validation_matches_the_great_expectations_path(tmp_path):
         with open_source(str(tmp_path / "v.csv"), TOY) as src:
             ours = src.validate().public_json()
         assert ours == gx
+
+
+# ---------------------------------------------------------------- the hostile-input cases, through the engine
+
+def _hostile_cases():
+    import test_hostile_input as hostile
+
+    return hostile, [c for c in hostile.CASES if c[4] in ("ingest", "validate") and c[0] != "delta >= 1/n"]
+
+
+# Where the engine's message differs from the row-reading pipeline's (stage, pattern).
+ENGINE_PATTERNS = {
+    "header only": r"table: 0 rows; expected at least one",
+    "wrong type": r"column 'size': some value\(s\) are not numbers; expected integer values",
+}
+
+
+@pytest.mark.slow  # imports the flow-level test module (Prefect)
+def test_every_hostile_input_is_refused_by_the_engine_without_leaking(tmp_path):
+    """open_source + validate + histogram refuse each bad input of tests/test_hostile_input.py with the
+    same one-line message (or the engine's equivalent above), quoting no secret."""
+    hostile, cases = _hostile_cases()
+    for case in cases:
+        name, _, _, pattern, _ = case
+        folder = tmp_path / name.replace(" ", "-")
+        folder.mkdir()
+        values = hostile._build(case, folder)
+        schema = load_schema(values["schema_file"])
+        message = ""
+        try:
+            with open_source(values["input"], schema) as src:
+                report = src.validate()
+                message = report.public_failure_message()
+                if report.success:
+                    src.histogram()
+        except InputError as err:
+            message = str(err)
+        assert message, f"{name}: not refused"
+        assert re.search(ENGINE_PATTERNS.get(name, pattern), message), f"{name}: {message}"
+        for secret in hostile.SECRETS:
+            assert secret not in message, f"{name} leaked {secret!r}"
