@@ -165,6 +165,8 @@ def test_packed_and_wide_histograms_agree_also_on_faults(tmp_path):
             src.packed_max_cells = packed_max_cells
             with pytest.raises(InputError, match=r"column 'score': value\(s\) outside the schema's domain"):
                 src.histogram()
+            with pytest.raises(InputError, match=r"column 'flag': missing value\(s\) but the column is not nullable"):
+                src.marginals([(0,), (4, 5)], method="query")
 
 
 def test_toy_codes_are_the_documented_levels(tmp_path):

@@ -148,27 +148,17 @@ class Source:
 
     def _packed_histogram(self) -> Histogram:
         d = self.domain.n_attributes
-        strides = self._strides()
-        codes = self.bins.codes
-        key = codes[0].cast("int64") * strides[0]
-        for j in range(1, d):
-            key = key + codes[j].cast("int64") * strides[j]
-        # A row with a fault: -(8 j + |fault|) for its first faulty column j (faults are -1..-5).
-        faulty = [(codes[j] < 0, -(8 * j) + codes[j].cast("int64")) for j in range(d)]
-        key = ibis.cases(*faulty, else_=key)
-        expr = self.table.select(privsynth_key=key).group_by("privsynth_key").aggregate(**{COUNT: ibis._.count()})
+        attributes = list(range(d))
+        expr = self.table.select(privsynth_key=self._packed_key(attributes)).group_by("privsynth_key") \
+            .aggregate(**{COUNT: ibis._.count()})
         result = self._run(expr)
         keys = result["privsynth_key"].to_numpy(zero_copy_only=False).astype(np.int64)
         counts = result[COUNT].to_numpy(zero_copy_only=False).astype(np.int64)
         del result
-        if keys.size and keys.min() < 0:
-            bad = -keys[keys < 0]
-            column = int(((bad - 1) // 8).min())
-            kinds = {-int(k - 8 * column) for k in bad if (k - 1) // 8 == column}
-            fault = next(f for f in FAULT_ORDER if int(f) in kinds)
-            raise InputError(f"{self.origin}: {fault_message(self.schema.kept_columns[column], fault)}")
+        self._raise_packed_faults(keys, attributes)
         order = np.argsort(keys, kind="stable")
         keys, counts = keys[order], counts[order]
+        strides = self._strides()
         out = np.empty((keys.shape[0], d), dtype=np.int32)
         for j in range(d):
             out[:, j] = (keys // strides[j]) % self.domain.sizes[j]
@@ -196,31 +186,47 @@ class Source:
             return {m: hist.marginal(self.domain, m) for m in marginals}
         return self._marginals_by_query(marginals)
 
+    def _packed_key(self, attributes: Sequence[int]) -> ibis.Value:
+        """The flat cell index of ``attributes`` (row-major) as one BIGINT; a row with a fault gets
+        -(8 i + |fault|) for its first faulty attribute (position i in ``attributes``)."""
+        sizes = [self.domain.sizes[a] for a in attributes]
+        if self.domain.size_of(tuple(attributes)) >= 2**62:
+            raise ValueError(f"attributes {tuple(attributes)}: {self.domain.size_of(tuple(attributes))} cells do not fit one BIGINT key")
+        key = None
+        for a, size in zip(attributes, sizes):
+            code = self.bins.codes[a].cast("int64")
+            key = code if key is None else key * size + code
+        faulty = [(self.bins.codes[a] < 0, -(8 * i) + self.bins.codes[a].cast("int64")) for i, a in enumerate(attributes)]
+        return ibis.cases(*faulty, else_=key)
+
+    def _raise_packed_faults(self, keys: np.ndarray, attributes: Sequence[int]) -> None:
+        if not keys.size or keys.min() >= 0:
+            return
+        bad = -keys[keys < 0]
+        position = int(((bad - 1) // 8).min())
+        kinds = {-int(k - 8 * position) for k in bad if (k - 1) // 8 == position}
+        fault = next(f for f in FAULT_ORDER if int(f) in kinds)
+        col = self.schema.kept_columns[attributes[position]]
+        raise InputError(f"{self.origin}: {fault_message(col, fault)}")
+
     def _marginals_by_query(self, marginals: list[Marginal]) -> dict[Marginal, np.ndarray]:
+        """One GROUP BY per marginal on its packed cell index, all in one UNION ALL query."""
         if not marginals:
             return {}
-        d = self.domain.n_attributes
-        names = list(self.bins.names)
-        # Every branch has the same columns: the marginal's codes, and a constant for the others.
-        unused = ibis.literal(-100, type=self.bins.dtype)
         parts = []
         for i, m in enumerate(marginals):
-            cols = {names[a]: (self.bins.codes[a] if a in m else unused) for a in range(d)}
-            branch = self.table.select(**cols).group_by(names).aggregate(**{COUNT: ibis._.count()})
+            branch = self.table.select(privsynth_key=self._packed_key(m)).group_by("privsynth_key") \
+                .aggregate(**{COUNT: ibis._.count()})
             parts.append(branch.mutate(**{MARGINAL_ID: ibis.literal(i, type="int32")}))
         result = self._run(ibis.union(*parts, distinct=False))
         ids = result[MARGINAL_ID].to_numpy(zero_copy_only=False)
+        keys = result["privsynth_key"].to_numpy(zero_copy_only=False).astype(np.int64)
         counts = result[COUNT].to_numpy(zero_copy_only=False).astype(np.float64)
-        all_codes = np.column_stack([result[n].to_numpy(zero_copy_only=False).astype(np.int64) for n in names]) \
-            if result.num_rows else np.zeros((0, d), dtype=np.int64)
         out = {}
         for i, m in enumerate(marginals):
             rows = ids == i
-            codes = all_codes[rows][:, list(m)]
-            self._raise_faults(codes, list(m))
-            dims = tuple(self.domain.sizes[a] for a in m)
-            cells = np.ravel_multi_index(tuple(codes.T), dims) if codes.shape[0] else np.zeros(0, dtype=np.int64)
-            out[m] = np.bincount(cells, weights=counts[rows], minlength=self.domain.size_of(m)).astype(np.float64)
+            self._raise_packed_faults(keys[rows], m)
+            out[m] = np.bincount(keys[rows], weights=counts[rows], minlength=self.domain.size_of(m)).astype(np.float64)
         return out
 
     # ------------------------------------------------------------ validation
