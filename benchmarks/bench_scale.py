@@ -122,6 +122,7 @@ def run_child(data: str, args) -> dict:
         raise RuntimeError(f"measurement of {data} failed (status {status})")
     result = json.loads(out.decode().strip().splitlines()[-1])
     result["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux: kilobytes
+    result["cpu_seconds"] = usage.ru_utime + usage.ru_stime  # the child's own CPU time (all its threads)
     return result
 
 
@@ -189,10 +190,12 @@ def main() -> None:
             results.append({"engine": "postgres", "n": rows, "load_seconds": load, **r})
             print(json.dumps(results[-1]), flush=True)
     print()
-    print("| engine | n | histogram s | peak RSS MB | bytes returned | histogram rows |")
-    print("|---|---|---|---|---|---|")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("| engine | n | histogram wall s | client CPU s | peak RSS MB | bytes returned | histogram rows |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['engine']} | {r['n']:,} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | {r['bytes']:,} | {r['histogram_rows']:,} |")
+        print(f"| {r['engine']} | {r['n']:,} | {r['seconds']:.1f} | {r['cpu_seconds']:.0f} | {r['peak_rss_mb']:.0f} | "
+              f"{r['bytes']:,} | {r['histogram_rows']:,} |")
 
 
 if __name__ == "__main__":
