@@ -13,6 +13,7 @@ column and the kind of fault (``binning.Fault``), never a value or a count.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +93,10 @@ class Source:
         result = self._run(self.table.aggregate(**{COUNT: self.table.count()}))
         return int(result[COUNT][0].as_py())
 
+    def _cells(self, attributes) -> int:
+        """The number of cells of ``attributes`` (exact: Python integers do not overflow)."""
+        return math.prod(int(self.domain.sizes[a]) for a in attributes)
+
     def _codes_table(self, attributes: Sequence[int]) -> ibis.Table:
         return self.table.select(**{self.bins.names[a]: self.bins.codes[a] for a in attributes})
 
@@ -119,7 +124,7 @@ class Source:
         if self._histogram is not None:
             return self._histogram
         d = self.domain.n_attributes
-        if self.domain.size_of(tuple(range(d))) < self.packed_max_cells:
+        if self._cells(range(d)) < self.packed_max_cells:
             hist = self._packed_histogram()
         else:
             hist = self._wide_histogram()
@@ -179,7 +184,7 @@ class Source:
         if method not in ("auto", "histogram", "query"):
             raise ValueError(f"method {method!r}: expected 'auto', 'histogram' or 'query'")
         if method == "auto":
-            small = self._histogram is not None or self.domain.size_of(tuple(range(self.domain.n_attributes))) <= self.max_histogram_rows
+            small = self._histogram is not None or self._cells(range(self.domain.n_attributes)) <= self.max_histogram_rows
             method = "histogram" if small or self.row_count() <= self.max_histogram_rows else "query"
         if method == "histogram":
             hist = self.histogram()
@@ -190,8 +195,8 @@ class Source:
         """The flat cell index of ``attributes`` (row-major) as one BIGINT; a row with a fault gets
         -(8 i + |fault|) for its first faulty attribute (position i in ``attributes``)."""
         sizes = [self.domain.sizes[a] for a in attributes]
-        if self.domain.size_of(tuple(attributes)) >= 2**62:
-            raise ValueError(f"attributes {tuple(attributes)}: {self.domain.size_of(tuple(attributes))} cells do not fit one BIGINT key")
+        if self._cells(attributes) >= 2**62:
+            raise ValueError(f"attributes {tuple(attributes)}: {self._cells(attributes)} cells do not fit one BIGINT key")
         key = None
         for a, size in zip(attributes, sizes):
             code = self.bins.codes[a].cast("int64")
