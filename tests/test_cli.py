@@ -123,7 +123,8 @@ def test_budget_show_of_an_empty_ledger(ledger_url, capsys):
     (["run", "--input", "missing.csv"], r"--schema is required with --input"),
     (["run", "--schema", "nope.yaml"], r"schema file 'nope.yaml' does not exist$"),
     (["run", *FIXED, "--ledger", "not a url"], r"ledger: not a SQLAlchemy URL"),
-    (["run", *FIXED, "--sink", "out.xlsx"], r"sink 'out.xlsx': expected duckdb:PATH\?table=NAME, or a .parquet or .csv path$"),
+    (["run", *FIXED, "--sink", "out.xlsx"], r"sink 'out.xlsx': expected duckdb:PATH\?table=NAME, postgresql\+psycopg://USER@HOST/DB\?table=NAME, "
+                                                     r"another ibis backend URL with \?table=NAME, or a .parquet or .csv path$"),
     (["run", *FIXED, "--audit-target", "nope"], r"audit_target 'nope' is not a kept column of schema 'adult'$"),
     (["budget", "set", "adult", "--epsilon", "-1"], r"budget set: epsilon must be a finite number > 0, got -1.0$"),
     (["budget", "set", "adult", "--epsilon", "1", "--delta", "2"], r"budget set: delta must be None"),
