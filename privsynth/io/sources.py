@@ -8,8 +8,8 @@ Input forms (the ``--input`` argument):
 * any SQLAlchemy URL with ``?table=NAME`` or ``?query=...``, e.g.
   ``postgresql://user@host/db?table=people`` (needs a driver such as psycopg).
 
-Sink forms (``--sink``): ``duckdb:path.duckdb?table=synthetic_people`` (the table is replaced in one
-transaction), or a ``.parquet`` / ``.csv`` path.
+Sinks are in :mod:`privsynth.io.sinks`, atomic artifacts in :mod:`privsynth.io.atomic`; the statistics
+engine (:mod:`privsynth.engine`) reads the same URL forms where the data lives.
 
 Rows are read in record batches, so memory is bounded by one batch. Errors name the file and say
 what was expected; they never quote cell values (logs are releases).
@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import csv
 import gzip
-import hashlib
 import io
-import json
-import os
+import re
 import tempfile
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 import pandas as pd
@@ -36,9 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.encoding import category_text
+from privsynth.io.atomic import DEFAULT_BATCH_ROWS
 from privsynth.schema import Schema
-
-DEFAULT_BATCH_ROWS = 65_536
 
 
 class InputError(ValueError):
@@ -123,11 +119,26 @@ def _parse_sql(spec: str) -> SourceSpec:
     return SourceSpec("sql", base, table=table, query=query)
 
 
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(parts.password, "***")
-    return url
+_SECRET_PARAMETER = re.compile(r"(?i)([?&](?:password|passwd|pwd|secret|token|access_key|secret_key)=)[^&]*")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password masked (``user:***@host``, ``?password=***``): the only form of a
+    source or sink URL that may be shown in logs, errors, manifests or Prefect parameters."""
+    text = str(url)
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        netloc, slash, tail = rest.partition("/")
+        if "@" in netloc:
+            userinfo, _, host = netloc.rpartition("@")
+            if ":" in userinfo:
+                userinfo = userinfo.split(":", 1)[0] + ":***"
+            netloc = f"{userinfo}@{host}"
+        text = f"{scheme}{sep}{netloc}{slash}{tail}"
+    return _SECRET_PARAMETER.sub(r"\1***", text)
+
+
+_redact = redact_url  # the old private name, kept for callers inside this package
 
 
 def _duckdb_error(err: Exception) -> str:
@@ -328,139 +339,6 @@ def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFra
             # (1.0, 2.0); its text must be "1", "2" to match the schema's categories.
             out[name] = category_text(series).astype(object).where(series.notna(), None)
     return pd.DataFrame(out)
-
-
-# ---------------------------------------------------------------- atomic artifacts
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _temporary_sibling(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write to a temporary sibling, fsync, then rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temporary_sibling(path)
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def atomic_write_json(path: str | Path, payload: object) -> None:
-    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=False, default=_json_default) + "\n").encode())
-
-
-def _json_default(value: object):
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-class AtomicParquetWriter:
-    """Stream batches into ``path`` through a temporary file renamed on successful close."""
-
-    def __init__(self, path: str | Path, arrow_schema: pa.Schema) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = _temporary_sibling(self.path)
-        self._writer = pq.ParquetWriter(self._tmp, arrow_schema, compression="zstd")
-        self.schema = arrow_schema
-        self.rows = 0
-
-    def write(self, table: pa.Table) -> None:
-        self._writer.write_table(table)
-        self.rows += table.num_rows
-
-    def __enter__(self) -> "AtomicParquetWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self._writer.close()
-        if exc_type is None:
-            os.replace(self._tmp, self.path)
-        self._tmp.unlink(missing_ok=True)
-
-
-def atomic_write_table(path: str | Path, table: pa.Table) -> None:
-    with AtomicParquetWriter(path, table.schema) as writer:
-        writer.write(table)
-
-
-def iter_parquet(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
-    yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns)
-
-
-# ---------------------------------------------------------------- sinks
-
-@dataclass(frozen=True)
-class SinkSpec:
-    kind: str  # "duckdb" | "parquet" | "csv"
-    location: str
-    table: str | None = None
-
-
-def parse_sink(sink: str) -> SinkSpec:
-    """Parse a ``--sink`` argument; raises InputError on an unknown form or an unsafe table name."""
-    lowered = sink.lower()
-    if lowered.startswith("duckdb:"):
-        base, _, query_string = sink.partition("?")
-        params = {k: v[-1] for k, v in parse_qs(query_string).items()}
-        name = params.get("table")
-        if not name or not _plain_table_name(name):
-            raise InputError(f"--sink {sink!r}: expected duckdb:PATH?table=NAME with a plain table name")
-        return SinkSpec("duckdb", _duckdb_path(base), name)
-    for suffix in ("parquet", "csv"):
-        if lowered.endswith("." + suffix):
-            return SinkSpec(suffix, sink)
-    raise InputError(f"--sink {sink!r}: expected duckdb:PATH?table=NAME, or a .parquet or .csv path")
-
-
-def write_sink(table: pa.Table, sink: str) -> str:
-    """Write the synthetic table to a sink; returns a public description of where it went."""
-    spec = parse_sink(sink)
-    if spec.kind == "duckdb":
-        import duckdb
-
-        path, name = spec.location, spec.table
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        con = duckdb.connect(path)
-        try:
-            staged = table  # referenced by name below through DuckDB's replacement scan
-            con.execute("BEGIN TRANSACTION")
-            con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM staged")
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-        finally:
-            con.close()
-        return f"duckdb:{path} table {name}"
-    if spec.kind == "parquet":
-        atomic_write_table(sink, table)
-        return sink
-    buffer = io.BytesIO()
-    table.to_pandas().to_csv(buffer, index=False)
-    atomic_write_bytes(sink, buffer.getvalue())
-    return sink
 
 
 def check_writable_directory(path: str | Path) -> Path:

@@ -1,0 +1,202 @@
+"""How the statistics engine scales with n: the histogram's time, peak RSS and bytes returned per backend.
+
+Tables are generated over the Adult schema (``generate.py``: a random Bayesian network, fixed seed),
+turned into typed values (categories as text, integers uniform inside their bin, missing levels as
+NULL) and written as Parquet in batches (1,000,000 rows per file, 250,000 per row group), so memory
+stays bounded while generating. The 10^8-row table is the 10^7-row files linked ten times
+(``part-XXXX-copyK.parquet`` symlinks): DuckDB reads all 10^8 rows; the counts are ten times
+those of 10^7 (it measures the scan and the GROUP BY, not new data).
+
+Each measurement runs in a fresh child process (``--measure``): open_source + histogram(); the parent
+reads the child's peak RSS from ``wait4``. PostgreSQL: a throwaway server (tests/postgres_fixture.py),
+the table loaded through ibis first (load time shown apart); its RSS column is the client's only.
+
+    python benchmarks/bench_scale.py                              # 10^6 and 10^7 on DuckDB
+    python benchmarks/bench_scale.py --rows 1e6,1e7,1e8 --engines duckdb,postgres --memory-limit 1GB
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from generate import iter_generated_batches  # noqa: E402
+
+from privsynth.encoding import domain_of  # noqa: E402
+from privsynth.schema import Schema, load_schema  # noqa: E402
+
+SCHEMA_PATH = REPO / "schemas" / "adult.yaml"
+FILE_ROWS = 1_000_000
+GROUP_ROWS = 250_000
+
+
+def typed_batch(codes: np.ndarray, schema: Schema, rng: np.random.Generator) -> pa.Table:
+    """Values in the source's types for level codes: text categories, int64 numbers, NULL for missing."""
+    arrays, names = [], []
+    for j, col in enumerate(schema.kept_columns):
+        c = codes[:, j]
+        n_levels = col.domain_levels
+        missing = c >= n_levels
+        if col.type == "categorical":
+            labels = pa.array(list(col.categories) + [None] * (len(col.labels) - n_levels), pa.string())
+            arrays.append(pa.DictionaryArray.from_arrays(pa.array(c, pa.int32()), labels).cast(pa.string()))
+        else:
+            edges = np.asarray(col.bins, dtype=np.float64)
+            safe = np.where(missing, 0, c)
+            lo, hi = edges[safe], edges[safe + 1]
+            upper = np.where(safe == n_levels - 1, hi, hi - 1)
+            values = rng.integers(lo.astype(np.int64), upper.astype(np.int64) + 1)
+            arrays.append(pa.array(values, pa.int64(), mask=missing))
+        names.append(col.name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def generate(folder: Path, rows: int, schema: Schema, seed: int = 0) -> list[Path]:
+    """Parquet files of ``rows`` generated rows (cached in ``folder``); 1e6 rows per file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    domain = domain_of(schema)
+    files = []
+    n_files = max(1, rows // FILE_ROWS)
+    for i in range(n_files):
+        path = folder / f"part-{i:04d}.parquet"
+        files.append(path)
+        if path.exists():
+            continue
+        rng = np.random.default_rng([seed, i])
+        tmp = path.with_suffix(".tmp")
+        with pq.ParquetWriter(tmp, typed_batch(next(iter_generated_batches(domain, 1, seed)), schema, rng).schema,
+                              compression="zstd") as writer:
+            for codes in iter_generated_batches(domain, min(FILE_ROWS, rows), seed * 1000 + i, batch_rows=GROUP_ROWS):
+                writer.write_table(typed_batch(codes, schema, rng), row_group_size=GROUP_ROWS)
+        os.replace(tmp, path)
+    return files
+
+
+def linked_copies(folder: Path, files: list[Path], copies: int) -> str:
+    """A glob over ``copies`` symlinks of every file: copies x the rows, read for real."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for k in range(copies):
+        for f in files:
+            link = folder / f"{f.stem}-copy{k}.parquet"
+            if not link.exists():
+                link.symlink_to(f.resolve())
+    return str(folder / "*.parquet")
+
+
+def measure(data: str, memory_limit: str | None, threads: int | None) -> dict:
+    """In the child: open + histogram; seconds, bytes returned, histogram rows."""
+    from privsynth.engine import EngineOptions, open_source
+
+    schema = load_schema(SCHEMA_PATH)
+    start = time.perf_counter()
+    with open_source(data, schema, EngineOptions(threads=threads, memory_limit=memory_limit)) as src:
+        hist = src.histogram()
+        seconds = time.perf_counter() - start
+        return {"seconds": seconds, "bytes": src.bytes_returned, "histogram_rows": int(hist.codes.shape[0]),
+                "rows": hist.n}
+
+
+def run_child(data: str, args) -> dict:
+    cmd = [sys.executable, __file__, "--measure", data]
+    if args.memory_limit:
+        cmd += ["--memory-limit", args.memory_limit]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"measurement of {data} failed (status {status})")
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux: kilobytes
+    result["cpu_seconds"] = usage.ru_utime + usage.ru_stime  # the child's own CPU time (all its threads)
+    return result
+
+
+def load_postgres(url: str, files: list[Path]) -> float:
+    """Load the files into table ``generated`` (through ibis, batch by batch); returns seconds."""
+    from privsynth.engine import connect_url
+
+    start = time.perf_counter()
+    con = connect_url(url)
+    try:
+        for i, f in enumerate(files):
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=GROUP_ROWS):
+                table = pa.Table.from_batches([batch])
+                if i == 0 and not con.list_tables(like="generated"):
+                    con.create_table("generated", table)
+                else:
+                    con.insert("generated", table)
+    finally:
+        con.disconnect()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", default="1e6,1e7", help="comma-separated row counts (1e6, 1e7, 1e8)")
+    parser.add_argument("--engines", default="duckdb", help="duckdb,postgres")
+    parser.add_argument("--postgres-max-rows", type=float, default=1e7)
+    parser.add_argument("--folder", default="/tmp/privsynth-bench-scale")
+    parser.add_argument("--memory-limit", default=None, help="DuckDB memory_limit, e.g. 1GB")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.memory_limit, args.threads)))
+        return
+    schema = load_schema(SCHEMA_PATH)
+    folder = Path(args.folder)
+    engines = args.engines.split(",")
+    rows_list = [int(float(r)) for r in args.rows.split(",")]
+    base_rows = min(max(rows_list), 10**7)
+    t = time.perf_counter()
+    base = generate(folder / "base", base_rows, schema)
+    print(f"generated/cached {base_rows:,} rows in {time.perf_counter() - t:.0f} s", flush=True)
+    results = []
+    for rows in rows_list:
+        if rows <= base_rows:
+            files = base[: max(1, rows // FILE_ROWS)]
+            data = str(files[0]) if len(files) == 1 else str(folder / "base" / "*.parquet") if len(files) == len(base) else None
+            if data is None:
+                data = linked_copies(folder / f"rows-{rows}", files, 1)
+        else:
+            files = base
+            data = linked_copies(folder / f"rows-{rows}", base, rows // base_rows)
+        if "duckdb" in engines:
+            r = run_child(data, args)
+            results.append({"engine": "duckdb (Parquet)", "n": rows, **r})
+            print(json.dumps(results[-1]), flush=True)
+        if "postgres" in engines and rows <= args.postgres_max_rows:
+            sys.path.insert(0, str(REPO / "tests"))
+            from postgres_fixture import running_postgres
+
+            with running_postgres(shared_buffers="256MB") as url:
+                load = load_postgres(url, files)
+                r = run_child(f"{url}?table=generated", args)
+            results.append({"engine": "postgres", "n": rows, "load_seconds": load, **r})
+            print(json.dumps(results[-1]), flush=True)
+    print()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("| engine | n | histogram wall s | client CPU s | peak RSS MB | bytes returned | histogram rows |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['engine']} | {r['n']:,} | {r['seconds']:.1f} | {r['cpu_seconds']:.0f} | {r['peak_rss_mb']:.0f} | "
+              f"{r['bytes']:,} | {r['histogram_rows']:,} |")
+
+
+if __name__ == "__main__":
+    main()

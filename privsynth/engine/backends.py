@@ -1,0 +1,388 @@
+"""Connections and source tables by URL: where the engine's queries run.
+
+Source forms (``open_source``'s ``data``; the ``--input`` forms):
+
+==========================================================  ==================================================
+``path/t.csv`` ``.csv.gz`` ``.tsv`` ``.tsv.gz``             DuckDB ``read_csv`` in place (all columns as text,
+                                                            as the pandas path reads them)
+``path/t.parquet``, ``'data/*.parquet'`` (a glob)           DuckDB ``read_parquet`` in place
+``s3://bucket/t.parquet`` (any fsspec URL, also CSV)        DuckDB through the fsspec file system
+``duckdb:path/w.duckdb?table=NAME``                         the DuckDB file, read-only, sandboxed
+``duckdb:path/w.duckdb?query=SELECT ...``                   one sandboxed SELECT (``engine.sandbox``)
+``postgresql+psycopg://user@host:5432/db?table=NAME``       PostgreSQL (psycopg 3); also ``postgresql://``,
+                                                            ``postgres://`` and ``?query=SELECT ...``; the
+                                                            password from ``PGPASSWORD`` / ``~/.pgpass``
+``spark:NAME`` / ``spark:?query=SELECT ...``                a table or view of the active SparkSession, or of
+                                                            one built with ``spark.master`` from
+                                                            ``PRIVSYNTH_SPARK_MASTER`` (default ``local[*]``)
+``SCHEME://...?table=NAME``                                 any other ibis backend (``ibis.connect``): UNTESTED
+a pandas / polars DataFrame, pyarrow Table or Dataset       registered in an in-memory DuckDB (no copy)
+==========================================================  ==================================================
+
+DuckDB runs out of core and in parallel; ``EngineOptions`` (or the ``PRIVSYNTH_DUCKDB_THREADS``,
+``PRIVSYNTH_DUCKDB_MEMORY_LIMIT``, ``PRIVSYNTH_DUCKDB_TEMP_DIRECTORY`` environment variables) bound
+its threads, memory and spill folder. Opening reads metadata only (file footers, CSV header, catalog
+types). Credentials never appear in a description or an error (``io.redact_url``).
+"""
+
+from __future__ import annotations
+
+import glob as globbing
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import unquote, urlsplit
+
+import ibis
+import ibis.expr.types as ir
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
+from privsynth.io.sources import (InputError, SourceSpec, _check_file, _csv_header, _duckdb_path, _plain_table_name,
+                                  _split_source_parameters, redact_url)
+from privsynth.schema import Schema
+
+CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Resources of the embedded DuckDB (None: DuckDB's default, or the environment variable)."""
+
+    threads: int | None = None
+    memory_limit: str | None = None  # e.g. "1GB"
+    temp_directory: str | None = None  # where DuckDB spills when the memory limit is reached
+
+    def duckdb_config(self) -> dict[str, Any]:
+        threads = self.threads or os.environ.get("PRIVSYNTH_DUCKDB_THREADS")
+        memory = self.memory_limit or os.environ.get("PRIVSYNTH_DUCKDB_MEMORY_LIMIT")
+        temp = self.temp_directory or os.environ.get("PRIVSYNTH_DUCKDB_TEMP_DIRECTORY")
+        # Row order is irrelevant to counts; not keeping it lets DuckDB stream with less memory.
+        config: dict[str, Any] = {"preserve_insertion_order": False}
+        if threads:
+            config["threads"] = int(threads)
+        if memory:
+            config["memory_limit"] = str(memory)
+        if temp:
+            config["temp_directory"] = str(temp)
+        return config
+
+
+@dataclass
+class OpenedTable:
+    """A source table on its backend: the ibis table, how to describe it, how to close it."""
+
+    backend: Any  # an ibis backend
+    table: ir.Table
+    description: str
+    text_from_csv: bool = False  # every column is CSV text (empty field = missing, leading blanks dropped)
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for close in reversed(self.closers):
+            try:
+                close()
+            except Exception:  # noqa: BLE001  (closing must not mask the error that ended the work)
+                pass
+        self.closers.clear()
+
+
+# ---------------------------------------------------------------- errors
+
+def backend_error(err: Exception, origin: str) -> InputError:
+    """An InputError for a backend error, value-free: only catalog/binder/parser errors (about names in the
+    query) are quoted; any other message (a conversion error, a CSV line) may hold a cell value."""
+    name = type(err).__name__
+    text = str(err)
+    if "Invalid unicode" in text or "UnicodeDecodeError" in name or "invalid byte sequence" in text.lower():
+        return InputError(f"{origin} is not UTF-8 text (an invalid byte sequence); expected UTF-8, re-encode the file")
+    if "Expected Number of Columns" in text or "too many columns" in text.lower() or "CSV Error" in text:
+        return InputError(f"{origin}: malformed CSV (a row has the wrong number of fields or bad quoting)")
+    try:
+        import duckdb
+
+        if isinstance(err, (duckdb.CatalogException, duckdb.BinderException, duckdb.ParserException)):
+            return InputError(f"{origin}: {text.splitlines()[0]}")
+        if isinstance(err, duckdb.PermissionException):
+            return InputError(f"{origin}: refused by the sandbox (file and network access are disabled)")
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(err, ibis.common.exceptions.TableNotFound):
+        return InputError(f"{origin}: table not found")
+    return InputError(f"{origin}: {name} while reading the rows")
+
+
+# ---------------------------------------------------------------- DuckDB
+
+def duckdb_backend(options: EngineOptions, database: str = ":memory:"):
+    """An ibis DuckDB backend on a fresh in-memory (or file) database with the engine's settings."""
+    import duckdb
+
+    con = duckdb.connect(database, config=options.duckdb_config())
+    return ibis.duckdb.from_connection(con)
+
+
+def _expand_files(location: str, suffixes: tuple[str, ...]) -> list[str]:
+    if any(ch in location for ch in "*?["):
+        files = sorted(globbing.glob(location, recursive=True))
+        if not files:
+            raise InputError(f"input {location!r}: no file matches the pattern")
+        return files
+    _check_file(SourceSpec("parquet" if location.lower().endswith(PARQUET_SUFFIXES) else "csv", location))
+    return [location]
+
+
+def _check_parquet_footers(files: list[str], filesystem=None) -> None:
+    """Footers only: a truncated file or repeated column names are refused before any row is read."""
+    first: pa.Schema | None = None
+    for path in files:
+        try:
+            schema = pq.read_schema(path, filesystem=filesystem)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise InputError(f"input file {path!r} is not a readable Parquet file ({type(err).__name__}; truncated or corrupt?)") from None
+        names = schema.names
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise InputError(f"input file {path!r}: duplicate column name(s) {dupes}")
+        if first is None:
+            first = schema
+        elif set(schema.names) != set(first.names):
+            raise InputError(f"input {path!r}: its columns differ from those of {files[0]!r}; the files of one input "
+                             "must share their columns")
+
+
+def _open_csv(location: str, schema: Schema, options: EngineOptions, filesystem=None) -> OpenedTable:
+    tsv = ".tsv" in location.lower()
+    spec = SourceSpec("csv", location, delimiter="\t" if tsv else ",")
+    if filesystem is None:
+        _check_file(spec)
+        header = _csv_header(spec, schema)  # empty file, non-UTF-8 header, duplicates, wrong delimiter
+    else:
+        header = None
+    backend = duckdb_backend(options)
+    if filesystem is not None:
+        backend.register_filesystem(filesystem)
+    origin = f"input file {location!r}"
+    try:
+        table = backend.read_csv(location, table_name=f"privsynth_{uuid.uuid4().hex[:8]}", header=True,
+                                 delim=spec.delimiter, all_varchar=True, auto_detect=True)
+    except Exception as err:  # noqa: BLE001
+        backend.disconnect()
+        raise backend_error(err, origin) from None
+    if header is not None and len(header) == len(table.columns):
+        # pandas strips blanks around header names; DuckDB keeps them
+        renames = {h: c for h, c in zip(header, table.columns) if h != c}
+        if renames:
+            table = table.rename(renames)
+    return OpenedTable(backend, table, f"csv:{location}", text_from_csv=True, closers=[backend.disconnect])
+
+
+def _open_parquet(location: str, options: EngineOptions, filesystem=None) -> OpenedTable:
+    if filesystem is None:
+        files = _expand_files(location, PARQUET_SUFFIXES)
+        _check_parquet_footers(files)
+    else:
+        _check_parquet_footers([location.split("://", 1)[1]], filesystem)
+        files = [location]
+    backend = duckdb_backend(options)
+    if filesystem is not None:
+        backend.register_filesystem(filesystem)
+    try:
+        table = backend.read_parquet(files if len(files) > 1 else files[0], table_name=f"privsynth_{uuid.uuid4().hex[:8]}")
+    except Exception as err:  # noqa: BLE001
+        backend.disconnect()
+        raise backend_error(err, f"input {location!r}") from None
+    return OpenedTable(backend, table, f"parquet:{location}", closers=[backend.disconnect])
+
+
+def _table_ref(backend, name: str, origin: str) -> ir.Table:
+    if not _plain_table_name(name):
+        raise InputError(f"{origin}: table name {name!r} must be letters, digits, '_' and '.' only")
+    database, _, table = name.rpartition(".")
+    try:
+        return backend.table(table, database=database or None)
+    except Exception as err:  # noqa: BLE001
+        raise backend_error(err, origin) from None
+
+
+def _sql_query(backend, query: str, dialect: str, origin: str) -> ir.Table:
+    try:
+        check_select(query, dialect=dialect, where=origin)
+    except SandboxError as err:
+        raise InputError(str(err)) from None
+    try:
+        return backend.sql(query, dialect=dialect)
+    except Exception as err:  # noqa: BLE001
+        raise backend_error(err, origin) from None
+
+
+def _open_duckdb_file(spec: str, options: EngineOptions) -> OpenedTable:
+    base, _, query_string = spec.partition("?")
+    params, others = _split_source_parameters(query_string)
+    if others:
+        names = sorted({piece.partition("=")[0] for piece in others})
+        raise InputError(f"--input: a duckdb: source takes ?table=NAME or ?query=SELECT..., not {names}")
+    table, query = params.get("table"), params.get("query")
+    if bool(table) == bool(query and query.strip()):
+        raise InputError(f"--input {base!r}: a duckdb: source needs exactly one of ?table=NAME or ?query=SELECT...")
+    path = _duckdb_path(base)
+    if not Path(path).is_file():
+        raise InputError(f"DuckDB database {path!r} does not exist")
+    import duckdb
+
+    try:
+        raw = open_duckdb_sandboxed(path, options.duckdb_config())
+    except duckdb.Error as err:
+        raise InputError(f"DuckDB database {path!r} cannot be opened: {type(err).__name__}") from None
+    backend = ibis.duckdb.from_connection(raw)  # sets the session time zone: before the lock
+    lock(raw)
+    origin = f"DuckDB source duckdb:{path}"
+    try:
+        expr = _table_ref(backend, table, origin) if table else _sql_query(backend, query, "duckdb", origin)
+    except Exception:
+        raw.close()
+        raise
+    return OpenedTable(backend, expr, f"duckdb:{path}" + (f" table={table}" if table else " (query)"), closers=[raw.close])
+
+
+def _open_frame(data: Any, options: EngineOptions) -> OpenedTable:
+    kind = type(data).__module__.split(".")[0] + "." + type(data).__name__
+    names = [str(c) for c in data.columns] if hasattr(data, "columns") else None
+    if names is None and hasattr(data, "schema"):
+        names = list(data.schema.names)
+    if names is not None:
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise InputError(f"input {kind}: duplicate column name(s) {dupes}")
+    if type(data).__module__.startswith("polars"):
+        data = data.to_arrow()
+    backend = duckdb_backend(options)
+    name = f"privsynth_{uuid.uuid4().hex[:8]}"
+    try:
+        backend.con.register(name, data)  # a zero-copy view for Arrow; DuckDB scans pandas in place
+        table = backend.table(name)
+    except Exception as err:  # noqa: BLE001
+        backend.disconnect()
+        raise InputError(f"input {kind}: cannot be scanned by DuckDB ({type(err).__name__})") from None
+    return OpenedTable(backend, table, f"in-memory {kind}", closers=[backend.disconnect])
+
+
+# ---------------------------------------------------------------- servers
+
+def connect_url(url: str):
+    """An ibis backend for a server URL (PostgreSQL, or any other ibis backend); refuses a password in it."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if parts.password:
+        raise InputError(f"{redact_url(url)!r}: the URL holds a password; give it in the environment "
+                         "(PGPASSWORD for PostgreSQL) or a Prefect block, never in a parameter")
+    if scheme in POSTGRES_SCHEMES:
+        kwargs: dict[str, Any] = {}
+        for piece in parts.query.split("&"):
+            if piece:
+                key, _, value = piece.partition("=")
+                kwargs[unquote(key)] = unquote(value)
+        try:
+            return ibis.postgres.connect(host=parts.hostname or None, port=parts.port, user=unquote(parts.username or "") or None,
+                                         database=unquote(parts.path.lstrip("/")) or None, **kwargs)
+        except Exception as err:  # noqa: BLE001  (libpq messages can carry connection details)
+            raise InputError(f"PostgreSQL {redact_url(url)}: cannot connect ({type(err).__name__})") from None
+    try:
+        return ibis.connect(url)
+    except Exception as err:  # noqa: BLE001
+        raise InputError(f"--input {redact_url(url)!r}: no ibis backend connects to it ({type(err).__name__})") from None
+
+
+def _open_server(spec: str) -> OpenedTable:
+    base, _, query_string = spec.partition("?")
+    params, others = _split_source_parameters(query_string)
+    table, query = params.get("table"), params.get("query")
+    if bool(table) == bool(query and query.strip()):
+        raise InputError(f"--input {redact_url(base)!r}: a SQL source needs exactly one of ?table=NAME or ?query=SELECT...")
+    url = base + ("?" + "&".join(others) if others else "")
+    backend = connect_url(url)
+    parts = urlsplit(base)
+    public = f"{parts.scheme}://{parts.hostname or ''}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+    origin = f"SQL source {public}"
+    dialect = getattr(backend, "dialect", None) or "postgres"
+    dialect = dialect if isinstance(dialect, str) else getattr(backend, "name", "postgres")
+    try:
+        expr = _table_ref(backend, table, origin) if table else _sql_query(backend, query, dialect, origin)
+    except Exception:
+        backend.disconnect()
+        raise
+    return OpenedTable(backend, expr, public + (f" table={table}" if table else " (query)"), closers=[backend.disconnect])
+
+
+def spark_session():
+    """The active SparkSession, or one built with ``spark.master`` = $PRIVSYNTH_SPARK_MASTER (default local[*])."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    master = os.environ.get("PRIVSYNTH_SPARK_MASTER", "local[*]")
+    return SparkSession.builder.master(master).appName("privsynth").getOrCreate()
+
+
+def _open_spark(spec: str) -> OpenedTable:
+    rest = spec[len("spark:"):]
+    name, _, query_string = rest.partition("?")
+    params, others = _split_source_parameters(query_string)
+    query = params.get("query")
+    if others or bool(name) == bool(query and query.strip()):
+        raise InputError("--input: expected spark:TABLE or spark:?query=SELECT ...")
+    try:
+        session = spark_session()
+    except ImportError:
+        raise InputError("--input spark:...: pyspark is not installed (pip install 'privsynth[spark]')") from None
+    backend = ibis.pyspark.connect(session)
+    origin = "Spark source " + (name or "(query)")
+    expr = _table_ref(backend, name, origin) if name else _sql_query(backend, query, "spark", origin)
+    return OpenedTable(backend, expr, f"spark:{name}" if name else "spark: (query)")
+
+
+# ---------------------------------------------------------------- dispatch
+
+def open_table(data: Any, schema: Schema, options: EngineOptions | None = None) -> OpenedTable:
+    """Open ``data`` (a URL / path string, or an in-memory table) as an ibis table; reads metadata only."""
+    options = options or EngineOptions()
+    if not isinstance(data, (str, os.PathLike)):
+        return _open_frame(data, options)
+    spec = str(data)
+    if not spec:
+        raise InputError("--input must be a path or URL")
+    lowered = spec.lower()
+    if lowered.startswith("duckdb:"):
+        return _open_duckdb_file(spec, options)
+    if lowered.startswith("spark:"):
+        return _open_spark(spec)
+    path_part = spec.split("?")[0]
+    path_lower = path_part.lower()
+    if "://" in path_part:
+        scheme = path_part.split("://", 1)[0].lower()
+        if scheme == "file":
+            return open_table(path_part[len("file://"):], schema, options)
+        if path_lower.endswith(CSV_SUFFIXES + PARQUET_SUFFIXES):
+            import fsspec
+
+            try:
+                filesystem = fsspec.filesystem(scheme)
+            except (ImportError, ValueError) as err:
+                raise InputError(f"--input {redact_url(spec)!r}: no fsspec file system for {scheme!r} ({type(err).__name__})") from None
+            if path_lower.endswith(PARQUET_SUFFIXES):
+                return _open_parquet(path_part, options, filesystem)
+            return _open_csv(path_part, schema, options, filesystem)
+        return _open_server(spec)
+    if path_lower.endswith(PARQUET_SUFFIXES):
+        return _open_parquet(path_part, options)
+    if path_lower.endswith(CSV_SUFFIXES):
+        return _open_csv(path_part, schema, options)
+    raise InputError(f"--input {spec!r}: expected a .csv, .csv.gz, .tsv or .parquet file (or a glob of Parquet files), "
+                     "a duckdb:PATH?table=NAME source, a postgresql+psycopg://USER@HOST/DB?table=NAME URL, "
+                     "spark:TABLE, or another ibis backend URL with ?table=NAME")

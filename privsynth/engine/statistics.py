@@ -1,0 +1,281 @@
+"""The statistics a mechanism needs, as aggregate queries that run where the data lives.
+
+* ``row_count``: ``SELECT count(*)``;
+* ``histogram``: ONE ``GROUP BY`` over every binned column; the sparse weighted histogram comes back
+  (at most min(n, domain size) rows of small integer codes and a count), never the rows;
+* ``marginals``: from the histogram when it is small, else one ``GROUP BY`` per marginal (sent as one
+  ``UNION ALL`` query), each returning at most the marginal's cells.
+
+PRIVATE: every result is an exact statistic of the private table. It goes to a mechanism (which adds
+noise) or to the opt-in internal audit; never to a log, artifact or error message. Errors name the
+column and the kind of fault (``binning.Fault``), never a value or a count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ibis
+import numpy as np
+import pyarrow as pa
+
+from privsynth.encoding import Domain, domain_of
+from privsynth.engine.backends import EngineOptions, OpenedTable, backend_error, open_table
+from privsynth.engine.binning import FAULT_ORDER, Binning, Fault, binning, fault_message, type_problem
+from privsynth.io.sources import InputError
+from privsynth.schema import Schema
+from privsynth.workload import Histogram, Marginal
+
+COUNT = "privsynth_count"
+MARGINAL_ID = "privsynth_marginal"
+# Use the histogram for marginals when it has at most this many rows (min(n, domain size) bounds it).
+DEFAULT_MAX_HISTOGRAM_ROWS = 2_000_000
+
+
+@dataclass
+class Source:
+    """A table opened for counting, with the schema's binning expressions built once.
+
+    Create it with :func:`open_source`; close it (or use ``with``) to release the connection.
+    ``bytes_returned`` adds up the Arrow size of every result that came back from the backend:
+    the engine's whole traffic from the data to this process.
+    """
+
+    opened: OpenedTable
+    schema: Schema
+    bins: Binning
+    domain: Domain
+    max_histogram_rows: int = DEFAULT_MAX_HISTOGRAM_ROWS
+    packed_max_cells: int = 2**62  # pack the codes into one BIGINT key below this domain size
+    bytes_returned: int = 0
+    _histogram: Histogram | None = None
+
+    # ------------------------------------------------------------ plumbing
+
+    def describe(self) -> str:
+        """A public description of the source: kind and location, credentials redacted."""
+        return self.opened.description
+
+    @property
+    def origin(self) -> str:
+        return f"input {self.describe()}"
+
+    @property
+    def table(self) -> ibis.Table:
+        return self.opened.table
+
+    def _run(self, expr) -> pa.Table:
+        try:
+            result = expr.to_pyarrow()
+        except InputError:
+            raise
+        except Exception as err:  # noqa: BLE001  (backend messages can quote values: see backend_error)
+            raise backend_error(err, self.origin) from None
+        self.bytes_returned += result.nbytes
+        return result
+
+    def close(self) -> None:
+        self.opened.close()
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ statistics
+
+    def row_count(self) -> int:
+        """The number of rows (private)."""
+        result = self._run(self.table.aggregate(**{COUNT: self.table.count()}))
+        return int(result[COUNT][0].as_py())
+
+    def _cells(self, attributes) -> int:
+        """The number of cells of ``attributes`` (exact: Python integers do not overflow)."""
+        return math.prod(int(self.domain.sizes[a]) for a in attributes)
+
+    def _codes_table(self, attributes: Sequence[int]) -> ibis.Table:
+        return self.table.select(**{self.bins.names[a]: self.bins.codes[a] for a in attributes})
+
+    def _raise_faults(self, codes: np.ndarray, attributes: Sequence[int]) -> None:
+        if not codes.size or codes.min() >= 0:
+            return
+        cols = self.schema.kept_columns
+        for j, a in enumerate(attributes):
+            present = set(np.unique(codes[:, j][codes[:, j] < 0]).tolist())
+            for fault in FAULT_ORDER:
+                if int(fault) in present:
+                    raise InputError(f"{self.origin}: {fault_message(cols[a], fault)}")
+
+    def histogram(self) -> Histogram:
+        """The sparse weighted histogram of the level codes (one GROUP BY over all binned columns).
+
+        Codes equal ``encoding.encode_codes`` on the pandas path's rows; rows come sorted
+        lexicographically (as ``Histogram.of_codes``). Raises InputError naming the column for a value
+        the schema forbids.
+
+        When the domain has fewer than 2^62 cells, the codes are packed on the backend into ONE
+        BIGINT key (row-major: the flat cell index), so the GROUP BY hashes one column and 16 bytes per
+        distinct record come back; the codes are unpacked here. Larger domains group by every column.
+        """
+        if self._histogram is not None:
+            return self._histogram
+        d = self.domain.n_attributes
+        if self._cells(range(d)) < self.packed_max_cells:
+            hist = self._packed_histogram()
+        else:
+            hist = self._wide_histogram()
+        self._histogram = hist
+        return hist
+
+    def _wide_histogram(self) -> Histogram:
+        attributes = list(range(self.domain.n_attributes))
+        names = list(self.bins.names)
+        expr = self._codes_table(attributes).group_by(names).aggregate(**{COUNT: ibis._.count()})
+        result = self._run(expr)
+        codes = np.column_stack([result[n].to_numpy(zero_copy_only=False).astype(np.int32) for n in names]) \
+            if result.num_rows else np.zeros((0, len(names)), dtype=np.int32)
+        counts = result[COUNT].to_numpy(zero_copy_only=False).astype(np.int64)
+        del result
+        self._raise_faults(codes, attributes)
+        order = np.lexsort(codes.T[::-1]) if codes.shape[0] else np.zeros(0, dtype=np.int64)
+        return Histogram(codes[order], counts[order])
+
+    def _strides(self) -> list[int]:
+        sizes = self.domain.sizes
+        strides = [1] * len(sizes)
+        for j in range(len(sizes) - 2, -1, -1):
+            strides[j] = strides[j + 1] * sizes[j + 1]
+        return strides
+
+    def _packed_histogram(self) -> Histogram:
+        d = self.domain.n_attributes
+        attributes = list(range(d))
+        expr = self.table.select(privsynth_key=self._packed_key(attributes)).group_by("privsynth_key") \
+            .aggregate(**{COUNT: ibis._.count()})
+        result = self._run(expr)
+        keys = result["privsynth_key"].to_numpy(zero_copy_only=False).astype(np.int64)
+        counts = result[COUNT].to_numpy(zero_copy_only=False).astype(np.int64)
+        del result
+        self._raise_packed_faults(keys, attributes)
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        strides = self._strides()
+        out = np.empty((keys.shape[0], d), dtype=np.int32)
+        for j in range(d):
+            out[:, j] = (keys // strides[j]) % self.domain.sizes[j]
+        return Histogram(out, counts)
+
+    def marginals(self, marginals: Sequence[Marginal], method: str = "auto") -> dict[Marginal, np.ndarray]:
+        """Counts per cell of each marginal: flat float64 vectors in ``workload.marginal_counts`` layout.
+
+        ``method``: ``histogram`` (derive locally from the histogram), ``query`` (one GROUP BY per
+        marginal on the backend, in one UNION ALL), or ``auto``: the histogram when it is already
+        computed or has at most ``max_histogram_rows`` rows (min(domain size, n) bounds it; the row
+        count used for this choice stays in this process and changes no result), queries otherwise.
+        """
+        marginals = [tuple(int(a) for a in m) for m in marginals]
+        for m in marginals:
+            if not m or list(m) != sorted(set(m)) or m[-1] >= self.domain.n_attributes or m[0] < 0:
+                raise ValueError(f"marginal {m}: expected ascending attribute indices in [0, {self.domain.n_attributes})")
+        if method not in ("auto", "histogram", "query"):
+            raise ValueError(f"method {method!r}: expected 'auto', 'histogram' or 'query'")
+        if method == "auto":
+            small = self._histogram is not None or self._cells(range(self.domain.n_attributes)) <= self.max_histogram_rows
+            method = "histogram" if small or self.row_count() <= self.max_histogram_rows else "query"
+        if method == "histogram":
+            hist = self.histogram()
+            return {m: hist.marginal(self.domain, m) for m in marginals}
+        return self._marginals_by_query(marginals)
+
+    def _packed_key(self, attributes: Sequence[int]) -> ibis.Value:
+        """The flat cell index of ``attributes`` (row-major) as one BIGINT; a row with a fault gets
+        -(8 i + |fault|) for its first faulty attribute (position i in ``attributes``)."""
+        sizes = [self.domain.sizes[a] for a in attributes]
+        if self._cells(attributes) >= 2**62:
+            raise ValueError(f"attributes {tuple(attributes)}: {self._cells(attributes)} cells do not fit one BIGINT key")
+        key = None
+        for a, size in zip(attributes, sizes):
+            code = self.bins.codes[a].cast("int64")
+            key = code if key is None else key * size + code
+        faulty = [(self.bins.codes[a] < 0, -(8 * i) + self.bins.codes[a].cast("int64")) for i, a in enumerate(attributes)]
+        return ibis.cases(*faulty, else_=key)
+
+    def _raise_packed_faults(self, keys: np.ndarray, attributes: Sequence[int]) -> None:
+        if not keys.size or keys.min() >= 0:
+            return
+        bad = -keys[keys < 0]
+        position = int(((bad - 1) // 8).min())
+        kinds = {-int(k - 8 * position) for k in bad if (k - 1) // 8 == position}
+        fault = next(f for f in FAULT_ORDER if int(f) in kinds)
+        col = self.schema.kept_columns[attributes[position]]
+        raise InputError(f"{self.origin}: {fault_message(col, fault)}")
+
+    def _marginals_by_query(self, marginals: list[Marginal]) -> dict[Marginal, np.ndarray]:
+        """One GROUP BY per marginal on its packed cell index, all in one UNION ALL query."""
+        if not marginals:
+            return {}
+        parts = []
+        for i, m in enumerate(marginals):
+            branch = self.table.select(privsynth_key=self._packed_key(m)).group_by("privsynth_key") \
+                .aggregate(**{COUNT: ibis._.count()})
+            parts.append(branch.mutate(**{MARGINAL_ID: ibis.literal(i, type="int32")}))
+        result = self._run(ibis.union(*parts, distinct=False))
+        ids = result[MARGINAL_ID].to_numpy(zero_copy_only=False)
+        keys = result["privsynth_key"].to_numpy(zero_copy_only=False).astype(np.int64)
+        counts = result[COUNT].to_numpy(zero_copy_only=False).astype(np.float64)
+        out = {}
+        for i, m in enumerate(marginals):
+            rows = ids == i
+            self._raise_packed_faults(keys[rows], m)
+            out[m] = np.bincount(keys[rows], weights=counts[rows], minlength=self.domain.size_of(m)).astype(np.float64)
+        return out
+
+    # ------------------------------------------------------------ validation
+
+    def validate(self):
+        """The schema's checks as aggregates in place: a :class:`privsynth.validation.ValidationReport`."""
+        from privsynth.engine.validation import validate_source
+
+        return validate_source(self)
+
+
+def _check_columns(opened: OpenedTable, schema: Schema) -> None:
+    origin = f"input {opened.description}"
+    names = list(opened.table.columns)
+    dupes = sorted({c for c in names if names.count(c) > 1})
+    if dupes:
+        raise InputError(f"{origin}: duplicate column name(s) {dupes}")
+    missing = [c for c in schema.column_names if c not in names]
+    if missing:
+        raise InputError(f"{origin}: missing column(s) {missing}; the schema {schema.name!r} expects {list(schema.column_names)}")
+    types = opened.table.schema()
+    for col in schema.kept_columns:
+        problem = type_problem(col, types[col.name])
+        if problem:
+            raise InputError(f"{origin}: {problem}")
+
+
+def open_source(data: Any, schema: Schema, options: EngineOptions | None = None,
+                max_histogram_rows: int = DEFAULT_MAX_HISTOGRAM_ROWS) -> Source:
+    """Open ``data`` for counting against ``schema``: reads metadata only (columns, types, file footers).
+
+    ``data``: a path or URL (see :mod:`privsynth.engine.backends`), or a pandas / polars DataFrame,
+    pyarrow Table or Dataset. Raises InputError naming the file or column when the columns or their
+    types cannot hold the schema.
+    """
+    opened = open_table(data, schema, options)
+    try:
+        _check_columns(opened, schema)
+        bins = binning(opened.table, schema, text_from_csv=opened.text_from_csv,
+                       array_lookup=getattr(opened.backend, "name", "") == "duckdb")
+    except BaseException:
+        opened.close()
+        raise
+    return Source(opened, schema, bins, domain_of(schema), max_histogram_rows)
+
+
+__all__ = ["Fault", "Source", "open_source"]

@@ -1,0 +1,97 @@
+"""Atomic artifacts and hashing: a reader never sees half a file.
+
+Every artifact is written to a temporary sibling, fsynced, then renamed over its final name
+(``os.replace`` is atomic on one file system); a failed write leaves no partial file behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+DEFAULT_BATCH_ROWS = 65_536
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _temporary_sibling(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write to a temporary sibling, fsync, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary_sibling(path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_json(path: str | Path, payload: object) -> None:
+    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=False, default=_json_default) + "\n").encode())
+
+
+def _json_default(value: object):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+class AtomicParquetWriter:
+    """Stream batches into ``path`` through a temporary file renamed on successful close."""
+
+    def __init__(self, path: str | Path, arrow_schema: pa.Schema) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = _temporary_sibling(self.path)
+        self._writer = pq.ParquetWriter(self._tmp, arrow_schema, compression="zstd")
+        self.schema = arrow_schema
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+
+    def __enter__(self) -> "AtomicParquetWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._writer.close()
+        if exc_type is None:
+            os.replace(self._tmp, self.path)
+        self._tmp.unlink(missing_ok=True)
+
+
+def atomic_write_table(path: str | Path, table: pa.Table) -> None:
+    with AtomicParquetWriter(path, table.schema) as writer:
+        writer.write(table)
+
+
+def iter_parquet(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns)

@@ -1,0 +1,124 @@
+"""Sinks: where the synthetic table goes (``--sink``), by URL; the same URL forms as ``--input``.
+
+* ``out/synthetic.parquet`` or ``out/synthetic.csv``: an atomic file write (temporary sibling, rename);
+* ``duckdb:path/to/w.duckdb?table=NAME``: DuckDB, the table replaced in one statement (``CREATE OR REPLACE``);
+* ``postgresql+psycopg://user@host:5432/db?table=NAME`` (also ``postgresql://``, ``postgres://``):
+  PostgreSQL through ibis (psycopg 3), the table created under a temporary name, the old one dropped
+  and the new one renamed in ONE transaction: readers see the old table or the new one, never half.
+  The password comes from the environment (``PGPASSWORD``, or libpq's ``~/.pgpass``), never from the URL;
+* any other ibis backend URL with ``?table=NAME`` (``ibis.connect``), replaced with ibis's
+  ``create_table(overwrite=True)``: untested, atomic only where that backend makes it so.
+
+The table keeps the schema's types: integers stay BIGINT, floats DOUBLE, booleans BOOLEAN, categories
+text (the Arrow dictionary is cast to plain strings, a type every backend has).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import pyarrow as pa
+
+from privsynth.io.atomic import atomic_write_bytes, atomic_write_table
+from privsynth.io.sources import InputError, _duckdb_path, _plain_table_name, redact_url
+
+SQL_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    kind: str  # "duckdb" | "postgres" | "ibis" | "parquet" | "csv"
+    location: str  # a path, or the connection URL without ?table= (may hold credentials: show redact_url of it)
+    table: str | None = None
+
+    def describe(self) -> str:
+        """Public description: credentials masked."""
+        if self.table is None:
+            return self.location
+        return f"{redact_url(self.location)} table {self.table}"
+
+
+def parse_sink(sink: str) -> SinkSpec:
+    """Parse a ``--sink`` argument; raises InputError on an unknown form or an unsafe table name."""
+    if not sink or not isinstance(sink, str):
+        raise InputError("--sink must be a path or URL")
+    lowered = sink.lower()
+    base, _, query_string = sink.partition("?")
+    scheme = base.split("://", 1)[0].lower() if "://" in base else ""
+    if lowered.startswith("duckdb:") or scheme:
+        params = {k: v[-1] for k, v in parse_qs(query_string).items()}
+        name = params.get("table")
+        if lowered.startswith("duckdb:"):
+            if not name or not _plain_table_name(name):
+                raise InputError(f"--sink {redact_url(sink)!r}: expected duckdb:PATH?table=NAME with a plain table name")
+            return SinkSpec("duckdb", _duckdb_path(base), name)
+        if not name or not _plain_table_name(name):
+            raise InputError(f"--sink {redact_url(sink)!r}: expected {scheme}://...?table=NAME with a plain table name")
+        others = "&".join(p for p in query_string.split("&") if p and not p.lower().startswith("table="))
+        location = base + ("?" + others if others else "")
+        return SinkSpec("postgres" if scheme in SQL_SCHEMES else "ibis", location, name)
+    for suffix in ("parquet", "csv"):
+        if lowered.endswith("." + suffix):
+            return SinkSpec(suffix, sink)
+    raise InputError(f"--sink {redact_url(sink)!r}: expected duckdb:PATH?table=NAME, postgresql+psycopg://USER@HOST/DB?table=NAME, "
+                     "another ibis backend URL with ?table=NAME, or a .parquet or .csv path")
+
+
+def portable_table(table: pa.Table) -> pa.Table:
+    """The synthetic table with dictionary (category) columns as plain strings; other types unchanged."""
+    fields = [pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, nullable=True)
+              for f in table.schema]
+    return table.cast(pa.schema(fields))
+
+
+def _split_name(name: str) -> tuple[str | None, str]:
+    """``schema.table`` -> (schema, table); ``table`` -> (None, table)."""
+    database, _, table = name.rpartition(".")
+    return (database or None), table
+
+
+def write_sink(table: pa.Table, sink: str) -> str:
+    """Write the synthetic table to a sink; returns a public description of where it went (no credentials)."""
+    spec = parse_sink(sink)
+    if spec.kind == "parquet":
+        atomic_write_table(sink, table)
+        return sink
+    if spec.kind == "csv":
+        buffer = io.BytesIO()
+        table.to_pandas().to_csv(buffer, index=False)
+        atomic_write_bytes(sink, buffer.getvalue())
+        return sink
+    data = portable_table(table)
+    if spec.kind == "duckdb":
+        _write_duckdb(data, spec)
+        return f"duckdb:{spec.location} table {spec.table}"
+    from privsynth.engine.backends import connect_url  # the engine's connection logic: one place for URLs
+
+    try:
+        con = connect_url(spec.location)
+    except InputError as err:
+        raise InputError(str(err).replace("--input", "--sink")) from None
+    database, name = _split_name(spec.table)
+    try:
+        con.create_table(name, data, database=database, overwrite=True)
+    except Exception as err:  # noqa: BLE001  (driver errors can quote the URL: name the kind only)
+        raise InputError(f"--sink {spec.describe()}: the table cannot be written ({type(err).__name__})") from None
+    finally:
+        con.disconnect()
+    return spec.describe()
+
+
+def _write_duckdb(data: pa.Table, spec: SinkSpec) -> None:
+    import duckdb
+
+    Path(spec.location).parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(spec.location)
+    try:
+        # CREATE OR REPLACE is one statement, so one transaction: readers see the old or the new table.
+        con.register("privsynth_staged", data)
+        con.execute(f"CREATE OR REPLACE TABLE {spec.table} AS SELECT * FROM privsynth_staged")
+    finally:
+        con.close()

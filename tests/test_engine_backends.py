@@ -1,0 +1,174 @@
+"""Real backends: PostgreSQL (a server started for the session) and Spark (local, slow); sinks to DuckDB
+and PostgreSQL keep the synthetic table's types; URLs never show a password."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from conftest import ADULT_DATA, ADULT_SCHEMA
+from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
+from privsynth.encoding import arrow_schema, domain_of, encode_codes
+from privsynth.engine import connect_url, open_source
+from privsynth.io import InputError, coerce_batch, iter_source, parse_sink, parse_source, redact_url, write_sink
+from privsynth.schema import load_schema
+from privsynth.workload import Histogram
+
+
+@pytest.fixture(scope="module")
+def adult_schema():
+    return load_schema(ADULT_SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def adult_reference(adult_schema) -> Histogram:
+    frames = [coerce_batch(f, adult_schema, "t") for f in iter_source(parse_source(str(ADULT_DATA)), adult_schema)]
+    return Histogram.of_codes(encode_codes(pd.concat(frames, ignore_index=True), adult_schema))
+
+
+@pytest.fixture(scope="module")
+def adult_arrow() -> pa.Table:
+    return pa.Table.from_pandas(pd.read_csv(ADULT_DATA, keep_default_na=False, na_values=[""]), preserve_index=False)
+
+
+def synthetic_table() -> pa.Table:
+    """A synthetic table in the schema's Arrow types (dictionary strings, booleans, int64, float64)."""
+    return pa.table({
+        "colour": pa.array(["red", None, "blue"]).dictionary_encode(),
+        "member": pa.array([True, False, None]),
+        "size": pa.array([1, None, 2**40], type=pa.int64()),
+        "weight": pa.array([0.5, 0.25, None], type=pa.float64()),
+    })
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+@pytest.fixture(scope="module")
+def pg_adult(postgres_url, adult_arrow):  # noqa: F811
+    con = connect_url(postgres_url)
+    try:
+        con.create_table("adult", adult_arrow, overwrite=True)
+    finally:
+        con.disconnect()
+    return postgres_url
+
+
+def test_postgres_histogram_equals_the_pandas_path_and_moves_only_counts(pg_adult, adult_schema, adult_reference):
+    with open_source(f"{pg_adult}?table=public.adult", adult_schema) as src:
+        assert "postgres" in src.describe() and "table=public.adult" in src.describe()
+        hist = src.histogram()
+        assert src.bytes_returned < 3_000_000  # the count table, not 48,842 rows x 15 columns
+        np.testing.assert_array_equal(hist.codes, adult_reference.codes)
+        np.testing.assert_array_equal(hist.counts, adult_reference.counts)
+        report = src.validate()
+        assert report.success, report.failure_message()
+        by_query = src.marginals([(0, 1), (13,)], method="query")
+    domain = domain_of(adult_schema)
+    for m, counts in by_query.items():
+        np.testing.assert_array_equal(counts, adult_reference.marginal(domain, m))
+
+
+def test_postgres_query_source_is_checked_and_runs(pg_adult, adult_schema, adult_reference):
+    with open_source(f"{pg_adult}?query=SELECT * FROM adult WHERE age >= 0", adult_schema) as src:
+        assert src.histogram().n == adult_reference.n
+    with pytest.raises(InputError, match=r"a DROP statement; only a single SELECT is allowed"):
+        open_source(f"{pg_adult}?query=DROP TABLE adult", adult_schema)
+    with pytest.raises(InputError, match=r"function pg_read_file\(\) reads outside the database"):
+        open_source(f"{pg_adult}?query=SELECT pg_read_file('/etc/passwd') AS age FROM adult", adult_schema)
+    with pytest.raises(InputError, match=r"SQL source postgresql\+psycopg://127\.0\.0\.1:\d+/postgres: table not found|does not exist"):
+        open_source(f"{pg_adult}?table=nope", adult_schema)
+
+
+def test_postgres_sink_replaces_the_table_and_keeps_types(postgres_url):  # noqa: F811
+    table = synthetic_table()
+    where = write_sink(table, f"{postgres_url}?table=synthetic_people")
+    assert where.endswith("table synthetic_people") and "postgres" in where
+    write_sink(table.slice(0, 2), f"{postgres_url}?table=synthetic_people")  # replaced, not appended
+    con = connect_url(postgres_url)
+    try:
+        back = con.table("synthetic_people")
+        types = {name: str(t) for name, t in back.schema().items()}
+        assert types == {"colour": "string", "member": "boolean", "size": "int64", "weight": "float64"}
+        rows = back.to_pyarrow().sort_by("weight")
+        assert rows.num_rows == 2 and rows["weight"].to_pylist() == [0.25, 0.5]
+    finally:
+        con.disconnect()
+
+
+# ---------------------------------------------------------------- DuckDB sink
+
+def test_duckdb_sink_replaces_the_table_and_keeps_types(tmp_path):
+    target = f"duckdb:{tmp_path / 'out.duckdb'}?table=synthetic"
+    assert parse_sink(target).kind == "duckdb"
+    write_sink(synthetic_table(), target)
+    write_sink(synthetic_table().slice(0, 1), target)
+    con = duckdb.connect(str(tmp_path / "out.duckdb"), read_only=True)
+    try:
+        described = {r[0]: r[1] for r in con.execute("DESCRIBE synthetic").fetchall()}
+        assert described == {"colour": "VARCHAR", "member": "BOOLEAN", "size": "BIGINT", "weight": "DOUBLE"}
+        assert con.execute("SELECT count(*), max(size) FROM synthetic").fetchone() == (1, 1)
+    finally:
+        con.close()
+
+
+def test_sink_types_follow_the_schema(tmp_path):
+    from privsynth.schema import parse_schema
+
+    schema = parse_schema({"name": "s", "columns": [
+        {"name": "c", "type": "categorical", "categories": ["a"]}, {"name": "b", "type": "boolean"},
+        {"name": "i", "type": "integer", "bounds": [0, 9], "bins": [0, 9]}, {"name": "f", "type": "float", "bounds": [0, 1], "bins": [0, 1]}]})
+    table = pa.table({"c": pa.array(["a"]).dictionary_encode(), "b": [True], "i": pa.array([3], pa.int64()), "f": [0.5]}).cast(arrow_schema(schema))
+    write_sink(table, f"duckdb:{tmp_path / 'o.duckdb'}?table=main.t")
+    with duckdb.connect(str(tmp_path / "o.duckdb"), read_only=True) as con:
+        assert [r[1] for r in con.execute("DESCRIBE main.t").fetchall()] == ["VARCHAR", "BOOLEAN", "BIGINT", "DOUBLE"]
+
+
+# ---------------------------------------------------------------- URLs and credentials
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql+psycopg://ann:hunter2@db.example:5432/w?table=t", "postgresql+psycopg://ann:***@db.example:5432/w?table=t"),
+    ("postgresql://ann@db/w?password=hunter2&sslmode=require", "postgresql://ann@db/w?password=***&sslmode=require"),
+    ("duckdb:w.duckdb?table=t", "duckdb:w.duckdb?table=t"),
+    ("s3://bucket/x.parquet", "s3://bucket/x.parquet"),
+])
+def test_redact_url_masks_passwords(url, shown):
+    assert redact_url(url) == shown
+    assert "hunter2" not in redact_url(url)
+
+
+def test_a_password_in_a_url_is_refused_and_never_shown(adult_schema):
+    with pytest.raises(InputError) as info:
+        open_source("postgresql+psycopg://ann:hunter2@127.0.0.1:1/w?table=t", adult_schema)
+    assert "hunter2" not in str(info.value) and "PGPASSWORD" in str(info.value)
+    with pytest.raises(InputError) as info:
+        write_sink(synthetic_table(), "postgresql://ann:hunter2@127.0.0.1:1/w?table=t")
+    assert "hunter2" not in str(info.value)
+    with pytest.raises(InputError) as info:
+        parse_sink("postgresql://ann:hunter2@h/w?table=bad name")
+    assert "hunter2" not in str(info.value)
+
+
+# ---------------------------------------------------------------- Spark
+
+@pytest.mark.slow
+def test_spark_histogram_equals_the_pandas_path(adult_schema, adult_reference, adult_arrow, monkeypatch):
+    pytest.importorskip("pyspark")
+    from privsynth.engine import spark_session
+
+    monkeypatch.setenv("PRIVSYNTH_SPARK_MASTER", "local[2]")
+    session = spark_session()
+    try:
+        session.createDataFrame(adult_arrow.to_pandas()).createOrReplaceTempView("adult")
+        with open_source("spark:adult", adult_schema) as src:
+            hist = src.histogram()
+            by_query = src.marginals([(0, 1)], method="query")
+        np.testing.assert_array_equal(hist.codes, adult_reference.codes)
+        np.testing.assert_array_equal(hist.counts, adult_reference.counts)
+        np.testing.assert_array_equal(by_query[(0, 1)], adult_reference.marginal(domain_of(adult_schema), (0, 1)))
+        with pytest.raises(InputError, match="only a single SELECT"):
+            open_source("spark:?query=DROP TABLE adult", adult_schema)
+    finally:
+        session.stop()
