@@ -88,49 +88,34 @@ def copy_typed_rows(spec: SourceSpec, schema: Schema, raw_path: Path, origin: st
 
 
 class DataHandle:
-    """One run's access to the private table (see the module docstring)."""
+    """One run's access to the private table (see the module docstring): the statistics engine.
+
+    Every source form is counted where it lives (``privsynth.engine``: DuckDB for files, globs and
+    in-memory tables, PostgreSQL, Spark, any ibis backend); only aggregates come back. Nothing is
+    copied into ``private_dir`` on this path; ``copy_typed_rows`` (the batch reader of
+    ``privsynth.io``) remains for tools that need typed rows, not for runs.
+    """
 
     def __init__(self, data: Any, schema: Schema, private_dir: Path) -> None:
+        from privsynth.engine import open_source
+
         self.schema = schema
         self.private_dir = Path(private_dir)
-        self._raw: Path | None = None
-        if isinstance(data, (str, Path)):
-            self.spec: SourceSpec = parse_source(str(data))
-            self._data = None
-        else:
-            self._data = data
-            self.spec = SourceSpec("parquet", str(self.private_dir / "input.parquet"))
         self.description = describe_data(str(data) if isinstance(data, Path) else data)
-
-    def _raw_copy(self) -> Path:
-        """The typed rows, copied once into the private folder (streamed in batches)."""
-        if self._raw is None:
-            if self._data is not None:
-                pq.write_table(_as_arrow(self._data), self.spec.location)
-            raw = self.private_dir / "raw.parquet"
-            self.rows = copy_typed_rows(self.spec, self.schema, raw, origin=f"input {self.description}")
-            self._raw = raw
-        return self._raw
+        self._source = open_source(str(data) if isinstance(data, Path) else data, schema)
 
     def row_count(self) -> int:
         """The exact row count: PRIVATE, only for checks that refuse without stating it."""
-        self._raw_copy()
-        return self.rows
+        return self._source.row_count()
 
     def validate(self):
-        from privsynth.validation import validate_frame
-
-        return validate_frame(pq.read_table(self._raw_copy()).to_pandas(), self.schema)
+        return self._source.validate()
 
     def histogram(self) -> Histogram:
-        parts = [Histogram.of_codes(encode_codes(batch.to_pandas(), self.schema))
-                 for batch in iter_parquet(self._raw_copy())]
-        return Histogram.merge(parts) if parts else Histogram(np.zeros((0, len(self.schema.kept_columns)), np.int64),
-                                                             np.zeros(0, np.int64))
+        return self._source.histogram()
 
     def close(self) -> None:
-        for name in ("raw.parquet", "input.parquet"):
-            (self.private_dir / name).unlink(missing_ok=True)
+        self._source.close()
 
 
 def open_data(data: Any, schema: Schema, private_dir: Path) -> DataHandle:

@@ -270,6 +270,9 @@ def open_source(data: Any, schema: Schema, options: EngineOptions | None = None,
     opened = open_table(data, schema, options)
     try:
         _check_columns(opened, schema)
+        if schema.other_columns == "ignore":
+            # Columns the schema does not list are never read (nor validated, nor counted).
+            opened.table = opened.table.select(*schema.column_names)
         bins = binning(opened.table, schema, text_from_csv=opened.text_from_csv,
                        array_lookup=getattr(opened.backend, "name", "") == "duckdb")
     except BaseException:
