@@ -42,6 +42,17 @@ def check_no_literal_password(url: str | None, what: str) -> None:
             "and set PGPASSWORD (PostgreSQL), or use a Prefect Secret block")
 
 
+def password_from_reference(password: str) -> str:
+    """The value of a ``${VAR}`` password reference (CredentialError for a literal or an unset variable)."""
+    match = _REFERENCE.match(password)
+    if match is None:
+        raise CredentialError("a password in a URL must be a ${ENV_VAR} reference, not a literal value")
+    value = os.environ.get(match.group(1))
+    if value is None:
+        raise CredentialError(f"the connection URL references ${{{match.group(1)}}}, which is not set in the environment")
+    return value
+
+
 def expand_credentials(url: str) -> str:
     """The URL with a ``${VAR}`` password replaced by the variable's value (at connect time only)."""
     password = _password_of(url)

@@ -326,8 +326,6 @@ def test_duckdb_errors_do_not_quote_cell_values(tmp_path):
         list(iter_source(parse_source(f"duckdb:{db}?query=SELECT nope FROM t"), SCHEMA))
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: io._sql_batches hands the URL to sqlalchemy.create_engine without "
-                                       "privsynth.credentials.expand_credentials (see the report)")
 def test_sql_source_password_reference_is_expanded_only_at_connect_time(monkeypatch):
     # The documented form of a password in --input: a ${VAR} reference, expanded when the connection opens.
     import sqlalchemy

@@ -40,6 +40,7 @@ import ibis.expr.types as ir
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from privsynth.credentials import CredentialError, expand_credentials, password_from_reference
 from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
 from privsynth.io.sources import (InputError, SourceSpec, _check_file, _csv_header, _duckdb_path, _plain_table_name,
                                   _split_source_parameters, redact_url)
@@ -278,9 +279,14 @@ def connect_url(url: str):
     """An ibis backend for a server URL (PostgreSQL, or any other ibis backend); refuses a password in it."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
+    password = None
     if parts.password:
-        raise InputError(f"{redact_url(url)!r}: the URL holds a password; give it in the environment "
-                         "(PGPASSWORD for PostgreSQL) or a Prefect block, never in a parameter")
+        # Only a ${ENV_VAR} reference is accepted (privsynth.credentials); its value is read here, at connect time.
+        try:
+            password = password_from_reference(unquote(parts.password))
+        except CredentialError as err:
+            raise InputError(f"{redact_url(url)!r}: {err}; give the password in the environment (PGPASSWORD for "
+                             "PostgreSQL, or user:${VAR}@host) or a Prefect block, never in a parameter") from None
     if scheme in POSTGRES_SCHEMES:
         kwargs: dict[str, Any] = {}
         for piece in parts.query.split("&"):
@@ -289,11 +295,11 @@ def connect_url(url: str):
                 kwargs[unquote(key)] = unquote(value)
         try:
             return ibis.postgres.connect(host=parts.hostname or None, port=parts.port, user=unquote(parts.username or "") or None,
-                                         database=unquote(parts.path.lstrip("/")) or None, **kwargs)
+                                         password=password, database=unquote(parts.path.lstrip("/")) or None, **kwargs)
         except Exception as err:  # noqa: BLE001  (libpq messages can carry connection details)
             raise InputError(f"PostgreSQL {redact_url(url)}: cannot connect ({type(err).__name__})") from None
     try:
-        return ibis.connect(url)
+        return ibis.connect(expand_credentials(url) if password is not None else url)
     except Exception as err:  # noqa: BLE001
         raise InputError(f"--input {redact_url(url)!r}: no ibis backend connects to it ({type(err).__name__})") from None
 

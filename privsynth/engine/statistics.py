@@ -25,7 +25,7 @@ import pyarrow as pa
 from privsynth.encoding import Domain, domain_of
 from privsynth.engine.backends import EngineOptions, OpenedTable, backend_error, open_table
 from privsynth.engine.binning import FAULT_ORDER, Binning, Fault, binning, fault_message, type_problem
-from privsynth.io.sources import InputError
+from privsynth.io.sources import InputError, check_input_width
 from privsynth.schema import Schema
 from privsynth.workload import Histogram, Marginal
 
@@ -246,6 +246,7 @@ class Source:
 def _check_columns(opened: OpenedTable, schema: Schema) -> None:
     origin = f"input {opened.description}"
     names = list(opened.table.columns)
+    check_input_width(len(names), origin)
     dupes = sorted({c for c in names if names.count(c) > 1})
     if dupes:
         raise InputError(f"{origin}: duplicate column name(s) {dupes}")

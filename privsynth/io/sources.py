@@ -22,6 +22,7 @@ import gzip
 import io
 import re
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from privsynth.credentials import expand_credentials
 from privsynth.encoding import category_text
 from privsynth.io.atomic import DEFAULT_BATCH_ROWS
 from privsynth.schema import Schema
@@ -173,6 +175,16 @@ def _open_text(location: str):
     return io.TextIOWrapper(raw, encoding="utf-8", newline="")
 
 
+def check_input_width(columns: int, origin: str) -> None:
+    """Refuse an input with more columns than PRIVSYNTH_MAX_INPUT_COLUMNS, before anything else is read."""
+    from privsynth.limits import LimitError, limit
+
+    allowed = limit("PRIVSYNTH_MAX_INPUT_COLUMNS")
+    if columns > allowed:
+        raise LimitError(f"{origin} has {columns} columns; the limit is {allowed} (PRIVSYNTH_MAX_INPUT_COLUMNS): select the "
+                         "columns you need with a query or a view, or raise the limit")
+
+
 def _csv_header(spec: SourceSpec, schema: Schema) -> list[str]:
     try:
         with _open_text(spec.location) as handle:
@@ -185,8 +197,10 @@ def _csv_header(spec: SourceSpec, schema: Schema) -> list[str]:
     if not first.strip():
         raise InputError(f"input file {spec.location!r} has no header row")
     header = next(csv.reader([first], delimiter=spec.delimiter))
+    check_input_width(len(header), f"input file {spec.location!r}")
     header = [h.strip() for h in header]
-    dupes = sorted({h for h in header if header.count(h) > 1})
+    counts = Counter(header)
+    dupes = sorted(h for h, c in counts.items() if c > 1)
     if dupes:
         # A file without a header row makes its first data row the "header": name repeats only when
         # they are schema names, which cannot be data values.
@@ -265,7 +279,7 @@ def _sql_batches(spec: SourceSpec, batch_rows: int) -> Iterator[pd.DataFrame]:
     import sqlalchemy
 
     try:
-        engine = sqlalchemy.create_engine(spec.location)
+        engine = sqlalchemy.create_engine(expand_credentials(spec.location))
     except Exception as err:  # driver missing or bad URL: say which, without the password
         raise InputError(f"SQL source {spec.describe()}: cannot create an engine ({type(err).__name__}: {err})") from None
     try:
