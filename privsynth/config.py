@@ -7,6 +7,7 @@ the input can be located, the output folder can be written.
 
 from __future__ import annotations
 
+import glob
 import math
 from dataclasses import dataclass
 from importlib import resources
@@ -161,7 +162,11 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
     source = None
     if not in_memory:
         source = parse_source(parameters.input or example_input)
-        if source.kind in ("csv", "parquet") and "://" not in source.location and not Path(source.location).is_file():
+        local = source.kind in ("csv", "parquet") and "://" not in source.location
+        if local and any(ch in source.location for ch in "*?["):
+            if not glob.glob(source.location):
+                raise InputError(f"input {source.location!r} matches no file")
+        elif local and not Path(source.location).is_file():
             raise InputError(f"input file {source.location!r} does not exist")
     mechanism = get_mechanism(parameters.mechanism)
     options = dict(parameters.mechanism_options)

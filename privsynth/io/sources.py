@@ -53,6 +53,8 @@ class SourceSpec:
 
     def describe(self) -> str:
         """A public description: the location and table, never credentials."""
+        if self.kind == "spark":
+            return self.location
         if self.kind != "sql":
             return f"{self.kind}:{self.location}"
         parts = urlsplit(self.location)
@@ -65,6 +67,12 @@ def parse_source(spec: str) -> SourceSpec:
     if not spec or not isinstance(spec, str):
         raise InputError("--input must be a path or URL")
     lowered = spec.lower()
+    if lowered.startswith("spark:"):
+        # A table or query of a Spark session: opened and counted by the engine (privsynth.engine.backends).
+        rest = spec[len("spark:"):]
+        if not rest or rest.startswith("?") and not rest.lower().startswith("?query="):
+            raise InputError("--input: expected spark:TABLE or spark:?query=SELECT ...")
+        return SourceSpec("spark", spec)
     file_suffixes = (".parquet", ".csv", ".csv.gz", ".tsv", ".tsv.gz")
     if lowered.startswith("duckdb:") or ("://" in spec.split("?")[0] and not lowered.split("?")[0].endswith(file_suffixes)):
         return _parse_sql(spec)
@@ -73,8 +81,8 @@ def parse_source(spec: str) -> SourceSpec:
         return SourceSpec("parquet", path)
     if path.lower().endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
         return SourceSpec("csv", path, delimiter="\t" if ".tsv" in path.lower() else ",")
-    raise InputError(f"--input {spec!r}: expected a .csv, .csv.gz, .tsv or .parquet file, "
-                     "a duckdb:PATH?table=NAME source, or a SQLAlchemy URL with ?table=NAME")
+    raise InputError(f"--input {spec!r}: expected a .csv, .csv.gz, .tsv or .parquet file (or a glob of Parquet files), "
+                     "a duckdb:PATH?table=NAME source, a database URL with ?table=NAME, or spark:TABLE")
 
 
 def _split_source_parameters(query_string: str) -> tuple[dict[str, str], list[str]]:
