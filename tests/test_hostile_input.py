@@ -248,7 +248,7 @@ CASES = [
     ("rows = 0", _good(rows=0), ParameterError, r"^rows: Input should be greater than or equal to 1$", "plan"),
     ("rows < 0", _good(rows=-5), ParameterError, r"^rows: Input should be greater than or equal to 1$", "plan"),
     ("unknown mechanism", _good(mechanism="magic"), ParameterError,
-     r"^mechanism: unknown mechanism 'magic'; expected one of \['microaggregation', 'private_sampling', 'rap', 'reduced_space'\]$", "plan"),
+     r"^mechanism: unknown mechanism 'magic'; expected one of \['aim', 'microaggregation', 'private_sampling', 'rap', 'reduced_space'\]$", "plan"),
     ("unknown mechanism option", _good(mechanism_options={"bogus": 1}), ParameterError,
      r"^mechanism reduced_space option bogus: Extra inputs are not permitted$", "plan"),
     ("output folder cannot be written", _unwritable_output, InputError,
