@@ -139,6 +139,24 @@ def run_with_dataset_slot(ctx, dataset: str):
         return execute(ctx, prefect_runner)
 
 
+CREDENTIAL_VARIABLES = ("PRIVSYNTH_DB_PASSWORD", "PGPASSWORD")
+
+
+def load_credentials(block_name: str) -> None:
+    """Read the password from a Prefect Secret block into this run's environment (the worker's process):
+    the form and the stored parameters hold only the block's name."""
+    from prefect.blocks.system import Secret
+
+    from privsynth.credentials import CredentialError
+
+    try:
+        value = Secret.load(block_name).get()
+    except ValueError:
+        raise CredentialError(f"credentials_block: no Prefect Secret block named {block_name!r}") from None
+    for name in CREDENTIAL_VARIABLES:
+        os.environ[name] = str(value)
+
+
 def refused(err: BaseException, dataset: str | None):
     """An expected refusal: one log line, an event an automation can react to, a Failed state that says why."""
     kind = REFUSAL_KINDS.get(type(err).__name__, "invalid-input")
@@ -155,6 +173,8 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
     logger = get_run_logger()
     dataset = None
     try:
+        if parameters.credentials_block:
+            load_credentials(parameters.credentials_block)
         ctx = prepare_run(parameters, run_id=_run_id(), release_store=release_store,
                           progress=lambda line: logger.info("%s", line))
         dataset = ctx.plan.dataset

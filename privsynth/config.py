@@ -64,6 +64,11 @@ class RunParameters(BaseModel):
     ledger: str | None = Field(None, description="Budget ledger SQLAlchemy URL. Empty: $PRIVSYNTH_LEDGER_URL or the "
                                                  "per-user ledger in $PRIVSYNTH_HOME.")
     unlimited: bool = Field(False, description="Spend without a budget limit on a dataset that has no budget (logged).")
+    credentials_block: str | None = Field(None, description="Prefect runs only: the name of a Prefect Secret block that "
+                                          "holds the database password. The worker reads it at run time into "
+                                          "`PRIVSYNTH_DB_PASSWORD` and `PGPASSWORD` (write URLs as "
+                                          "`user:${PRIVSYNTH_DB_PASSWORD}@host`); the password is never a parameter.",
+                                          max_length=200)
     mechanism_options: dict[str, Any] = Field(default_factory=dict, description="Extra settings of the mechanism's config.")
     audit: bool = Field(False, description="Also write the INTERNAL (not DP) audit against the real data to "
                                            "internal-audit/ (never sent to Prefect).")

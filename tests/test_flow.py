@@ -189,3 +189,24 @@ def test_overspending_run_stops_before_reading_the_data(harness, toy, private_tm
     assert _nothing_in(toy["tmp"] / "run")  # refused before the run folder is written or the data opened
     assert _private_leftovers(private_tmp) == []
     assert BudgetLedger(toy["ledger"]).history("toy") == []
+
+
+def test_credentials_come_from_a_prefect_secret_block_never_from_parameters(harness, toy, monkeypatch):
+    import os
+
+    from prefect.blocks.system import Secret
+
+    from flows.synthesize import load_credentials
+    from privsynth.credentials import CredentialError, expand_credentials
+
+    Secret(value="s3cr3t-pw").save("privsynth-test-db", overwrite=True)
+    for name in ("PRIVSYNTH_DB_PASSWORD", "PGPASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    parameters = _parameters(toy, credentials_block="privsynth-test-db",
+                             ledger="postgresql+psycopg://analyst:${PRIVSYNTH_DB_PASSWORD}@db/ledger")
+    assert "s3cr3t" not in parameters.model_dump_json()  # what Prefect stores and shows
+    load_credentials(parameters.credentials_block)
+    assert os.environ["PRIVSYNTH_DB_PASSWORD"] == "s3cr3t-pw" == os.environ["PGPASSWORD"]
+    assert expand_credentials(parameters.ledger) == "postgresql+psycopg://analyst:s3cr3t-pw@db/ledger"
+    with pytest.raises(CredentialError, match="no Prefect Secret block"):
+        load_credentials("no-such-block")
