@@ -143,3 +143,40 @@ def test_plain_cli_run_prints_no_traceback_and_no_error(tmp_path):
     errors = [line for line in output.splitlines() if "ERROR" in line or "Failed to send telemetry" in line]
     assert errors == [], output[-4000:]
     assert (tmp_path / "run" / "synthetic.parquet").is_file()
+
+
+@pytest.mark.slow
+def test_a_refused_run_is_one_line_and_sigterm_stops_a_run_promptly(tmp_path):
+    """A refused run (no budget) prints one error line and no traceback or ERROR line; SIGTERM during a
+    run ends it within a minute with status 143, and the same command then resumes or is refused in one line."""
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PRIVSYNTH_LEDGER_URL")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(REPO), PRIVSYNTH_HOME=str(tmp_path / "home"))
+    data = tmp_path / "adult.csv.gz"
+    data.write_bytes((REPO / "privsynth" / "data" / "adult.csv.gz").read_bytes())
+    base = [sys.executable, "-m", "flows.cli", "run", "--input", str(data), "--schema", str(REPO / "schemas" / "adult.yaml"),
+            "--mechanism", "aim", "--output", str(tmp_path / "run")]
+    refused = subprocess.run(base, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode == 2 and "has no privacy budget" in refused.stderr, output[-3000:]
+    assert "Traceback" not in output and not [line for line in output.splitlines() if "ERROR" in line], output[-3000:]
+
+    process = subprocess.Popen([*base, "--unlimited"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (tmp_path / "run" / "encoding.json").exists():
+        time.sleep(0.5)  # wait until the run is inside its stages
+    assert process.poll() is None, process.stdout.read()[-3000:]
+    stopped_at = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+    assert time.monotonic() - stopped_at < 60 and process.returncode in (143, -signal.SIGTERM)
+    again = subprocess.run([*base, "--unlimited"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    # Stopped before the noise was drawn: the re-run resumes and completes. Stopped after: the draw is on
+    # record, so the same run is refused in one line (a new run is a new, charged release).
+    assert again.returncode == 0 or (again.returncode == 2 and "already drawn" in again.stderr), \
+        (again.stdout + again.stderr)[-3000:]
