@@ -116,6 +116,7 @@ def test_adult_parquet_glob_duckdb_file_and_arrow_give_the_same_histogram(adult_
             assert same(hist, adult_reference), f"source {data if isinstance(data, str) else type(data)}"
 
 
+@pytest.mark.slow  # four scans of the gzipped CSV
 def test_marginals_by_query_equal_marginals_from_the_histogram(adult_schema, adult_reference):
     domain = domain_of(adult_schema)
     marginals = [(0,), (1, 3), (0, 5, 14), (13,)]

@@ -31,6 +31,7 @@ from privsynth.workload import Histogram, Marginal
 
 COUNT = "privsynth_count"
 MARGINAL_ID = "privsynth_marginal"
+FAULT_SHIFT = 5  # fault codes are -5..-1: shifted by 5, every code packs as a digit >= 0
 # Use the histogram for marginals when it has at most this many rows (min(n, domain size) bounds it).
 DEFAULT_MAX_HISTOGRAM_ROWS = 2_000_000
 
@@ -49,7 +50,7 @@ class Source:
     bins: Binning
     domain: Domain
     max_histogram_rows: int = DEFAULT_MAX_HISTOGRAM_ROWS
-    packed_max_cells: int = 2**62  # pack the codes into one BIGINT key below this domain size
+    packed_max_cells: int = 2**62  # pack the codes into one BIGINT key below this many packed cells
     bytes_returned: int = 0
     _histogram: Histogram | None = None
 
@@ -117,14 +118,15 @@ class Source:
         lexicographically (as ``Histogram.of_codes``). Raises InputError naming the column for a value
         the schema forbids.
 
-        When the domain has fewer than 2^62 cells, the codes are packed on the backend into ONE
-        BIGINT key (row-major: the flat cell index), so the GROUP BY hashes one column and 16 bytes per
-        distinct record come back; the codes are unpacked here. Larger domains group by every column.
+        When the packed domain (each attribute's levels + 5 fault codes) has fewer than 2^62 cells, the
+        codes are packed on the backend into ONE BIGINT key (row-major), so the GROUP BY hashes one
+        column, each code expression is computed once, and 16 bytes per distinct record come back; the
+        codes are unpacked here. Larger domains group by every column.
         """
         if self._histogram is not None:
             return self._histogram
         d = self.domain.n_attributes
-        if self._cells(range(d)) < self.packed_max_cells:
+        if math.prod(self._packed_sizes(range(d))) < self.packed_max_cells:
             hist = self._packed_histogram()
         else:
             hist = self._wide_histogram()
@@ -144,30 +146,15 @@ class Source:
         order = np.lexsort(codes.T[::-1]) if codes.shape[0] else np.zeros(0, dtype=np.int64)
         return Histogram(codes[order], counts[order])
 
-    def _strides(self) -> list[int]:
-        sizes = self.domain.sizes
-        strides = [1] * len(sizes)
-        for j in range(len(sizes) - 2, -1, -1):
-            strides[j] = strides[j + 1] * sizes[j + 1]
-        return strides
-
     def _packed_histogram(self) -> Histogram:
-        d = self.domain.n_attributes
-        attributes = list(range(d))
-        expr = self.table.select(privsynth_key=self._packed_key(attributes)).group_by("privsynth_key") \
-            .aggregate(**{COUNT: ibis._.count()})
-        result = self._run(expr)
+        attributes = list(range(self.domain.n_attributes))
+        result = self._run(self._packed_counts(attributes))
         keys = result["privsynth_key"].to_numpy(zero_copy_only=False).astype(np.int64)
         counts = result[COUNT].to_numpy(zero_copy_only=False).astype(np.int64)
         del result
-        self._raise_packed_faults(keys, attributes)
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys, kind="stable")  # packed keys sort as the codes do (row-major)
         keys, counts = keys[order], counts[order]
-        strides = self._strides()
-        out = np.empty((keys.shape[0], d), dtype=np.int32)
-        for j in range(d):
-            out[:, j] = (keys // strides[j]) % self.domain.sizes[j]
-        return Histogram(out, counts)
+        return Histogram(self._unpack(keys, attributes), counts)
 
     def marginals(self, marginals: Sequence[Marginal], method: str = "auto") -> dict[Marginal, np.ndarray]:
         """Counts per cell of each marginal: flat float64 vectors in ``workload.marginal_counts`` layout.
@@ -191,38 +178,45 @@ class Source:
             return {m: hist.marginal(self.domain, m) for m in marginals}
         return self._marginals_by_query(marginals)
 
+    def _packed_sizes(self, attributes: Sequence[int]) -> list[int]:
+        """Digits per attribute in the packed key: its levels plus the FAULT_SHIFT fault codes."""
+        return [int(self.domain.sizes[a]) + FAULT_SHIFT for a in attributes]
+
     def _packed_key(self, attributes: Sequence[int]) -> ibis.Value:
-        """The flat cell index of ``attributes`` (row-major) as one BIGINT; a row with a fault gets
-        -(8 i + |fault|) for its first faulty attribute (position i in ``attributes``)."""
-        sizes = [self.domain.sizes[a] for a in attributes]
-        if self._cells(attributes) >= 2**62:
-            raise ValueError(f"attributes {tuple(attributes)}: {self._cells(attributes)} cells do not fit one BIGINT key")
+        """The codes of ``attributes`` as ONE BIGINT, row-major, each code shifted by FAULT_SHIFT so
+        that fault codes (-5..-1) pack too: every code expression appears once in the query."""
+        sizes = self._packed_sizes(attributes)
+        if math.prod(sizes) >= 2**62:
+            raise ValueError(f"attributes {tuple(attributes)}: {math.prod(sizes)} packed cells do not fit one BIGINT key")
         key = None
         for a, size in zip(attributes, sizes):
-            code = self.bins.codes[a].cast("int64")
-            key = code if key is None else key * size + code
-        faulty = [(self.bins.codes[a] < 0, -(8 * i) + self.bins.codes[a].cast("int64")) for i, a in enumerate(attributes)]
-        return ibis.cases(*faulty, else_=key)
+            digit = self.bins.codes[a].cast("int64") + FAULT_SHIFT
+            key = digit if key is None else key * size + digit
+        return key
 
-    def _raise_packed_faults(self, keys: np.ndarray, attributes: Sequence[int]) -> None:
-        if not keys.size or keys.min() >= 0:
-            return
-        bad = -keys[keys < 0]
-        position = int(((bad - 1) // 8).min())
-        kinds = {-int(k - 8 * position) for k in bad if (k - 1) // 8 == position}
-        fault = next(f for f in FAULT_ORDER if int(f) in kinds)
-        col = self.schema.kept_columns[attributes[position]]
-        raise InputError(f"{self.origin}: {fault_message(col, fault)}")
+    def _unpack(self, keys: np.ndarray, attributes: Sequence[int]) -> np.ndarray:
+        """Codes (len(keys) x len(attributes), int32) of packed keys; raises InputError on a fault code
+        (the first faulty column in schema order, its kind by FAULT_ORDER, as the pandas path)."""
+        sizes = self._packed_sizes(attributes)
+        out = np.empty((keys.shape[0], len(attributes)), dtype=np.int32)
+        rest = keys.copy()
+        for j in range(len(attributes) - 1, -1, -1):
+            out[:, j] = rest % sizes[j] - FAULT_SHIFT
+            rest //= sizes[j]
+        if out.size and out.min() < 0:
+            self._raise_faults(out, attributes)
+        return out
+
+    def _packed_counts(self, attributes: Sequence[int]) -> ibis.Table:
+        return self.table.select(privsynth_key=self._packed_key(attributes)).group_by("privsynth_key") \
+            .aggregate(**{COUNT: ibis._.count()})
 
     def _marginals_by_query(self, marginals: list[Marginal]) -> dict[Marginal, np.ndarray]:
         """One GROUP BY per marginal on its packed cell index, all in one UNION ALL query."""
         if not marginals:
             return {}
-        parts = []
-        for i, m in enumerate(marginals):
-            branch = self.table.select(privsynth_key=self._packed_key(m)).group_by("privsynth_key") \
-                .aggregate(**{COUNT: ibis._.count()})
-            parts.append(branch.mutate(**{MARGINAL_ID: ibis.literal(i, type="int32")}))
+        parts = [self._packed_counts(m).mutate(**{MARGINAL_ID: ibis.literal(i, type="int32")})
+                 for i, m in enumerate(marginals)]
         result = self._run(ibis.union(*parts, distinct=False))
         ids = result[MARGINAL_ID].to_numpy(zero_copy_only=False)
         keys = result["privsynth_key"].to_numpy(zero_copy_only=False).astype(np.int64)
@@ -230,8 +224,10 @@ class Source:
         out = {}
         for i, m in enumerate(marginals):
             rows = ids == i
-            self._raise_packed_faults(keys[rows], m)
-            out[m] = np.bincount(keys[rows], weights=counts[rows], minlength=self.domain.size_of(m)).astype(np.float64)
+            codes = self._unpack(keys[rows], m)
+            dims = tuple(self.domain.sizes[a] for a in m)
+            cells = np.ravel_multi_index(tuple(codes.T), dims) if codes.shape[0] else np.zeros(0, dtype=np.int64)
+            out[m] = np.bincount(cells, weights=counts[rows], minlength=self.domain.size_of(m)).astype(np.float64)
         return out
 
     # ------------------------------------------------------------ validation
