@@ -157,6 +157,7 @@ def command_run(args: argparse.Namespace) -> int:
         "keep_private": args.keep_private or None, "audit_target": args.audit_target}.items() if v is not None}
     parameters = parse_parameters(values)
     plan_run(parameters)  # every parameter checked here, before Prefect starts or any data is read
+    os.environ["PRIVSYNTH_CLI_RUN"] = "1"  # the flow then stops at once on SIGTERM (flows.synthesize)
     from flows.synthesize import synthesize
 
     result = synthesize(parameters)
@@ -227,11 +228,16 @@ def command_mechanisms(_: argparse.Namespace) -> int:
     return 0
 
 
+_STOP = {"requested": False}
+STOPPED_LINE = "privsynth: stopped by SIGTERM; nothing half-written remains (re-run the same command to resume)"
+
+
 def _stop_on_sigterm(signum, frame) -> None:  # noqa: ARG001
     """SIGTERM (a scheduler's or an operator's stop) ends the run promptly; every write is atomic and
-    the ledger's charge is one transaction, so stopping between two stages leaves nothing half-done."""
-    print("privsynth: stopped by SIGTERM; nothing half-written remains (re-run the same command to resume)",
-          file=sys.stderr)
+    the ledger's charge is one transaction, so stopping between two stages leaves nothing half-done.
+    A query interrupted by the signal may surface as an error of its own: the flag makes main report
+    the stop, not that error."""
+    _STOP["requested"] = True
     raise SystemExit(143)
 
 
@@ -254,8 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except _known_errors() as err:
+        if _STOP["requested"]:
+            print(STOPPED_LINE, file=sys.stderr)
+            return 143
         print(f"privsynth: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except SystemExit:
+        if _STOP["requested"]:
+            print(STOPPED_LINE, file=sys.stderr)
+            return 143
+        raise
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ and the DP report. The internal audit (opt-in) stays on disk and never reaches P
 
 import logging
 import os
+import signal
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -139,6 +140,45 @@ def run_with_dataset_slot(ctx, dataset: str):
         return execute(ctx, prefect_runner)
 
 
+CLI_ENV = "PRIVSYNTH_CLI_RUN"
+
+
+def _child_processes() -> list[int]:
+    """Process ids whose parent is this process (Linux /proc; empty elsewhere)."""
+    me, children = os.getpid(), []
+    for entry in Path("/proc").glob("[0-9]*/stat") if Path("/proc").is_dir() else ():
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            children.append(int(entry.parent.name))
+    return children
+
+
+def stop_at_once_on_sigterm() -> None:
+    """In a `privsynth run` process only: SIGTERM ends the process at once (status 143).
+
+    Prefect's own handler raises an exception wherever the signal lands, also inside compiled code (a
+    JAX or DuckDB call), which aborts the process with a C++ traceback. A stop at any point is safe here:
+    every artifact is written atomically and the ledger's charge and noise claim are transactions, so
+    it is exactly a kill. Worker and served runs keep Prefect's handler (it reports cancellations).
+    """
+    if os.environ.get(CLI_ENV) != "1":
+        return
+
+    def stop(signum, frame):  # noqa: ARG001
+        os.write(2, b"privsynth: stopped by SIGTERM; nothing half-written remains (re-run the same command to resume)\n")
+        for child in _child_processes():  # Prefect's temporary API server, if this run started one
+            try:
+                os.kill(child, signal.SIGTERM)
+            except OSError:
+                pass
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 CREDENTIAL_VARIABLES = ("PRIVSYNTH_DB_PASSWORD", "PGPASSWORD")
 
 
@@ -172,6 +212,7 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
     """Release a DP synthetic table. Returns public facts only: folder, outputs, privacy spent."""
     logger = get_run_logger()
     dataset = None
+    stop_at_once_on_sigterm()
     try:
         if parameters.credentials_block:
             load_credentials(parameters.credentials_block)

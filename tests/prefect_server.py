@@ -222,5 +222,5 @@ def toy_job(tmp: Path) -> dict:
     (tmp / "toy.yaml").write_text(yaml.safe_dump(TOY_SCHEMA))
     parameters = {"input": str(tmp / "toy.csv"), "schema_file": str(tmp / "toy.yaml"), "mechanism": "microaggregation",
                   "epsilon": 1.0, "rows": 50, "seed": 3, "output": str(tmp / "run"),
-                  "ledger": f"sqlite:///{tmp / 'ledger.sqlite'}"}
+                  "ledger": f"sqlite:///{tmp / 'ledger.sqlite'}", "unlimited": True}
     return {"parameters": parameters, "release_store": str(tmp / "releases")}
