@@ -110,3 +110,19 @@ def toy_frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
     size = np.where(colour == "red", rng.integers(0, 30, n), rng.integers(20, 101, n))
     return pd.DataFrame({"id": np.arange(n), "colour": colour, "size": size,
                          "weight": rng.uniform(0, 1, n).round(3), "member": rng.random(n) < 0.4})
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch):
+    """Where the runs' private temporary folders go (in process), to check that none is left behind."""
+    import tempfile
+
+    folder = tmp_path / "system-tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def private_leftovers(folder) -> list[str]:
+    """Names of the private run folders left in ``folder``."""
+    return sorted(p.name for p in folder.glob("privsynth-private-*"))

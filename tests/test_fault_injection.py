@@ -45,7 +45,7 @@ from privsynth.config import RunParameters
 from privsynth.pipeline import FAULT_ENV, FAULT_POINTS, InjectedFault, fault_point
 from privsynth.privacy.ledger import BudgetLedger, NoiseAlreadyDrawnError
 from privsynth.runfolder import RunFolder, RunFolderError
-from conftest import TOY_SCHEMA
+from conftest import TOY_SCHEMA, private_leftovers
 
 CLI = Path(sys.executable).with_name("privsynth")
 SCHEMA = TOY_SCHEMA
@@ -101,17 +101,7 @@ def reference(harness, toy, tmp_path_factory) -> dict:
     return {"release": pq.read_table(run / "release.parquet"), "synthetic": pq.read_table(run / "synthetic.parquet")}
 
 
-@pytest.fixture
-def private_tmp(tmp_path, monkeypatch) -> Path:
-    """Where the runs' private temporary folders go (in process), to check that none is left behind."""
-    folder = tmp_path / "system-tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
 
-
-def _private_leftovers(folder: Path) -> list[Path]:
-    return sorted(folder.glob("privsynth-private-*"))
 
 
 def _stored_releases(store: Path) -> list[str]:
@@ -222,7 +212,7 @@ def test_rerun_after_a_fault_is_charged_once_and_never_draws_twice(point, harnes
     monkeypatch.setenv(FAULT_ENV, f"raise:{point}")
     with pytest.raises(InjectedFault):
         synthesize(parameters, release_store=store)
-    assert _private_leftovers(private_tmp) == [], "a failed run deletes its private intermediates"
+    assert private_leftovers(private_tmp) == [], "a failed run deletes its private intermediates"
     run = tmp_path / "run"
     _check_state_after_kill(tmp_path, run, point)
     _damage_after_kill(run, point)
@@ -236,7 +226,7 @@ def test_rerun_after_a_fault_is_charged_once_and_never_draws_twice(point, harnes
         manifest = RunFolder.load(run).manifest
         assert "mechanism" not in manifest["stages"] and "finished" not in manifest
         assert not RunFolder.load(run).trusted("release.parquet")  # the torn file is never vouched for
-        assert _private_leftovers(private_tmp) == []
+        assert private_leftovers(private_tmp) == []
         return
 
     result = synthesize(parameters, release_store=store)
@@ -249,7 +239,7 @@ def test_rerun_after_a_fault_is_charged_once_and_never_draws_twice(point, harnes
     assert folder.manifest["stages"]["mechanism"]["reused_stored_release"] is (point in STORED)
     assert pq.read_table(run / "release.parquet").equals(reference["release"])
     assert pq.read_table(run / "synthetic.parquet").equals(reference["synthetic"])
-    assert _private_leftovers(private_tmp) == []
+    assert private_leftovers(private_tmp) == []
 
 
 def test_unseeded_rerun_reuses_its_release_and_is_charged_once(harness, toy, tmp_path, monkeypatch):
@@ -341,7 +331,7 @@ def test_killed_run_reruns_charged_once_and_never_draws_twice(point, harness, to
     run = tmp_path / "run"
     _check_state_after_kill(tmp_path, run, point)
     # A SIGKILL runs no cleanup: the killed attempt's private folder stays, owner-only (see the report).
-    for leftover in _private_leftovers(tmp_path / "system-tmp"):
+    for leftover in private_leftovers(tmp_path / "system-tmp"):
         assert stat.S_IMODE(leftover.stat().st_mode) == 0o700
     _damage_after_kill(run, point)
 

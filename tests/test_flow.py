@@ -14,7 +14,7 @@ import yaml
 from privsynth.config import RunParameters
 from privsynth.pipeline import ValidationFailedError
 from privsynth.privacy.ledger import BudgetExceededError, BudgetLedger, BudgetNotSetError, UnknownDatasetError
-from conftest import TOY_SCHEMA
+from conftest import TOY_SCHEMA, private_leftovers
 
 SCHEMA = TOY_SCHEMA
 
@@ -48,24 +48,12 @@ PUBLIC_ARTIFACTS = {"validation.json", "encoding.json", "release.parquet", "priv
                     "report.json", "report.md"}
 
 
-@pytest.fixture
-def private_tmp(tmp_path, monkeypatch) -> Path:
-    """Where the runs' private temporary folders go, to check that none is left behind."""
-    import tempfile
-
-    folder = tmp_path / "system-tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
 
 
 def _nothing_in(folder: Path) -> bool:
     """Nothing written (the parameter check may have made the empty output folder to test it is writable)."""
     return not folder.exists() or not any(folder.iterdir())
 
-
-def _private_leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.glob("privsynth-private-*"))
 
 
 def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charge(harness, toy, private_tmp):
@@ -77,7 +65,7 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     assert PUBLIC_ARTIFACTS | {"manifest.json"} <= names
     # only public artifacts: no private intermediates, and no internal audit unless asked for
     assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet"}, names
-    assert _private_leftovers(private_tmp) == []
+    assert private_leftovers(private_tmp) == []
 
     synthetic = pq.read_table(run / "synthetic.parquet").to_pandas()
     assert list(synthetic.columns) == ["colour", "size", "weight", "member"]  # the dropped id is gone
@@ -110,7 +98,7 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     assert again["reused_release"] is True
     assert len(ledger.history("toy")) == 1  # the same release is not charged twice
     assert pq.read_table(run / "synthetic.parquet").num_rows == 150
-    assert _private_leftovers(private_tmp) == []
+    assert private_leftovers(private_tmp) == []
 
 
 def test_internal_audit_is_opt_in_and_kept_apart(harness, toy, private_tmp):
@@ -131,7 +119,7 @@ def test_internal_audit_is_opt_in_and_kept_apart(harness, toy, private_tmp):
     assert not any(name.startswith("audit") or name.endswith(".png") for name in manifest["artifacts"])
     # what the flow returns (and Prefect stores) holds no audit figure, only where it is
     assert "marginals" not in json.dumps(result) and "tstr" not in json.dumps(result)
-    assert _private_leftovers(private_tmp) == []
+    assert private_leftovers(private_tmp) == []
 
 
 def test_failed_validation_stops_before_the_mechanism(harness, toy, private_tmp):
@@ -149,7 +137,7 @@ def test_failed_validation_stops_before_the_mechanism(harness, toy, private_tmp)
     assert "purple" not in text and "unexpected_count" not in text and "element_count" not in text
     assert not (run / "release.parquet").exists() and not Path(toy["store"]).exists()
     assert {p.name for p in run.iterdir()} == {"validation.json", "manifest.json"}
-    assert _private_leftovers(private_tmp) == []
+    assert private_leftovers(private_tmp) == []
     with pytest.raises(UnknownDatasetError):
         BudgetLedger(toy["ledger"]).history("toy")  # nothing was charged
 
@@ -160,7 +148,7 @@ def test_dataset_without_a_budget_is_refused_unless_unlimited(harness, toy, priv
     with pytest.raises(BudgetNotSetError, match=r"dataset 'toy' has no privacy budget; set one with `privsynth budget "
                                                 r"set toy --epsilon E` or .*--unlimited \(nothing was read or charged\)"):
         synthesize(_parameters(toy, unlimited=False), release_store=toy["store"])
-    assert _nothing_in(toy["tmp"] / "run") and _private_leftovers(private_tmp) == []
+    assert _nothing_in(toy["tmp"] / "run") and private_leftovers(private_tmp) == []
     with pytest.raises(UnknownDatasetError):
         BudgetLedger(toy["ledger"]).history("toy")
 
@@ -177,7 +165,7 @@ def test_seed_on_a_budgeted_dataset_needs_explicit_consent(harness, toy, private
     assert result["privacy"]["pure_epsilon"] == pytest.approx(1.0)
     (status,) = BudgetLedger(toy["ledger"]).status("toy")
     assert status.charges == 1 and status.spent_epsilon == pytest.approx(1.0)
-    assert _private_leftovers(private_tmp) == []
+    assert private_leftovers(private_tmp) == []
 
 
 def test_overspending_run_stops_before_reading_the_data(harness, toy, private_tmp):
@@ -187,7 +175,7 @@ def test_overspending_run_stops_before_reading_the_data(harness, toy, private_tm
     with pytest.raises(BudgetExceededError, match="remain"):
         synthesize(_parameters(toy, seed=None, unlimited=False), release_store=toy["store"])
     assert _nothing_in(toy["tmp"] / "run")  # refused before the run folder is written or the data opened
-    assert _private_leftovers(private_tmp) == []
+    assert private_leftovers(private_tmp) == []
     assert BudgetLedger(toy["ledger"]).history("toy") == []
 
 

@@ -51,7 +51,7 @@ from privsynth.privacy.ledger import (BudgetExceededError, BudgetLedger, BudgetN
                                       UnknownDatasetError)
 from privsynth.runfolder import RunFolder, RunFolderError
 from privsynth.schema import SchemaError
-from conftest import TOY_SCHEMA
+from conftest import TOY_SCHEMA, private_leftovers
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = Path(sys.executable).with_name("privsynth")
@@ -345,19 +345,7 @@ def _run_direct(values: dict, store: Path) -> None:
     execute(prepare_run(parse_parameters(values), release_store=str(store)), direct)
 
 
-@pytest.fixture
-def private_tmp(tmp_path, monkeypatch) -> Path:
-    """Where the runs' private temporary folders go, to check that none is left behind."""
-    import tempfile
 
-    folder = tmp_path / "system-tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
-
-
-def _private_leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.glob("privsynth-private-*"))
 
 
 def _check_run_folder(run: Path, stage: str, name: str) -> None:
@@ -402,7 +390,7 @@ def test_case_is_refused_with_a_clear_value_free_message(case, tmp_path, private
     assert re.search(pattern, message), f"{name}: {message!r} does not match {pattern!r}"
     _no_secret(message, f"the error of {name!r}")
     _check_run_folder(tmp_path / "run", stage, name)
-    assert _private_leftovers(private_tmp) == [], f"{name}: private intermediates left behind"
+    assert private_leftovers(private_tmp) == [], f"{name}: private intermediates left behind"
     assert not store.exists() or not any(store.iterdir())
     if stage == "plan":
         assert not (tmp_path / "ledger.sqlite").exists()  # refused before the ledger is opened
@@ -427,7 +415,7 @@ def test_a_too_wide_input_header_is_refused_before_the_rows_are_read(tmp_path, p
         _run_direct(values, tmp_path / "releases")
     _no_secret(str(info.value), "the error")
     _no_secret(_files_text(tmp_path / "run"), "the run folder")
-    assert _private_leftovers(private_tmp) == []
+    assert private_leftovers(private_tmp) == []
     _assert_nothing_charged(values["ledger"])
     assert isinstance(info.value, LimitError)
     assert "PRIVSYNTH_MAX_INPUT_COLUMNS" in str(info.value) and not (tmp_path / "run" / "validation.json").exists()
@@ -502,7 +490,7 @@ FLOW_PARAMS = [pytest.param(c, id=i, marks=() if c[0] in FAST_FLOW_CASES else py
 
 
 @pytest.mark.parametrize("case", FLOW_PARAMS)
-def test_flow_refuses_case_without_charge_release_or_private_leftovers(case, harness, prefect_logs, tmp_path,
+def test_flow_refuses_case_without_charge_release_orprivate_leftovers(case, harness, prefect_logs, tmp_path,
                                                                          private_tmp, monkeypatch):
     from flows.synthesize import synthesize
 
@@ -523,7 +511,7 @@ def test_flow_refuses_case_without_charge_release_or_private_leftovers(case, har
     assert not store.exists() or not any(store.iterdir())
     run = tmp_path / "run"
     _check_run_folder(run, stage, name)
-    assert _private_leftovers(private_tmp) == [], f"{name}: private intermediates left behind"
+    assert private_leftovers(private_tmp) == [], f"{name}: private intermediates left behind"
     assert not list(run.glob(".*.tmp")) if run.exists() else True
     assert _snapshot(other) == before
 
@@ -593,7 +581,7 @@ def test_a_one_row_table_is_released_like_any_other(harness, tmp_path, private_t
     assert "2" not in str(info.value).replace("0.5", "")
     assert not (tmp_path / "run2" / "release.parquet").exists()
     assert len(BudgetLedger(values["ledger"]).history("toy")) == 1
-    assert _private_leftovers(private_tmp) == []
+    assert private_leftovers(private_tmp) == []
 
 
 # ---------------------------------------------------------------- the command line
@@ -663,4 +651,4 @@ def test_cli_refuses_bad_data_with_one_line_and_no_traceback(case, harness, tmp_
     _no_secret(done.stdout + done.stderr, "the CLI output")
     _no_secret(_files_text(tmp_path / "run"), "the run folder")
     _assert_nothing_charged(values["ledger"])
-    assert _private_leftovers(tmp_path / "system-tmp") == []
+    assert private_leftovers(tmp_path / "system-tmp") == []

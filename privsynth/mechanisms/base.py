@@ -48,6 +48,16 @@ class MechanismConfig(BaseModel):
         return value
 
 
+def check_memory(mechanism: str, need_bytes: float, max_memory_gb: float, what: str, advice: str) -> None:
+    """Refuse, before any charge, a config whose estimated memory exceeds the mechanism's ``max_memory_gb``.
+
+    ``what`` says what the memory is for (from the config and domain only), ``advice`` how to lower it.
+    """
+    if need_bytes > max_memory_gb * 2 ** 30:
+        raise ValueError(f"{mechanism} would need about {need_bytes / 2 ** 30:.1f} GiB ({what}), above "
+                         f"max_memory_gb={max_memory_gb:g}; {advice}, or raise max_memory_gb")
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One noisy measurement a mechanism released (public, DP): the DP report compares the

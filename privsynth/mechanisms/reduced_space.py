@@ -67,7 +67,7 @@ import scipy.sparse as sp
 from pydantic import Field, field_validator
 
 from privsynth.encoding import Domain, one_hot
-from privsynth.mechanisms.base import MechanismConfig, Release
+from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.workload import Histogram, Marginal, StatisticsInput, accumulate_marginals, all_marginals, cell_index
@@ -202,11 +202,10 @@ def check_config(config: Config, domain: Domain) -> None:
     need = memory_estimate_bytes(config, domain)
     if need > config.max_memory_gb * 2 ** 30:
         cells = n_statistics(domain, config)
-        raise ValueError(
-            f"reduced_space would need about {need / 2 ** 30:.1f} GiB (workload={config.workload!r}: "
-            f"{cells} cells; {reduced_space_size(domain, cells, config)} reduced-space points, objective="
-            f"{config.objective!r}), above max_memory_gb={config.max_memory_gb:g}; lower points_per_statistic or "
-            f"max_points, use objective='l2', coarsen the schema's bins, or raise max_memory_gb")
+        check_memory("reduced_space", need, config.max_memory_gb,
+                     f"workload={config.workload!r}: {cells} cells; {reduced_space_size(domain, cells, config)} "
+                     f"reduced-space points, objective={config.objective!r}",
+                     "lower points_per_statistic or max_points, use objective='l2', coarsen the schema's bins")
 
 
 def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dict:

@@ -59,7 +59,7 @@ from pydantic import Field, field_validator, model_validator
 
 from privsynth.encoding import Domain
 from privsynth.mechanisms.microaggregation import cells as mm
-from privsynth.mechanisms.base import MechanismConfig, Release
+from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.workload import Histogram, StatisticsInput
@@ -312,11 +312,11 @@ def check_config(config: Config, domain: Domain) -> None:
                          f"{domain.width} principal directions; lower t")
     need = memory_estimate_bytes(config, domain)
     if need > config.max_memory_gb * 2 ** 30:
-        raise ValueError(
-            f"microaggregation would need about {need / 2 ** 30:.1f} GiB for its cell statistics (t={config.t}, "
-            f"alpha={config.alpha:g}: {mm.lattice_points(config.t, config.alpha, limit=config.max_cells).shape[0] if config.variant == 'dp' else config.k_blocks} "
-            f"cells x width {domain.width}), above max_memory_gb={config.max_memory_gb:g}; lower t, raise alpha, "
-            f"or raise max_memory_gb")
+        cells = (mm.lattice_points(config.t, config.alpha, limit=config.max_cells).shape[0] if config.variant == "dp"
+                 else config.k_blocks)
+        check_memory("microaggregation", need, config.max_memory_gb,
+                     f"cell statistics, t={config.t}, alpha={config.alpha:g}: {cells} cells x width {domain.width}",
+                     "lower t or raise alpha")
 
 
 def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dict:

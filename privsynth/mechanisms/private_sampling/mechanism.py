@@ -69,7 +69,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from privsynth.encoding import Domain, from_binary, one_hot, to_binary
-from privsynth.mechanisms.base import MechanismConfig, Release
+from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.mechanisms.private_sampling.solvers import fit_density, released_density
 from privsynth.mechanisms.private_sampling import bounds
 from privsynth.privacy.accounting import PrivacyCost
@@ -286,11 +286,10 @@ def check_config(config: Config, domain: Domain) -> None:
     report = check_feasible(configured)
     need = memory_estimate_bytes(configured, domain, report.k)
     if need > config.max_memory_gb * 2 ** 30:
-        raise ValueError(
-            f"private_sampling would need about {need / 2 ** 30:.1f} GiB (m={report.m} points x "
-            f"N={n_walsh(domain.binary_width, config.degree)} Walsh features of degree {config.degree} on "
-            f"{domain.binary_width} bits, and k={report.k} released rows), above max_memory_gb="
-            f"{config.max_memory_gb:g}; lower k, degree, m or m_factor, or raise max_memory_gb")
+        check_memory("private_sampling", need, config.max_memory_gb,
+                     f"m={report.m} points x N={n_walsh(domain.binary_width, config.degree)} Walsh features of degree "
+                     f"{config.degree} on {domain.binary_width} bits, and k={report.k} released rows",
+                     "lower k, degree, m or m_factor")
 
 
 def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dict:
