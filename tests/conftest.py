@@ -7,6 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import numpy as np
+
+from privsynth.privacy.noise import SeededNoise
 from privsynth.schema import Schema, parse_schema
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,3 +129,19 @@ def private_tmp(tmp_path, monkeypatch):
 def private_leftovers(folder) -> list[str]:
     """Names of the private run folders left in ``folder``."""
     return sorted(p.name for p in folder.glob("privsynth-private-*"))
+
+
+class StatisticNoise(SeededNoise):
+    """Seeded noise that allows only the Laplace mechanism applied to a statistic (add_laplace)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed, "test-key")
+        self.added: list[tuple[tuple[int, ...], float]] = []
+        self.authorize("test")
+
+    def add_laplace(self, values, scale):
+        self.added.append((np.shape(values), scale))
+        return super().add_laplace(values, scale)
+
+    def laplace(self, scale, size):
+        raise AssertionError("noise drawn apart from the statistic: use add_laplace (OpenDP's measurement)")

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+
+from conftest import StatisticNoise
 from pydantic import ValidationError
 
 from privsynth.encoding import Domain, one_hot
@@ -406,20 +408,6 @@ def test_noise_scales_match_the_accounting():
         assert rel.public_facts["centroid_noise_scale"] == pytest.approx(centroid)
 
 
-class StatisticNoise(SeededNoise):
-    """Seeded noise that allows only the Laplace mechanism applied to a statistic (add_laplace)."""
-
-    def __init__(self, seed: int) -> None:
-        super().__init__(seed, "test-key")
-        self.added: list[tuple[tuple[int, ...], float]] = []
-        self.authorize("test")
-
-    def add_laplace(self, values, scale):
-        self.added.append((np.shape(values), scale))
-        return super().add_laplace(values, scale)
-
-    def laplace(self, scale, size):
-        raise AssertionError("noise drawn apart from the statistic: use add_laplace (OpenDP's measurement)")
 
 
 @pytest.mark.parametrize("centroids", ["noisy_sum", "damped_mean"])

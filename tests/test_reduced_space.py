@@ -8,6 +8,8 @@ import numpy as np
 import pydantic
 import pytest
 
+from conftest import StatisticNoise
+
 from privsynth.encoding import Domain, one_hot
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms import reduced_space as rs
@@ -105,20 +107,6 @@ def test_run_draws_one_laplace_vector_of_the_calibrated_scale():
     assert release.public_facts["laplace_scale_counts"] == pytest.approx(6 / 0.7)
 
 
-class StatisticNoise(SeededNoise):
-    """Seeded noise that allows only the Laplace mechanism applied to a statistic (add_laplace)."""
-
-    def __init__(self, seed: int) -> None:
-        super().__init__(seed, "test-key")
-        self.added: list[tuple[tuple[int, ...], float]] = []
-        self.authorize("test")
-
-    def add_laplace(self, values, scale):
-        self.added.append((np.shape(values), scale))
-        return super().add_laplace(values, scale)
-
-    def laplace(self, scale, size):
-        raise AssertionError("noise drawn apart from the statistic: use add_laplace (OpenDP's measurement)")
 
 
 def test_noise_is_added_to_the_counts_by_the_measurement():

@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from privsynth.credentials import CredentialError, expand_credentials, password_from_reference
 from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
 from privsynth.io.sources import (InputError, SourceSpec, _check_file, _csv_header, _duckdb_path, _plain_table_name,
-                                  _split_source_parameters, redact_url)
+                                  _parse_sql, _split_source_parameters, redact_url)
 from privsynth.schema import Schema
 
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz")
@@ -305,14 +305,10 @@ def connect_url(url: str):
 
 
 def _open_server(spec: str) -> OpenedTable:
-    base, _, query_string = spec.partition("?")
-    params, others = _split_source_parameters(query_string)
-    table, query = params.get("table"), params.get("query")
-    if bool(table) == bool(query and query.strip()):
-        raise InputError(f"--input {redact_url(base)!r}: a SQL source needs exactly one of ?table=NAME or ?query=SELECT...")
-    url = base + ("?" + "&".join(others) if others else "")
+    parsed = _parse_sql(spec)  # the same parser as --input's early check: one of ?table= / ?query=
+    url, table, query = parsed.location, parsed.table, parsed.query
     backend = connect_url(url)
-    parts = urlsplit(base)
+    parts = urlsplit(url.partition("?")[0])
     public = f"{parts.scheme}://{parts.hostname or ''}{':' + str(parts.port) if parts.port else ''}{parts.path}"
     origin = f"SQL source {public}"
     dialect = getattr(backend, "dialect", None) or "postgres"
