@@ -109,11 +109,14 @@ class Column(BaseModel):
         else:
             if self.categories is not None:
                 raise ValueError(f"{where}: {_article(self.type)} {self.type} column takes 'bounds' and 'bins', not 'categories'")
-            if self.bounds is None or self.bins is None:
-                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] and 'bins' edges")
+            edges_field = "'bins' edges or 'bin_by'" if self.type in temporal.TEMPORAL_TYPES else "'bins' edges"
+            if self.bounds is None:
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] and {edges_field}")
             low, high = self.bounds
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise ValueError(f"{where}: bounds must be finite with low < high, got {list(self.bounds)}")
+            if self.bins is None:
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] and {edges_field}")
             edges = self.bins
             if len(edges) < 2:
                 raise ValueError(f"{where}: bins needs at least two edges")
