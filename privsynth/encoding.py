@@ -104,6 +104,11 @@ def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
     """Codes of one column; raises ValueError naming the column for values the schema forbids."""
     n_levels = col.domain_levels
     missing = series.isna().to_numpy()
+    if col.type in temporal.TEMPORAL_TYPES:
+        in_unit, not_date = temporal.values_in_unit(series, col.type)  # blank text is missing too
+        if not_date.any():
+            raise ValueError(f"column {col.name!r} has value(s) that are not {_plural(col.type)} (the schema says {col.type})")
+        missing = np.isnan(in_unit)
     codes = np.zeros(len(series), dtype=np.int32)
     missing_code = n_levels if col.nullable else -1
     ood_code = len(col.labels) - 1 if col.on_out_of_domain == "category" else -1
@@ -121,9 +126,7 @@ def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
         sub = np.where(ood, ood_code, found % 2)
     else:
         if col.type in temporal.TEMPORAL_TYPES:
-            numeric, not_date = temporal.values_in_unit(values, col.type)
-            if not_date.any():
-                raise ValueError(f"column {col.name!r} has value(s) that are not {_plural(col.type)} (the schema says {col.type})")
+            numeric = in_unit[present]
         else:
             numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
         low, high = col.bounds

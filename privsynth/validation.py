@@ -348,6 +348,9 @@ def _prepare(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         s = frame[col.name]
         if col.type == "categorical" and not isinstance(s.dtype, pd.StringDtype):
             updates[col.name] = s.astype(object).where(s.isna(), s.astype(str))
+        elif col.type in temporal.TEMPORAL_TYPES and not pd.api.types.is_datetime64_any_dtype(s.dtype):
+            # blank text is missing, as the encoder reads it
+            updates[col.name] = s.astype(object).map(lambda v: None if isinstance(v, str) and not v.strip() else v)
         elif col.type in ("integer", "float") and isinstance(s.dtype, pd.ArrowDtype) and pd.api.types.is_numeric_dtype(s.dtype):
             updates[col.name] = s.astype("Int64" if pd.api.types.is_integer_dtype(s.dtype) else "Float64")
     return frame.assign(**updates) if updates else frame
