@@ -127,9 +127,10 @@ def values_in_unit(series: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray
         not_date = present & moments.isna().to_numpy()
     missing = pd.isna(moments).to_numpy()
     # datetime64 casts truncate towards zero; floor explicitly so 1969-12-31T23:59:59.5 is second -1
-    naive = moments.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+    # microseconds span +-290,000 years: no overflow for any date pandas can hold (0001-01-01 to 9999-12-31)
+    naive = moments.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[us]")
     raw = np.where(missing, 0, naive.view(np.int64))
-    per = SECONDS_PER_DAY * 10**9 if kind == "date" else 10**9
+    per = SECONDS_PER_DAY * 10**6 if kind == "date" else 10**6
     values = np.floor_divide(raw, per).astype(np.float64)
     values[missing] = np.nan
     return values, not_date

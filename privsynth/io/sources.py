@@ -344,7 +344,7 @@ def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFra
             missing = np.isnan(values)
             whole = np.where(missing, 0, values).astype(np.int64)
             moments = pd.Series(whole.astype("datetime64[D]" if col.type == "date" else "datetime64[s]")
-                                .astype("datetime64[ns]"), index=series.index).where(~missing)
+                                .astype("datetime64[us]"), index=series.index).where(~missing)
             out[name] = moments.dt.date.astype(object).where(~missing, None) if col.type == "date" else moments
         elif col.type in ("integer", "float"):
             if series.dtype.kind in "iufb":
