@@ -270,6 +270,8 @@ def draft_schema_from_data(frame, name: str, max_categories: int = 50, n_bins: i
         "values before a private run.",
         stacklevel=2,
     )
+    import pandas as pd
+
     columns = []
     for col in frame.columns:
         series = frame[col]
@@ -281,6 +283,13 @@ def draft_schema_from_data(frame, name: str, max_categories: int = 50, n_bins: i
             if kind == "integer":
                 edges = sorted({int(round(e)) for e in edges})
             columns.append({"name": col, "type": kind, "bounds": [edges[0], edges[-1]], "bins": edges, "nullable": nullable})
+        elif series.dtype.kind == "M":
+            stamps = series.dropna()
+            whole_days = bool((stamps == stamps.dt.normalize()).all())
+            kind = "date" if whole_days else "timestamp"
+            low, high = stamps.min().normalize(), stamps.max().normalize() + pd.Timedelta(days=1)
+            columns.append({"name": col, "type": kind, "bounds": [low.date().isoformat(), high.date().isoformat()],
+                            "bin_by": "year" if (high - low).days > 3 * 365 else "month", "nullable": nullable})
         elif series.dtype.kind == "b":
             columns.append({"name": col, "type": "boolean", "nullable": nullable})
         else:

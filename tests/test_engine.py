@@ -455,3 +455,19 @@ def test_date_validation_in_place_matches_the_great_expectations_path(tmp_path):
     assert "column 'opened': some value(s) are not dates; expected date values" in public
     assert "column 'due': some value(s) outside [2019-01-01, 2019-12-31]" in public
     assert SECRET not in public and SECRET not in ours.failure_message()
+
+
+def test_iso_text_with_zone_offsets_and_blanks_reads_alike_in_the_engine_and_pandas(tmp_path):
+    schema = parse_schema({"name": "z", "columns": [
+        {"name": "t", "type": "timestamp", "bounds": ["2019-01-01", "2019-01-03"], "bin_by": "day", "nullable": True},
+        {"name": "d", "type": "date", "bounds": ["2019-01-01", "2019-01-03"], "bin_by": "day"}]})
+    frame = pd.DataFrame({
+        "t": ["2019-01-02T01:00:00+02:00", "2019-01-01T23:30:00-01:00", "2019-01-02T00:00:00Z",
+              "2019-01-01 23:59:59.999999", " 2019-01-02 ", ""],
+        "d": ["2019-01-02T01:00:00+02:00", "2019-01-01T23:30:00-01:00", "2019-01-02", "2019-01-01T23:59:59",
+              "2019-01-02", "2019-01-01"]})
+    codes = encode_codes(frame, schema)
+    assert codes.tolist() == [[0, 0], [1, 1], [1, 1], [0, 0], [1, 1], [2, 0]]  # UTC days; '' is <missing>
+    frame.to_csv(tmp_path / "z.csv", index=False)
+    with open_source(str(tmp_path / "z.csv"), schema) as src:
+        assert same(src.histogram(), Histogram.of_codes(codes))

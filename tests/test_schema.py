@@ -231,3 +231,16 @@ def test_invalid_date_columns_are_refused_naming_the_column(column, problem):
     with pytest.raises(SchemaError) as info:
         parse_schema(one_column(column))
     assert f"column {column['name']!r}" in str(info.value) and problem in str(info.value)
+
+
+def test_draft_schema_drafts_date_and_timestamp_columns_that_parse():
+    import pandas as pd
+
+    frame = pd.DataFrame({"d": pd.to_datetime(["2015-03-04", "2019-12-31", None]),
+                          "t": pd.to_datetime(["2020-01-01 10:00", "2020-02-01 11:30", "2020-03-01"], format="ISO8601")})
+    with pytest.warns(UserWarning, match="NOT differentially private"):
+        draft = draft_schema_from_data(frame, "x")
+    schema = parse_schema(draft)
+    d, t = schema.columns
+    assert (d.type, d.bin_by, d.nullable) == ("date", "year", True) and d.labels[0] == "[2015-03-04, 2016-01-01)"
+    assert (t.type, t.bin_by) == ("timestamp", "month") and t.labels[-1] == "[2020-03-01, 2020-03-02]"
