@@ -9,7 +9,9 @@ record is then a vector of level codes; the mechanisms see it as
 
 Decoding is exact on codes. Numeric bins decode to a value drawn uniformly inside the bin (integers:
 uniformly among the integers of the bin), so synthetic values spread over the bin the way a
-histogram does, instead of piling up on midpoints; this is post-processing of the release.
+histogram does, instead of piling up on midpoints; this is post-processing of the release. Date and
+timestamp columns bin as numbers in their unit (``privsynth.temporal``) and decode to whole days /
+whole seconds drawn uniformly inside the bin, returned as dates / UTC timestamps.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from privsynth import temporal
 from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, Column, Schema
 
 
@@ -101,6 +104,11 @@ def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
     """Codes of one column; raises ValueError naming the column for values the schema forbids."""
     n_levels = col.domain_levels
     missing = series.isna().to_numpy()
+    if col.type in temporal.TEMPORAL_TYPES:
+        in_unit, not_date = temporal.values_in_unit(series, col.type)  # blank text is missing too
+        if not_date.any():
+            raise ValueError(f"column {col.name!r} has value(s) that are not {_plural(col.type)} (the schema says {col.type})")
+        missing = np.isnan(in_unit)
     codes = np.zeros(len(series), dtype=np.int32)
     missing_code = n_levels if col.nullable else -1
     ood_code = len(col.labels) - 1 if col.on_out_of_domain == "category" else -1
@@ -117,7 +125,10 @@ def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
         ood = found < 0
         sub = np.where(ood, ood_code, found % 2)
     else:
-        numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+        if col.type in temporal.TEMPORAL_TYPES:
+            numeric = in_unit[present]
+        else:
+            numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
         low, high = col.bounds
         bad = ~np.isfinite(numeric)
         if bad.any():
@@ -136,6 +147,10 @@ def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
             raise ValueError(f"column {col.name!r}: missing value(s) but the column is not nullable")
         codes[missing] = missing_code
     return codes
+
+
+def _plural(kind: str) -> str:
+    return {"date": "dates", "timestamp": "timestamps"}.get(kind, "numbers")
 
 
 def encode_codes(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
@@ -166,11 +181,17 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator) -> 
     edges = np.asarray(col.bins, dtype=np.float64)
     safe = np.where(in_domain, codes, 0)
     lo, hi = edges[safe], edges[safe + 1]
-    if col.type == "integer":
+    if col.type in ("integer", "date", "timestamp"):
         last = safe == n_levels - 1
         upper = np.where(last, hi, hi - 1)  # bins are [lo, hi) except the last, which is [lo, hi]
         draws = rng.integers(lo.astype(np.int64), upper.astype(np.int64) + 1)
-        values = pd.array(draws, dtype="Int64")
+        if col.type == "integer":
+            values = pd.array(draws, dtype="Int64")
+        else:
+            # whole days / seconds since the epoch -> dates / naive timestamps holding UTC wall time
+            moments = pd.Series(pd.to_datetime(draws, unit="D" if col.type == "date" else "s"))
+            moments[~in_domain] = pd.NaT
+            return moments.dt.date.where(in_domain, None).astype(object) if col.type == "date" else moments
     else:
         draws = rng.uniform(lo, hi)
         if col.precision is not None:
@@ -191,11 +212,13 @@ def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator) ->
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
-    """Arrow types of a synthetic table: dictionary strings, booleans, nullable ints and floats."""
+    """Arrow types of a synthetic table: dictionary strings, booleans, nullable ints and floats, date32 and
+    microsecond timestamps holding UTC time (Parquet DATE / TIMESTAMP, SQL DATE / TIMESTAMP)."""
     fields = []
     for col in schema.kept_columns:
         t = {"categorical": pa.dictionary(pa.int32(), pa.string()), "boolean": pa.bool_(),
-             "integer": pa.int64(), "float": pa.float64()}[col.type]
+             "integer": pa.int64(), "float": pa.float64(), "date": pa.date32(),
+             "timestamp": pa.timestamp("us")}[col.type]
         fields.append(pa.field(col.name, t, nullable=True))
     return pa.schema(fields)
 

@@ -19,7 +19,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-ColumnType = Literal["categorical", "integer", "float", "boolean"]
+from privsynth import temporal
+
+ColumnType = Literal["categorical", "integer", "float", "boolean", "date", "timestamp"]
 MISSING_LABEL = "<missing>"
 OUT_OF_DOMAIN_LABEL = "<out-of-domain>"
 
@@ -36,6 +38,11 @@ class Column(BaseModel):
     ``on_out_of_domain`` says what a value outside the public domain does: ``fail`` validation,
     become the explicit out-of-domain ``category`` (categorical columns), or ``clip`` to the bounds
     (numeric columns).
+
+    Date and timestamp columns are numeric in a fixed unit (``privsynth.temporal``: days since
+    1970-01-01, or whole seconds since the epoch, UTC). Their ``bounds`` and ``bins`` are written as ISO
+    dates/timestamps (held as numbers in the unit), or ``bin_by`` (year, quarter, month, week, day)
+    generates the edges from the bounds: the calendar boundaries strictly inside them (data-free).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -50,7 +57,32 @@ class Column(BaseModel):
     on_out_of_domain: Literal["fail", "category", "clip"] = "fail"
     # float columns: decimal places of synthetic values (2 for money in cents); None keeps full precision
     precision: int | None = Field(default=None, ge=0, le=12)
+    # date/timestamp columns: bins at calendar boundaries instead of explicit edges
+    bin_by: Literal["year", "quarter", "month", "week", "day"] | None = None
     description: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _temporal_edges(cls, data: object) -> object:
+        """Date/timestamp bounds and bins from ISO text (or YAML dates) to the unit; ``bin_by`` edges."""
+        if not isinstance(data, dict) or data.get("type") not in temporal.TEMPORAL_TYPES or data.get("drop"):
+            return data
+        kind, where = data["type"], f"column {data.get('name')!r}"
+        out = dict(data)
+        try:
+            for key in ("bounds", "bins"):
+                if isinstance(out.get(key), (list, tuple)):
+                    out[key] = tuple(temporal.to_unit(v, kind) for v in out[key])
+            bounds, unit = out.get("bounds"), out.get("bin_by")
+            if unit is not None and isinstance(bounds, tuple) and len(bounds) == 2 and bounds[0] < bounds[1]:
+                generated = temporal.generated_edges(bounds[0], bounds[1], unit, kind)
+                if out.get("bins") is None:
+                    out["bins"] = generated
+                elif tuple(out["bins"]) != generated:  # both given (a dumped schema): they must agree
+                    raise ValueError(f"give either 'bins' or 'bin_by', not both (bins differ from bin_by {unit!r})")
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        return out
 
     @model_validator(mode="after")
     def _check(self) -> "Column":
@@ -77,11 +109,14 @@ class Column(BaseModel):
         else:
             if self.categories is not None:
                 raise ValueError(f"{where}: {_article(self.type)} {self.type} column takes 'bounds' and 'bins', not 'categories'")
-            if self.bounds is None or self.bins is None:
-                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] and 'bins' edges")
+            edges_field = "'bins' edges or 'bin_by'" if self.type in temporal.TEMPORAL_TYPES else "'bins' edges"
+            if self.bounds is None:
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] and {edges_field}")
             low, high = self.bounds
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise ValueError(f"{where}: bounds must be finite with low < high, got {list(self.bounds)}")
+            if self.bins is None:
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] and {edges_field}")
             edges = self.bins
             if len(edges) < 2:
                 raise ValueError(f"{where}: bins needs at least two edges")
@@ -89,10 +124,13 @@ class Column(BaseModel):
                 raise ValueError(f"{where}: bin edges must be finite and strictly increasing, got {list(edges)}")
             if edges[0] != low or edges[-1] != high:
                 raise ValueError(f"{where}: the first and last bin edges must equal the bounds {list(self.bounds)}, got {edges[0]} and {edges[-1]}")
-            if self.type == "integer" and any(float(e) != int(e) for e in edges):
-                raise ValueError(f"{where}: an integer column needs integer bin edges")
+            if self.type in ("integer", "date", "timestamp") and any(float(e) != int(e) for e in edges):
+                unit = {"integer": "integer", "date": "whole-day", "timestamp": "whole-second"}[self.type]
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs {unit} bin edges")
             if self.on_out_of_domain == "category":
                 raise ValueError(f"{where}: numeric out-of-domain values can 'fail' or 'clip', not become a category")
+        if self.bin_by is not None and self.type not in temporal.TEMPORAL_TYPES:
+            raise ValueError(f"{where}: 'bin_by' applies to date and timestamp columns")
         if self.precision is not None and self.type != "float":
             raise ValueError(f"{where}: 'precision' applies to float columns (integers are whole already)")
         return self
@@ -106,7 +144,8 @@ class Column(BaseModel):
             levels = ["false", "true"]
         else:
             edges = self.bins or ()
-            levels = [f"[{_fmt(a)}, {_fmt(b)}{']' if i == len(edges) - 2 else ')'}" for i, (a, b) in enumerate(zip(edges, edges[1:]))]
+            fmt = (lambda x: temporal.format_unit(x, self.type)) if self.type in temporal.TEMPORAL_TYPES else _fmt
+            levels = [f"[{fmt(a)}, {fmt(b)}{']' if i == len(edges) - 2 else ')'}" for i, (a, b) in enumerate(zip(edges, edges[1:]))]
         if self.nullable:
             levels.append(MISSING_LABEL)
         if self.on_out_of_domain == "category":
@@ -231,6 +270,8 @@ def draft_schema_from_data(frame, name: str, max_categories: int = 50, n_bins: i
         "values before a private run.",
         stacklevel=2,
     )
+    import pandas as pd
+
     columns = []
     for col in frame.columns:
         series = frame[col]
@@ -242,6 +283,13 @@ def draft_schema_from_data(frame, name: str, max_categories: int = 50, n_bins: i
             if kind == "integer":
                 edges = sorted({int(round(e)) for e in edges})
             columns.append({"name": col, "type": kind, "bounds": [edges[0], edges[-1]], "bins": edges, "nullable": nullable})
+        elif series.dtype.kind == "M":
+            stamps = series.dropna()
+            whole_days = bool((stamps == stamps.dt.normalize()).all())
+            kind = "date" if whole_days else "timestamp"
+            low, high = stamps.min().normalize(), stamps.max().normalize() + pd.Timedelta(days=1)
+            columns.append({"name": col, "type": kind, "bounds": [low.date().isoformat(), high.date().isoformat()],
+                            "bin_by": "year" if (high - low).days > 3 * 365 else "month", "nullable": nullable})
         elif series.dtype.kind == "b":
             columns.append({"name": col, "type": "boolean", "nullable": nullable})
         else:

@@ -7,6 +7,8 @@ pandas) and returns a :class:`ValidationReport`.
 What is checked, per the schema:
 
 * the table's columns are exactly the schema's columns, dropped ones included;
+* date/timestamp columns hold dates (datetime types, Python dates, ISO text), checked in pandas as the
+  encoder reads them (``privsynth.temporal``), with bounds checked the same way;
 * numeric (integer/float) columns have a numeric type, hold no +-inf, and integer columns hold
   whole numbers; boolean columns hold boolean-like values (only where out-of-domain values ``fail``,
   since a boolean ``category`` column turns anything else into the out-of-domain level);
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from privsynth import temporal
 from privsynth.schema import Column, Schema
 
 if TYPE_CHECKING:  # GX takes seconds to import: load it only when a suite is built
@@ -173,6 +176,8 @@ def _column_expectations(col: Column) -> list:
         if col.on_out_of_domain == "fail":
             low, high = col.bounds  # type: ignore[misc]  # numeric columns always have bounds
             out.append(gxe.ExpectColumnValuesToBeBetween(column=col.name, min_value=low, max_value=high))
+    elif col.type in temporal.TEMPORAL_TYPES:
+        pass  # type and bounds: _temporal_checks (GX compares dates and ISO text unreliably)
     elif col.type == "boolean":
         if col.on_out_of_domain == "fail":
             out.append(gxe.ExpectColumnValuesToBeInSet(column=col.name, value_set=list(BOOLEAN_VALUES)))
@@ -211,6 +216,10 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
+def _bound(col: Column, x: float) -> str:
+    return temporal.format_unit(x, col.type) if col.type in temporal.TEMPORAL_TYPES else _num(x)
+
+
 def _names(names: list[str], safe: bool) -> str:
     return repr(sorted(names)) if safe else f"{len(names)} (names withheld)"
 
@@ -218,13 +227,15 @@ def _names(names: list[str], safe: bool) -> str:
 def _message(kind: str, column: str | None, col: Column | None, count: int | None, frame: pd.DataFrame | None) -> str:
     where = f"column {column!r}" if column is not None else "table"
     n = "some" if count is None else str(count)
+    if kind == "expect_column_values_to_be_in_type_list" and col is not None and col.type in temporal.TEMPORAL_TYPES:
+        return f"{where}: {n} value(s) are not {col.type}s; expected {col.type} values"
     if kind == "expect_column_values_to_be_in_type_list":
         dtype = str(frame[column].dtype) if frame is not None and column in frame.columns else "?"
         if count is None:
             return f"{where}: dtype {dtype!r} is not numeric; expected {col.type if col else 'numeric'} values"
         return f"{where}: {n} value(s) are not numbers; expected {col.type if col else 'numeric'} values"
     if kind == "expect_column_values_to_be_between" and col is not None and col.bounds:
-        return f"{where}: {n} value(s) outside [{_num(col.bounds[0])}, {_num(col.bounds[1])}]"
+        return f"{where}: {n} value(s) outside [{_bound(col, col.bounds[0])}, {_bound(col, col.bounds[1])}]"
     if kind == "expect_column_values_to_be_in_set" and col is not None:
         if col.type == "boolean":
             return f"{where}: {n} value(s) are not boolean (true/false, True/False, 1/0)"
@@ -308,6 +319,26 @@ def _numeric_checks(frame: pd.DataFrame, schema: Schema) -> list[ExpectationOutc
     return out
 
 
+def _temporal_checks(frame: pd.DataFrame, schema: Schema) -> list[ExpectationOutcome]:
+    """Type (values read as dates/timestamps) and bounds of date/timestamp columns, as the encoder reads them."""
+    out = []
+    n = len(frame)
+    for col in schema.kept_columns:
+        if col.type not in temporal.TEMPORAL_TYPES or col.name not in frame.columns:
+            continue
+        values, not_date = temporal.values_in_unit(frame[col.name], col.type)
+        present = int((~np.isnan(values)).sum() + not_date.sum())
+        pct = lambda k: 100.0 * k / present if present else 0.0  # noqa: E731
+        bad = int(not_date.sum())
+        out.append(_outcome("expect_column_values_to_be_in_type_list", col.name, bad == 0, schema, frame, bad, pct(bad), n))
+        if col.on_out_of_domain == "fail":
+            low, high = col.bounds  # type: ignore[misc]
+            outside = int(((values < low) | (values > high)).sum())
+            out.append(_outcome("expect_column_values_to_be_between", col.name, outside == 0, schema, frame,
+                                outside, pct(outside), n))
+    return out
+
+
 def _prepare(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     """The frame GX sees: categorical values as strings (as the encoder compares them)."""
     updates = {}
@@ -317,6 +348,9 @@ def _prepare(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         s = frame[col.name]
         if col.type == "categorical" and not isinstance(s.dtype, pd.StringDtype):
             updates[col.name] = s.astype(object).where(s.isna(), s.astype(str))
+        elif col.type in temporal.TEMPORAL_TYPES and not pd.api.types.is_datetime64_any_dtype(s.dtype):
+            # blank text is missing, as the encoder reads it
+            updates[col.name] = s.astype(object).map(lambda v: None if isinstance(v, str) and not v.strip() else v)
         elif col.type in ("integer", "float") and isinstance(s.dtype, pd.ArrowDtype) and pd.api.types.is_numeric_dtype(s.dtype):
             updates[col.name] = s.astype("Int64" if pd.api.types.is_integer_dtype(s.dtype) else "Float64")
     return frame.assign(**updates) if updates else frame
@@ -366,7 +400,7 @@ def _gx_outcomes(frame: pd.DataFrame, schema: Schema, suite) -> list[Expectation
             # GX's exception text can quote values: keep only the fact that the check could not run.
             col = schema.column(column) if column in schema.column_names else None
             if kind == "expect_column_values_to_be_between" and col is not None and col.bounds:
-                what = f"values could not be compared with the bounds [{_num(col.bounds[0])}, {_num(col.bounds[1])}]"
+                what = f"values could not be compared with the bounds [{_bound(col, col.bounds[0])}, {_bound(col, col.bounds[1])}]"
             else:
                 what = f"{kind} could not be evaluated"
             msg = f"column {column!r}: {what} (values of a type the check cannot handle)"
@@ -411,6 +445,7 @@ def validate_frame(frame: pd.DataFrame, schema: Schema) -> ValidationReport:
     if not repeated and n > 0:
         present = set(names) & set(schema.column_names)
         results.extend(_numeric_checks(frame, schema))
+        results.extend(_temporal_checks(frame, schema))
         results.extend(_gx_outcomes(_prepare(frame, schema), schema, _suite(schema, present)))
     results.sort(key=lambda r: (r.column is not None, _order(schema, r.column), _KIND_ORDER.get(r.expectation_type, 99)))
     return ValidationReport(

@@ -163,3 +163,37 @@ def test_run_folder_and_release_store_on_an_fsspec_location(tmp_path):
     assert again.privacy["reused_stored_release"] is True
     assert privsynth.Ledger(ledger).status("toy")[0].charges == 1
     pd.testing.assert_frame_equal(again.to_pandas(), release.to_pandas())
+
+
+def test_a_table_with_a_date_and_a_timestamp_column_is_synthesised_in_those_types(tmp_path):
+    import datetime as dt
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = parse_schema({"name": "visits", "columns": [
+        {"name": "kind", "type": "categorical", "categories": ["a", "b"]},
+        {"name": "day", "type": "date", "bounds": ["2019-01-01", "2020-12-31"], "bin_by": "quarter"},
+        {"name": "at", "type": "timestamp", "bounds": ["2020-03-01", "2020-03-08T12:00:00"], "bin_by": "day",
+         "nullable": True, "on_out_of_domain": "clip"},
+    ]})
+    rng = np.random.default_rng(3)
+    n = 200
+    frame = pd.DataFrame({
+        "kind": rng.choice(["a", "b"], n),
+        "day": [dt.date(2019, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 730, n)],
+        "at": pd.to_datetime("2020-03-01") + pd.to_timedelta(rng.integers(0, 7 * 86400, n), unit="s"),
+    })
+    frame.loc[::10, "at"] = pd.NaT
+    release = privsynth.synthesize(frame, schema, epsilon=1.0, mechanism="reduced_space", rows=100, unlimited=True,
+                                   options={"points_per_statistic": 2.0}, output=tmp_path / "run")
+    table = pq.read_table(tmp_path / "run" / "synthetic.parquet")
+    assert table.num_rows == 100
+    assert table.schema.field("day").type == pa.date32() and table.schema.field("at").type == pa.timestamp("us")
+    days = table["day"].to_pylist()
+    assert all(dt.date(2019, 1, 1) <= d <= dt.date(2020, 12, 31) for d in days)
+    stamps = [t for t in table["at"].to_pylist() if t is not None]
+    assert stamps and all(dt.datetime(2020, 3, 1) <= t <= dt.datetime(2020, 3, 8, 12) for t in stamps)
+    assert all(t.microsecond == 0 for t in stamps)
+    assert release.to_pandas().shape == (100, 3)

@@ -295,3 +295,68 @@ def test_float_precision_rounds_synthetic_values_inside_their_bins():
     with pytest.raises(Exception, match="precision"):
         parse_schema({"name": "x", "columns": [{"name": "n", "type": "integer", "bounds": [0, 9], "bins": [0, 9],
                                                 "precision": 1}]})
+
+
+# ---------------------------------------------------------------- dates and timestamps
+
+DATES = parse_schema({"name": "dates", "columns": [
+    {"name": "d", "type": "date", "bounds": ["2010-01-01", "2020-12-31"], "bin_by": "year", "nullable": True},
+    {"name": "ts", "type": "timestamp", "bounds": ["1969-12-31", "1970-01-03"], "bin_by": "day", "on_out_of_domain": "clip"},
+    {"name": "q", "type": "date", "bounds": ["2019-01-01", "2019-12-31"], "bin_by": "quarter"},
+]})
+
+
+def test_dates_and_timestamps_encode_exactly_from_every_spelling():
+    import datetime as dt
+
+    frame = pd.DataFrame({
+        # Python date, ISO text (padded), a pandas Timestamp with a time of day (its day), missing
+        "d": [dt.date(2010, 1, 1), " 2019-06-01 ", None, pd.Timestamp("2020-12-31 23:00"), "2011-01-01", dt.date(2010, 12, 31)],
+        # half a second before the epoch is second -1 (floor), a clipped low and high value, the last second of a day
+        "ts": pd.to_datetime(["1969-12-31 23:59:59.5", "1970-01-01", "1900-01-01", "2030-01-01", "1970-01-01 05:00",
+                              "1970-01-02 23:59:59.999"], format="ISO8601"),
+        "q": ["2019-03-31", "2019-04-01", "2019-12-31", "2019-06-30T23:59:59", "2019-07-01", "2019-09-30"],
+    })
+    codes = encode_codes(frame, DATES)
+    assert codes[:, 0].tolist() == [0, 9, 11, 10, 1, 0]
+    assert codes[:, 1].tolist() == [0, 1, 0, 2, 1, 2]
+    assert codes[:, 2].tolist() == [0, 1, 3, 1, 2, 2]
+    # the same with a zoned timestamp column: converted to UTC first
+    zoned = frame.assign(ts=frame["ts"].dt.tz_localize("UTC").dt.tz_convert("America/New_York"))
+    np.testing.assert_array_equal(encode_codes(zoned, DATES), codes)
+
+
+@pytest.mark.parametrize("column, values, problem", [
+    ("d", ["2019-01-01", "not a date"], "column 'd' has value(s) that are not dates (the schema says date)"),
+    ("ts", ["1970-01-01", "12:00 tomorrow"], "column 'ts' has value(s) that are not timestamps (the schema says timestamp)"),
+    ("q", ["2019-01-01", "2020-01-01"], "column 'q': value(s) outside the schema's domain"),
+    ("q", ["2019-01-01", None], "column 'q': missing value(s) but the column is not nullable"),
+])
+def test_date_faults_name_the_column_and_not_the_value(column, values, problem):
+    frame = pd.DataFrame({"d": ["2019-01-01"] * 2, "ts": ["1970-01-01"] * 2, "q": ["2019-05-05"] * 2}).assign(**{column: values})
+    with pytest.raises(ValueError) as info:
+        encode_codes(frame, DATES)
+    assert str(info.value) == problem
+
+
+def test_dates_decode_to_whole_days_and_seconds_inside_their_bins_with_date_and_timestamp_arrow_types():
+    import pyarrow as pa
+
+    from privsynth.encoding import arrow_schema
+
+    rng = np.random.default_rng(5)
+    n = 4000
+    codes = np.column_stack([rng.integers(0, 12, n), rng.integers(0, 3, n), rng.integers(0, 4, n)]).astype(np.int32)
+    frame = decode_codes(codes, DATES, rng)
+    table = pa.Table.from_pandas(frame, schema=arrow_schema(DATES), preserve_index=False)
+    assert table.schema.field("d").type == pa.date32() and table.schema.field("ts").type == pa.timestamp("us")
+    assert table.schema.field("q").type == pa.date32()
+    assert frame["d"].isna().sum() == (codes[:, 0] == 11).sum()  # <missing> decodes to missing
+    # exact round trip: each value encodes back to its code, and whole days / whole seconds
+    np.testing.assert_array_equal(encode_codes(frame, DATES), codes)
+    nanoseconds = frame["ts"].astype("datetime64[ns]").astype("int64")
+    seconds = nanoseconds // 10**9
+    assert (nanoseconds % 10**9 == 0).all() and seconds.min() >= -86400 and seconds.max() <= 2 * 86400
+    # values spread over the bin: the first quarter's draws cover most of its 90 days
+    first_quarter = frame.loc[codes[:, 2] == 0, "q"]
+    assert first_quarter.nunique() > 60 and first_quarter.max() <= pd.Timestamp("2019-03-31").date()

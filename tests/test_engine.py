@@ -365,3 +365,110 @@ def test_every_hostile_input_is_refused_by_the_engine_without_leaking(tmp_path):
         assert re.search(ENGINE_PATTERNS.get(name, pattern), message), f"{name}: {message}"
         for secret in hostile.SECRETS:
             assert secret not in message, f"{name} leaked {secret!r}"
+
+
+# ---------------------------------------------------------------- dates and timestamps
+
+DATES = parse_schema({"name": "dates", "columns": [
+    {"name": "opened", "type": "date", "bounds": ["2010-01-01", "2020-12-31"], "bin_by": "year", "nullable": True},
+    {"name": "seen", "type": "timestamp", "bounds": ["1969-12-31", "1970-01-03"], "bin_by": "day", "on_out_of_domain": "clip"},
+    {"name": "due", "type": "date", "bounds": ["2019-01-01", "2019-12-31"], "bin_by": "quarter", "nullable": True},
+]})
+
+
+def dates_frame() -> pd.DataFrame:
+    """Bin edges, the last closed bin, a second before the epoch (floor), values to clip, missing values."""
+    import datetime as dt
+
+    return pd.DataFrame({
+        "opened": [dt.date(2010, 1, 1), dt.date(2019, 6, 1), None, dt.date(2020, 12, 31), dt.date(2011, 1, 1),
+                   dt.date(2010, 12, 31), dt.date(2015, 2, 28), None],
+        "seen": pd.to_datetime(["1969-12-31 23:59:59.5", "1970-01-01", "1900-01-01", "2030-01-01", "1970-01-01 05:00",
+                                "1970-01-02 23:59:59.999", "1969-12-31", "1970-01-03"], format="ISO8601"),
+        "due": [dt.date(2019, 3, 31), dt.date(2019, 4, 1), dt.date(2019, 12, 31), None, dt.date(2019, 7, 1),
+                dt.date(2019, 9, 30), dt.date(2019, 1, 1), dt.date(2019, 10, 1)],
+    })
+
+
+def test_date_and_timestamp_codes_equal_the_pandas_path_on_every_duckdb_source_form(tmp_path):
+    import duckdb
+
+    frame = dates_frame()
+    expected = Histogram.of_codes(encode_codes(frame, DATES))
+    arrow = pa.Table.from_pandas(frame, preserve_index=False)
+    assert arrow.schema.field("opened").type == pa.date32() and pa.types.is_timestamp(arrow.schema.field("seen").type)
+    frame.to_csv(tmp_path / "d.csv", index=False)  # ISO text
+    pq.write_table(arrow, tmp_path / "d.parquet")  # Parquet DATE and TIMESTAMP
+    zoned = arrow.set_column(1, "seen", arrow["seen"].cast(pa.timestamp("us", tz="Europe/Berlin")))  # TIMESTAMPTZ
+    pq.write_table(zoned, tmp_path / "z.parquet")
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.register("staged", arrow)
+    con.execute("CREATE TABLE t AS SELECT * FROM staged")  # SQL DATE and TIMESTAMP
+    assert [r[1] for r in con.execute("DESCRIBE t").fetchall()] == ["DATE", "TIMESTAMP", "DATE"]
+    con.close()
+    for data in (str(tmp_path / "d.csv"), str(tmp_path / "d.parquet"), str(tmp_path / "z.parquet"),
+                 f"duckdb:{tmp_path / 'w.duckdb'}?table=t", frame, arrow):
+        with open_source(data, DATES) as src:
+            hist = src.histogram()
+        assert same(hist, expected), f"source {data if isinstance(data, str) else type(data)}"
+        if isinstance(data, str) and not data.startswith("duckdb:"):
+            assert same(reference(data, DATES), expected), data  # the batch reader agrees too
+
+
+def test_a_date_that_does_not_parse_or_is_outside_the_bounds_is_a_value_free_error(tmp_path):
+    for column, value, fault in [("opened", SECRET, "has value(s) that are not dates (the schema says date)"),
+                                 ("seen", SECRET, "has value(s) that are not timestamps (the schema says timestamp)"),
+                                 ("due", "2021-05-05", ": value(s) outside the schema's domain")]:
+        frame = dates_frame().astype({column: object})
+        frame.loc[2, column] = value
+        frame.to_csv(tmp_path / "d.csv", index=False)
+        with open_source(str(tmp_path / "d.csv"), DATES) as src:
+            with pytest.raises(InputError) as info:
+                src.histogram()
+        message = str(info.value)
+        assert f"column {column!r}" in message and fault in message, message
+        assert SECRET not in message and "2021" not in message and "\n" not in message
+
+
+def test_date_columns_refuse_numbers_and_numeric_columns_refuse_dates(tmp_path):
+    frame = dates_frame().assign(opened=range(8))
+    with pytest.raises(InputError, match=r"column 'opened' has type int64 \(the schema says date\); expected dates, timestamps or text"):
+        open_source(frame, DATES)
+    numeric = parse_schema({"name": "n", "columns": [{"name": "x", "type": "integer", "bounds": [0, 9], "bins": [0, 9]}]})
+    with pytest.raises(InputError, match=r"column 'x' has type date .*expected numbers or text"):
+        open_source(pa.table({"x": pa.array(dates_frame()["due"].fillna(pd.Timestamp("2019-01-01").date()), pa.date32())}), numeric)
+
+
+def test_date_validation_in_place_matches_the_great_expectations_path(tmp_path):
+    from privsynth.validation import validate_frame
+
+    bad = dates_frame().astype({"opened": object, "due": object})
+    bad.loc[1, "opened"] = SECRET
+    bad.loc[4, "due"] = "2020-02-02"
+    for frame, ok in ((dates_frame(), True), (bad, False)):
+        frame.to_csv(tmp_path / "v.csv", index=False)
+        with open_source(str(tmp_path / "v.csv"), DATES) as src:
+            ours = src.validate()
+        assert ours.success is ok
+        gx = validate_frame(frame, DATES)
+        assert ours.public_json()["results"] == gx.public_json()["results"]
+    public = ours.public_failure_message()
+    assert "column 'opened': some value(s) are not dates; expected date values" in public
+    assert "column 'due': some value(s) outside [2019-01-01, 2019-12-31]" in public
+    assert SECRET not in public and SECRET not in ours.failure_message()
+
+
+def test_iso_text_with_zone_offsets_and_blanks_reads_alike_in_the_engine_and_pandas(tmp_path):
+    schema = parse_schema({"name": "z", "columns": [
+        {"name": "t", "type": "timestamp", "bounds": ["2019-01-01", "2019-01-03"], "bin_by": "day", "nullable": True},
+        {"name": "d", "type": "date", "bounds": ["2019-01-01", "2019-01-03"], "bin_by": "day"}]})
+    frame = pd.DataFrame({
+        "t": ["2019-01-02T01:00:00+02:00", "2019-01-01T23:30:00-01:00", "2019-01-02T00:00:00Z",
+              "2019-01-01 23:59:59.999999", " 2019-01-02 ", ""],
+        "d": ["2019-01-02T01:00:00+02:00", "2019-01-01T23:30:00-01:00", "2019-01-02", "2019-01-01T23:59:59",
+              "2019-01-02", "2019-01-01"]})
+    codes = encode_codes(frame, schema)
+    assert codes.tolist() == [[0, 0], [1, 1], [1, 1], [0, 0], [1, 1], [2, 0]]  # UTC days; '' is <missing>
+    frame.to_csv(tmp_path / "z.csv", index=False)
+    with open_source(str(tmp_path / "z.csv"), schema) as src:
+        assert same(src.histogram(), Histogram.of_codes(codes))

@@ -172,3 +172,34 @@ def test_spark_histogram_equals_the_pandas_path(adult_schema, adult_reference, a
             open_source("spark:?query=DROP TABLE adult", adult_schema)
     finally:
         session.stop()
+
+
+def test_postgres_date_and_timestamp_columns_bin_like_the_pandas_path_and_sink_as_date_timestamp(postgres_url):  # noqa: F811
+    from test_engine import DATES, dates_frame
+
+    from privsynth.encoding import arrow_schema, decode_codes, encode_codes
+    from privsynth.workload import Histogram
+
+    frame = dates_frame()
+    expected = Histogram.of_codes(encode_codes(frame, DATES))
+    con = connect_url(postgres_url)
+    try:
+        con.create_table("dated", pa.Table.from_pandas(frame, preserve_index=False), overwrite=True)
+    finally:
+        con.disconnect()
+    with open_source(f"{postgres_url}?table=public.dated", DATES) as src:
+        hist = src.histogram()
+        report = src.validate()
+    np.testing.assert_array_equal(hist.codes, expected.codes)
+    np.testing.assert_array_equal(hist.counts, expected.counts)
+    assert report.success, report.failure_message()
+    table = pa.Table.from_pandas(decode_codes(expected.codes, DATES, np.random.default_rng(1)), schema=arrow_schema(DATES),
+                                 preserve_index=False)
+    write_sink(table, f"{postgres_url}?table=synthetic_dates")
+    con = connect_url(postgres_url)
+    try:
+        back = con.table("synthetic_dates")
+        assert {name: str(t) for name, t in back.schema().items()} == {"opened": "date", "seen": "timestamp(6)", "due": "date"}
+        assert back.to_pyarrow()["opened"].to_pylist() == table["opened"].to_pylist()
+    finally:
+        con.disconnect()

@@ -344,3 +344,45 @@ def test_sql_source_password_reference_is_expanded_only_at_connect_time(monkeypa
         list(iter_source(spec, SCHEMA))
     assert seen == ["postgresql+psycopg://analyst:s3cr3t@db.example/warehouse"]
     assert "s3cr3t" not in str(info.value)
+
+
+# ---------------------------------------------------------------- dates and timestamps
+
+DATES = parse_schema({"name": "d", "columns": [
+    {"name": "day", "type": "date", "bounds": ["2019-01-01", "2020-12-31"], "bin_by": "month", "nullable": True},
+    {"name": "at", "type": "timestamp", "bounds": ["2020-03-01", "2020-03-08"], "bin_by": "day"},
+]})
+
+
+def test_coerce_batch_reads_dates_and_timestamps_into_the_raw_types():
+    import datetime as dt
+
+    from privsynth.encoding import encode_codes
+
+    text = pd.DataFrame({"day": ["2019-05-06", "", " 2020-12-31"], "at": ["2020-03-01T10:00:00.7", "2020-03-02", "2020-03-07 23:59:59"]})
+    out = coerce_batch(text, DATES, "x")
+    assert out["day"].tolist() == [dt.date(2019, 5, 6), None, dt.date(2020, 12, 31)]
+    assert out["at"].tolist()[0] == pd.Timestamp("2020-03-01 10:00:00")  # floored to the second
+    table = pa.Table.from_pandas(out, schema=raw_arrow_schema(DATES, []), preserve_index=False)
+    assert table.schema.field("day").type == pa.date32() and table.schema.field("at").type == pa.timestamp("us")
+    np.testing.assert_array_equal(encode_codes(out, DATES), encode_codes(text, DATES))
+    with pytest.raises(InputError, match=r"^x: column 'day' has value\(s\) that are not dates \(the schema says date\)$"):
+        coerce_batch(text.assign(day=["2019-05-06", "SECRET", None]), DATES, "x")
+
+
+def test_write_sink_duckdb_keeps_date_and_timestamp_types(tmp_path):
+    from privsynth.encoding import arrow_schema, decode_codes
+
+    frame = decode_codes(np.array([[0, 0], [23, 6], [24, 3]], dtype=np.int32), DATES, np.random.default_rng(0))
+    table = pa.Table.from_pandas(frame, schema=arrow_schema(DATES), preserve_index=False)
+    sink = f"duckdb:{tmp_path / 'w.duckdb'}?table=synthetic_dates"
+    write_sink(table, sink)
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    try:
+        assert [r[1] for r in con.execute("DESCRIBE synthetic_dates").fetchall()] == ["DATE", "TIMESTAMP"]
+        back = con.execute("SELECT * FROM synthetic_dates").arrow()
+    finally:
+        con.close()
+    back = back.read_all() if hasattr(back, "read_all") else back
+    assert back.column("day").to_pylist() == table.column("day").to_pylist()
+    assert back.column("at").to_pylist() == table.column("at").to_pylist()

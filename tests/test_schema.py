@@ -183,3 +183,64 @@ def test_draft_schema_warns_and_parses(tiny_frame):
     schema = parse_schema(draft)
     assert schema.column("size").categories == ("L", "M", "S", "XL")
     assert schema.column("age").type == "integer"
+
+
+# ---------------------------------------------------------------- dates and timestamps
+
+def test_date_and_timestamp_columns_take_iso_bounds_and_calendar_bins():
+    import yaml
+
+    schema = parse_schema(yaml.safe_load("""
+name: t
+columns:
+  - {name: opened, type: date, bounds: [2010-01-01, 2020-12-31], bin_by: year, nullable: true}
+  - {name: q, type: date, bounds: ["2019-01-15", "2019-12-31"], bin_by: quarter}
+  - {name: w, type: date, bounds: ["2024-01-03", "2024-02-01"], bin_by: week}
+  - {name: at, type: timestamp, bounds: ["2019-01-01", "2019-01-03T12:00:00"], bin_by: day, on_out_of_domain: clip}
+  - {name: m, type: date, bounds: ["2019-11-10", "2020-02-01"], bins: ["2019-11-10", "2020-01-01", "2020-02-01"]}
+"""))
+    opened, q, w, at, m = schema.columns
+    assert opened.bounds == (14610.0, 18627.0)  # days since 1970-01-01
+    assert opened.labels[0] == "[2010-01-01, 2011-01-01)" and opened.labels[-2:] == ("[2020-01-01, 2020-12-31]", MISSING_LABEL)
+    assert q.labels == ("[2019-01-15, 2019-04-01)", "[2019-04-01, 2019-07-01)", "[2019-07-01, 2019-10-01)",
+                        "[2019-10-01, 2019-12-31]")
+    assert w.labels[:2] == ("[2024-01-03, 2024-01-08)", "[2024-01-08, 2024-01-15)")  # weeks start on Monday
+    assert at.bins[0] == 1546300800.0  # seconds since the epoch, UTC
+    assert at.labels == ("[2019-01-01, 2019-01-02)", "[2019-01-02, 2019-01-03)", "[2019-01-03, 2019-01-03T12:00:00]")
+    assert m.labels == ("[2019-11-10, 2020-01-01)", "[2020-01-01, 2020-02-01]")
+    # a dumped schema (numbers in the unit, bins and bin_by) reads back as the same schema
+    assert parse_schema(schema.model_dump(mode="json")) == schema
+
+
+@pytest.mark.parametrize("column, problem", [
+    ({"name": "d", "type": "date", "bounds": ["2019-01-01", "2019-12-31"]}, "needs public 'bounds'"),
+    ({"name": "d", "type": "date", "bounds": ["2019-01-01", "yesterday"], "bin_by": "year"}, "not an ISO date"),
+    ({"name": "d", "type": "date", "bounds": ["2019-01-01", "2019-12-31T10:00:00"], "bin_by": "year"}, "time of day"),
+    ({"name": "d", "type": "date", "bounds": ["2019-01-01", "2019-12-31"], "bin_by": "decade"}, "bin_by"),
+    ({"name": "d", "type": "date", "bounds": ["2019-01-01", "2019-12-31"], "bin_by": "month",
+      "bins": ["2019-01-01", "2019-12-31"]}, "either 'bins' or 'bin_by'"),
+    ({"name": "d", "type": "date", "bounds": ["2019-12-31", "2019-01-01"], "bin_by": "month"}, "low < high"),
+    ({"name": "d", "type": "date", "bounds": ["2019-01-01", "2019-12-31"], "bins": ["2019-01-01", "2019-06-01", "2019-12-30"]},
+     "must equal the bounds"),
+    ({"name": "d", "type": "date", "bounds": ["2019-01-01", "2019-12-31"], "bin_by": "year",
+      "on_out_of_domain": "category"}, "'fail' or 'clip'"),
+    ({"name": "t", "type": "timestamp", "bounds": ["2019-01-01", "2019-01-01T00:00:00.5"], "bin_by": "day"}, "whole seconds"),
+    ({"name": "x", "type": "integer", "bounds": [0, 2], "bins": [0, 2], "bin_by": "year"}, "'bin_by' applies to date"),
+])
+def test_invalid_date_columns_are_refused_naming_the_column(column, problem):
+    with pytest.raises(SchemaError) as info:
+        parse_schema(one_column(column))
+    assert f"column {column['name']!r}" in str(info.value) and problem in str(info.value)
+
+
+def test_draft_schema_drafts_date_and_timestamp_columns_that_parse():
+    import pandas as pd
+
+    frame = pd.DataFrame({"d": pd.to_datetime(["2015-03-04", "2019-12-31", None]),
+                          "t": pd.to_datetime(["2020-01-01 10:00", "2020-02-01 11:30", "2020-03-01"], format="ISO8601")})
+    with pytest.warns(UserWarning, match="NOT differentially private"):
+        draft = draft_schema_from_data(frame, "x")
+    schema = parse_schema(draft)
+    d, t = schema.columns
+    assert (d.type, d.bin_by, d.nullable) == ("date", "year", True) and d.labels[0] == "[2015-03-04, 2016-01-01)"
+    assert (t.type, t.bin_by) == ("timestamp", "month") and t.labels[-1] == "[2020-03-01, 2020-03-02]"

@@ -17,6 +17,10 @@ How source values read, as in the pandas path:
 * boolean: true/false/1/0 (case and blanks ignored for text), booleans as themselves;
 * numeric (integer/float): numbers as they are; text parsed as a number (``TRY_CAST``), where a
   value that is not a number is a fault.
+* date/timestamp: numbers in the unit of :mod:`privsynth.temporal` (whole days since 1970-01-01, whole
+  seconds since the epoch, floored), read from DATE and TIMESTAMP columns (naive = UTC) or from ISO text
+  (``TRY_CAST`` to a UTC timestamp; text that is not a date is a fault). Calendar parts of a zoned
+  timestamp are taken in the session time zone, which ibis sets to UTC on DuckDB.
 
 The expressions are plain ibis (CASE, comparisons, casts, string trims): no backend-specific SQL.
 """
@@ -32,6 +36,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from privsynth.schema import Column, Schema
+from privsynth.temporal import SECONDS_PER_DAY, TEMPORAL_TYPES
 
 
 class Fault(enum.IntEnum):
@@ -53,12 +58,16 @@ def fault_message(col: Column, fault: Fault) -> str:
     """One value-free line for a fault in ``col`` (the messages of the pandas path)."""
     where = f"column {col.name!r}"
     return {
-        Fault.NOT_A_NUMBER: f"{where} has value(s) that are not numbers (the schema says {col.type})",
+        Fault.NOT_A_NUMBER: f"{where} has value(s) that are not {_plural(col.type)} (the schema says {col.type})",
         Fault.NOT_WHOLE: f"{where} has non-integer value(s) (the schema says integer)",
         Fault.NOT_FINITE: f"{where}: value(s) that are not finite numbers",
         Fault.OUT_OF_DOMAIN: f"{where}: value(s) outside the schema's domain",
         Fault.MISSING: f"{where}: missing value(s) but the column is not nullable",
     }[fault]
+
+
+def _plural(kind: str) -> str:
+    return {"date": "dates", "timestamp": "timestamps"}.get(kind, "numbers")
 
 
 class SourceKind(str, enum.Enum):
@@ -68,6 +77,8 @@ class SourceKind(str, enum.Enum):
     INTEGER = "integer"
     FLOAT = "float"
     BOOLEAN = "boolean"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
 
 
 def source_kind(dtype: dt.DataType) -> SourceKind | None:
@@ -80,13 +91,22 @@ def source_kind(dtype: dt.DataType) -> SourceKind | None:
         return SourceKind.INTEGER
     if dtype.is_floating() or dtype.is_decimal():
         return SourceKind.FLOAT
+    if dtype.is_date():
+        return SourceKind.DATE
+    if dtype.is_timestamp():
+        return SourceKind.TIMESTAMP
     return None
 
 
 def type_problem(col: Column, dtype: dt.DataType) -> str | None:
     """Why a source column of ``dtype`` cannot hold ``col`` (schema metadata only), or None."""
     kind = source_kind(dtype)
-    if kind is None:
+    temporal_source = kind in (SourceKind.DATE, SourceKind.TIMESTAMP)
+    if col.type in TEMPORAL_TYPES:
+        if kind in (SourceKind.TEXT, SourceKind.DATE, SourceKind.TIMESTAMP):
+            return None
+        return f"column {col.name!r} has type {dtype} (the schema says {col.type}); expected dates, timestamps or text"
+    if kind is None or temporal_source:
         return f"column {col.name!r} has type {dtype} (the schema says {col.type}); expected " + (
             "numbers or text" if col.type in ("integer", "float") else "text, numbers or booleans")
     if col.type in ("integer", "float") and kind is SourceKind.BOOLEAN:
@@ -99,7 +119,7 @@ class ColumnValues:
     """A source column read for binning: the value expression, its kind, and row predicates."""
 
     kind: SourceKind
-    value: ir.Value  # text (stripped for CSV), or float64 for numeric schema columns
+    value: ir.Value  # text (stripped for CSV), or float64 for numeric (also date/timestamp) schema columns
     missing: ir.BooleanValue
     not_a_number: ir.BooleanValue | None = None  # numeric schema columns read from text
 
@@ -112,8 +132,11 @@ def read_column(table: ir.Table, col: Column, text_from_csv: bool) -> ColumnValu
     """The value of ``col`` in ``table`` as binning reads it, and when it counts as missing."""
     raw = table[col.name]
     kind = source_kind(raw.type())
-    if kind is None:
-        raise ValueError(type_problem(col, raw.type()))
+    problem = type_problem(col, raw.type())
+    if problem:
+        raise ValueError(problem)
+    if col.type in TEMPORAL_TYPES:
+        return _read_temporal(raw, kind, col.type, text_from_csv)
     numeric = col.type in ("integer", "float")
     if kind is SourceKind.TEXT:
         text = raw.lstrip() if text_from_csv else raw
@@ -135,6 +158,37 @@ def read_column(table: ir.Table, col: Column, text_from_csv: bool) -> ColumnValu
     if kind is SourceKind.INTEGER:
         return ColumnValues(kind, raw.cast("float64") if numeric else raw.cast("int64"), raw.isnull())
     return ColumnValues(kind, raw, raw.isnull())
+
+
+def temporal_unit(value: ir.Value, kind: SourceKind, unit: str) -> ir.FloatingValue:
+    """A DATE or TIMESTAMP value in ``unit``'s number (days or seconds since the epoch, floored), float64."""
+    if kind is SourceKind.TIMESTAMP and value.type().timezone is not None:
+        # UTC wall time (the session zone); SQL generators refuse EXTRACT from a zoned timestamp
+        value = value.cast(dt.Timestamp(scale=value.type().scale))
+    day = value if kind is SourceKind.DATE else value.date()
+    days = day.epoch_days().cast("float64")
+    if unit == "date":
+        return days
+    seconds = days * SECONDS_PER_DAY
+    if kind is SourceKind.TIMESTAMP:
+        seconds = seconds + value.hour().cast("float64") * 3600 + value.minute().cast("float64") * 60 \
+            + value.second().cast("float64")
+    return seconds
+
+
+def _read_temporal(raw: ir.Value, kind: SourceKind, unit: str, text_from_csv: bool) -> ColumnValues:
+    if kind is not SourceKind.TEXT:
+        return ColumnValues(kind, temporal_unit(raw, kind, unit), raw.isnull())
+    text = raw.lstrip() if text_from_csv else raw
+    if text_from_csv:
+        text = text.nullif("")
+    stripped = text.strip()
+    # ISO text; a zone offset converts to UTC, text without one is UTC (the session zone)
+    moment = stripped.try_cast(dt.Timestamp(timezone="UTC"))
+    blank = stripped == ""
+    missing = text.isnull() | blank
+    not_a_date = text.notnull() & ~blank & moment.isnull()
+    return ColumnValues(kind, temporal_unit(moment, SourceKind.TIMESTAMP, unit), missing, not_a_date)
 
 
 # ---------------------------------------------------------------- category matching

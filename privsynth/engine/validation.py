@@ -15,8 +15,9 @@ from __future__ import annotations
 import ibis
 import pandas as pd
 
-from privsynth.engine.binning import Fault, read_column
+from privsynth.engine.binning import Fault, _plural, read_column
 from privsynth.schema import Column
+from privsynth.temporal import TEMPORAL_TYPES
 from privsynth.validation import (_KIND_ORDER, EXPECT_FINITE, EXPECT_ROWS, EXPECT_UNIQUE_COLUMN_NAMES,
                                   EXPECT_WHOLE_NUMBERS, ExpectationOutcome, ValidationReport, _column_set_outcome,
                                   _message, _order, _outcome)
@@ -39,12 +40,13 @@ def _metrics(source, j: int, col: Column) -> dict[str, ibis.Value]:
     present = ~values.missing
     key = f"m{j}_"
     out = {key + "present": _count(present)}
-    if col.type in ("integer", "float"):
+    if col.type in ("integer", "float", *TEMPORAL_TYPES):
         x = values.value
         number = present & x.notnull()
         if values.not_a_number is not None:
             out[key + "nan"] = _count(values.not_a_number)
-        out[key + "inf"] = _count(number & x.isinf())
+        if col.type in ("integer", "float"):
+            out[key + "inf"] = _count(number & x.isinf())
         if col.type == "integer":
             out[key + "whole"] = _count(number & ~x.isinf() & (x != x.floor()))
         if col.on_out_of_domain == "fail":
@@ -93,15 +95,16 @@ def _column_outcomes(col: Column, m: dict[str, int], n: int, schema) -> list[Exp
     def add(kind: str, bad: int, percent: float | None = None) -> None:
         out.append(_outcome(kind, col.name, bad == 0, schema, None, bad, pct(bad) if percent is None else percent, n))
 
-    if col.type in ("integer", "float"):
+    if col.type in ("integer", "float", *TEMPORAL_TYPES):
         bad = m.get("nan", 0)
         if bad:
             out.append(ExpectationOutcome(TYPE_LIST, col.name, False, bad, pct(bad), n,
                                           _message(TYPE_LIST, col.name, col, bad, None),
-                                          f"column {col.name!r}: some value(s) are not numbers; expected {col.type} values"))
+                                          f"column {col.name!r}: some value(s) are not {_plural(col.type)}; expected {col.type} values"))
         else:
             add(TYPE_LIST, 0)
-        add(EXPECT_FINITE, m["inf"])
+        if col.type in ("integer", "float"):
+            add(EXPECT_FINITE, m["inf"])
         if col.type == "integer":
             add(EXPECT_WHOLE_NUMBERS, m["whole"])
         if col.on_out_of_domain == "fail":

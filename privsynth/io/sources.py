@@ -33,6 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from privsynth import temporal
 from privsynth.credentials import expand_credentials
 from privsynth.encoding import category_text
 from privsynth.io.atomic import DEFAULT_BATCH_ROWS
@@ -314,7 +315,8 @@ def iter_source(spec: SourceSpec, schema: Schema, batch_rows: int = DEFAULT_BATC
 
 def raw_arrow_schema(schema: Schema, extra_columns: list[str]) -> pa.Schema:
     """Types of raw.parquet: schema columns typed by the schema, unexpected columns as strings."""
-    types = {"categorical": pa.string(), "boolean": pa.string(), "integer": pa.float64(), "float": pa.float64()}
+    types = {"categorical": pa.string(), "boolean": pa.string(), "integer": pa.float64(), "float": pa.float64(),
+             "date": pa.date32(), "timestamp": pa.timestamp("us")}
     fields = [pa.field(c.name, types[c.type]) for c in schema.columns]
     return pa.schema(fields + [pa.field(name, pa.string()) for name in extra_columns])
 
@@ -323,7 +325,8 @@ def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFra
     """Schema columns as the schema's types; a value that cannot be read as the type is an error.
 
     Numeric columns become float64 (NaN = missing) so that a bad type is reported here, by column,
-    instead of as a parser message that would quote the value.
+    instead of as a parser message that would quote the value. Date columns become Python dates and
+    timestamp columns naive UTC datetime64 (floored to the day / second, ``privsynth.temporal``).
     """
     out = {}
     for name in frame.columns:
@@ -333,7 +336,17 @@ def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFra
         except KeyError:
             out[name] = category_text(series).astype(object).where(series.notna(), None)
             continue
-        if col.type in ("integer", "float"):
+        if col.type in temporal.TEMPORAL_TYPES:
+            values, not_date = temporal.values_in_unit(series, col.type)
+            if not_date.any():
+                raise InputError(f"{origin}: column {name!r} has value(s) that are not {col.type}s "
+                                 f"(the schema says {col.type})")
+            missing = np.isnan(values)
+            whole = np.where(missing, 0, values).astype(np.int64)
+            moments = pd.Series(whole.astype("datetime64[D]" if col.type == "date" else "datetime64[s]")
+                                .astype("datetime64[us]"), index=series.index).where(~missing)
+            out[name] = moments.dt.date.astype(object).where(~missing, None) if col.type == "date" else moments
+        elif col.type in ("integer", "float"):
             if series.dtype.kind in "iufb":
                 numeric = series.astype(np.float64)
             else:
