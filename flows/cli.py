@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dataset", help="dataset name in the budget ledger (default: the schema's name)")
     run.add_argument("--ledger", help="budget ledger URL (default $PRIVSYNTH_LEDGER_URL or the per-user ledger in "
                      "$PRIVSYNTH_HOME, see `privsynth budget show`)")
+    run.add_argument("--credentials-block", help="name of a Prefect Secret block holding the database password "
+                     "(read into PRIVSYNTH_DB_PASSWORD and PGPASSWORD when the run starts)")
     run.add_argument("--unlimited", action="store_true",
                      help="spend without a limit on a dataset that has no budget (explicit and logged)")
     run.add_argument("--public-rows", type=int, help="the table's row count, if it is public knowledge (private "
@@ -152,7 +154,7 @@ def command_run(args: argparse.Namespace) -> int:
         "input": args.input, "schema_file": args.schema_file, "mechanism": args.mechanism, "epsilon": args.epsilon,
         "delta": args.delta, "rows": args.rows, "seed": args.seed, "output": args.output, "sink": args.sink,
         "dataset": args.dataset, "ledger": args.ledger, "mechanism_options": _parse_options(args.option),
-        "unlimited": args.unlimited or None, "public_rows": args.public_rows,
+        "unlimited": args.unlimited or None, "public_rows": args.public_rows, "credentials_block": args.credentials_block,
         "allow_seed_with_budget": args.allow_seed_with_budget or None, "audit": args.audit or None,
         "keep_private": args.keep_private or None, "audit_target": args.audit_target}.items() if v is not None}
     parameters = parse_parameters(values)

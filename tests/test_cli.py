@@ -30,10 +30,8 @@ FIELD_OPTIONS = {"input": "--input", "schema_file": "--schema", "mechanism": "--
                  "dataset": "--dataset", "ledger": "--ledger", "mechanism_options": "--option",
                  "audit_target": "--audit-target", "public_rows": "--public-rows",
                  "allow_seed_with_budget": "--allow-seed-with-budget", "unlimited": "--unlimited", "audit": "--audit",
-                 "keep_private": "--keep-private"}
+                 "keep_private": "--keep-private", "credentials_block": "--credentials-block"}
 
-
-# The message of a field validator repeats the field name ("input: input: the URL ..."); see the report.
 
 # A mechanism and row count fixed, so that the case reaches the check it is about.
 FIXED = ("--mechanism", "reduced_space", "--rows", "10")
