@@ -8,7 +8,7 @@
     privsynth budget set DATASET --epsilon E [--delta D | --pure] [--ledger URL]
     privsynth budget show [DATASET] [--ledger URL]
     privsynth schema draft --input SOURCE --output schema.yaml [--name NAME] [--epsilon E [--dataset D]
-                  [--ledger URL] [--bounds COL=LOW:HIGH ...] [--bins K] [--unlimited]] [--force]
+                  [--ledger URL] [--bounds COL=LOW:HIGH ...] [--bins K] [--unlimited]] [--force] [--peek-without-dp]
     privsynth mechanisms
 
 Errors in the input or parameters exit with status 2 and one line that names what is wrong.
@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--bins", type=int, default=8, help="bins per numeric column with --epsilon (default 8)")
     draft.add_argument("--unlimited", action="store_true", help="charge a dataset that has no budget (explicit)")
     draft.add_argument("--force", action="store_true", help="overwrite --output")
+    draft.add_argument("--peek-without-dp", action="store_true", help="NOT DP: fill categories and bins from the "
+                       "exact values (a file that leaks the data, labelled so); excludes --epsilon")
 
     sub.add_parser("mechanisms", help="list the mechanisms and their guarantees")
     return parser
@@ -244,10 +246,15 @@ def command_schema(args: argparse.Namespace) -> int:
         check_ledger_url(args.ledger)
     options = DraftOptions(name=args.name or default_name(args.input), epsilon=args.epsilon, dataset=args.dataset,
                            ledger=args.ledger, bounds=parse_bounds(args.bounds), bins=args.bins,
-                           require_budget=not args.unlimited)
+                           require_budget=not args.unlimited, peek_without_dp=args.peek_without_dp)
+    if args.peek_without_dp:
+        print("privsynth: WARNING: --peek-without-dp reads the exact values: the draft is NOT differentially private "
+              "and leaks the data; do not share it", file=sys.stderr)
     result = write_draft(args.input, args.output, options, overwrite=args.force)
     print(f"privsynth schema draft: wrote {args.output} ({result.columns} columns, {result.dropped} proposed dropped)")
-    if result.cost is None:
+    if args.peek_without_dp:
+        print("  NOT DP: categories and bins are exact values from the rows; replace them with public values")
+    elif result.cost is None:
         print("  no value was read; fill the TODOs from public documentation before `privsynth run`")
     else:
         print(f"  DP pass: {result.read} columns read, rho {result.cost.rho:.6g}-zCDP charged to dataset "

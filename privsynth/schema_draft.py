@@ -26,7 +26,9 @@ rho split evenly over the columns read (never the identifier-like ones):
   ``THRESHOLD_DELTA_FRACTION`` (1/1000) of the statement's delta, split over the categorical columns;
   the cost's notes and the draft's header state it.
 
-A non-DP look at the values is never a fallback (there is none in this module).
+A non-DP look at the values is never a fallback: it happens only when asked for by name
+(``peek_without_dp``, ``--peek-without-dp``), and the file and the console then say loudly that the
+draft is NOT DP and leaks the data.
 """
 
 from __future__ import annotations
@@ -217,6 +219,7 @@ class DraftOptions:
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)  # PUBLIC bounds per numeric column
     bins: int = DEFAULT_BINS
     require_budget: bool = True
+    peek_without_dp: bool = False  # exact categories and bins from the rows: NOT DP, labelled loudly
 
 
 @dataclass
@@ -232,6 +235,8 @@ def _check_options(options: DraftOptions, columns: list[DeclaredColumn]) -> None
     if options.epsilon is not None and not (isinstance(options.epsilon, (int, float)) and math.isfinite(options.epsilon)
                                             and options.epsilon > 0):
         raise ParameterError(f"--epsilon must be a finite number > 0, got {options.epsilon!r}")
+    if options.peek_without_dp and options.epsilon is not None:
+        raise ParameterError("--peek-without-dp and --epsilon exclude each other: a draft is DP or a labelled non-DP peek")
     if not (2 <= options.bins <= 100):
         raise ParameterError(f"--bins must be between 2 and 100, got {options.bins}")
     known = {c.name: c for c in columns}
@@ -303,10 +308,8 @@ def _numeric_release(d: ColumnDraft, table, rho: float, options: DraftOptions, n
     c = d.column
     integer = c.kind == "integer"
     public, source = public_bounds(c, options)
-    present = table.filter(table[c.name].notnull())
-    grouped = present.group_by(c.name).aggregate(privsynth_n=present.count()).to_pyarrow()
-    values = np.asarray(grouped.column(c.name).to_numpy(zero_copy_only=False), dtype=np.float64)
-    counts = np.asarray(grouped.column("privsynth_n").to_numpy(), dtype=np.float64)
+    raw, counts = _value_counts(table, c.name)
+    values = np.asarray(raw, dtype=np.float64)
     order = np.argsort(values)
     values, counts = values[order], counts[order]
     inner = [i / options.bins for i in range(1, options.bins)]
@@ -325,10 +328,8 @@ def _numeric_release(d: ColumnDraft, table, rho: float, options: DraftOptions, n
 
 def _categorical_release(d: ColumnDraft, table, rho: float, delta_tau: float, noise, label: str) -> None:
     c = d.column
-    present = table.filter(table[c.name].notnull())
-    grouped = present.group_by(c.name).aggregate(privsynth_n=present.count()).to_pyarrow()
-    values = [str(v) for v in grouped.column(c.name).to_pylist()]
-    counts = np.asarray(grouped.column("privsynth_n").to_numpy(), dtype=np.float64)
+    raw, counts = _value_counts(table, c.name)
+    values = [str(v) for v in raw]
     release = dp_categories(values, counts, rho, delta_tau, noise)
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL
@@ -380,11 +381,67 @@ def draft_schema(source: str, options: DraftOptions) -> DraftResult:
         dataset = None
         if options.epsilon is not None and read:
             cost, dataset = _dp_pass(opened.table, drafts, read, options)
+        elif options.peek_without_dp:
+            _peek_pass(opened.table, drafts, options)
         text = render(drafts, options, opened.description, csv_sniffed, cost, dataset)
     finally:
         opened.close()
     dropped = sum(1 for d in drafts if d.entry.get("drop"))
-    return DraftResult(text, len(drafts), dropped, len(read) if cost else 0, cost, dataset)
+    return DraftResult(text, len(drafts), dropped, len(read) if cost or options.peek_without_dp else 0, cost, dataset)
+
+
+PEEK_LABEL = "NOT DP: exact values read by --peek-without-dp"
+PEEK_MAX_CATEGORIES = 50
+
+
+def _value_counts(table, name: str) -> tuple[list, np.ndarray]:
+    present = table.filter(table[name].notnull())
+    grouped = present.group_by(name).aggregate(privsynth_n=present.count()).to_pyarrow()
+    return grouped.column(name).to_pylist(), np.asarray(grouped.column("privsynth_n").to_numpy(), dtype=np.float64)
+
+
+def _peek_pass(table, drafts: list[ColumnDraft], options: DraftOptions) -> None:
+    """The explicit NON-DP peek: exact categories (the most frequent PEEK_MAX_CATEGORIES) and exact
+    quantile bins between the exact min and max. Every entry it fills says so."""
+    for d in drafts:
+        c = d.column
+        if c.identifier_reason is not None or c.kind not in ("integer", "float", "categorical"):
+            continue
+        values, counts = _value_counts(table, c.name)
+        if not values:
+            continue
+        d.comments = [x for x in d.comments if not x.startswith("TODO")]
+        if c.kind == "categorical":
+            order = np.argsort(-counts, kind="stable")[:PEEK_MAX_CATEGORIES]
+            from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL
+
+            cats = sorted(str(values[i]) for i in order if str(values[i]) not in (MISSING_LABEL, OUT_OF_DOMAIN_LABEL))
+            mass = float(counts[order].sum() / counts.sum())
+            d.entry["categories"] = cats
+            d.entry["on_out_of_domain"] = "category"
+            if mass < MIN_KEPT_MASS:
+                d.entry["categories"] = []  # a dropped column's exact values are not written
+                d.entry["drop"] = True
+                d.comments.append(f"drop ({PEEK_LABEL}): the top {len(cats)} values hold under "
+                                  f"{100 * MIN_KEPT_MASS:.0f}% of the rows: free text or very high cardinality")
+            else:
+                d.comments.append(f"{PEEK_LABEL}: categories are the exact most frequent values; replace them with "
+                                  "public categories before a private run")
+            continue
+        x = np.asarray(values, dtype=np.float64)
+        order = np.argsort(x)
+        x, w = x[order], counts[order]
+        cum = np.cumsum(w) / w.sum()
+        inner = [float(x[np.searchsorted(cum, i / options.bins)]) for i in range(1, options.bins)]
+        edges = sorted({float(x[0]), *inner, float(x[-1])})
+        if c.kind == "integer":
+            edges = sorted({int(round(e)) for e in edges})
+        if len(edges) < 2:
+            edges = [edges[0], edges[0] + 1]
+        d.entry["bounds"] = [edges[0], edges[-1]]
+        d.entry["bins"] = edges
+        d.comments.append(f"{PEEK_LABEL}: bounds are the exact min and max, edges exact quantiles; replace them "
+                          "with public values before a private run")
 
 
 def _dp_pass(table, drafts: list[ColumnDraft], read: list[DeclaredColumn], options: DraftOptions):
@@ -437,7 +494,13 @@ def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, csv_sn
                     "(a non-DP look at the values' format only; no value is written here). Check every type.")
     else:
         head.append("# Column types are the source's DECLARED types (metadata only).")
-    if cost is None:
+    if options.peek_without_dp:
+        head += ["# " + "!" * 98,
+                 "# NOT DIFFERENTIALLY PRIVATE: --peek-without-dp read the exact values. The categories, bounds and",
+                 "# bins below come from the private rows and LEAK them. Do not share this file; replace them",
+                 "# with public values from documentation before any private run.",
+                 "# " + "!" * 98]
+    elif cost is None:
         head += ["# No value of the table was read: fill every TODO (categories, bounds, bins) from public",
                  "# documentation. Until then `privsynth run` refuses this file and names the column."]
     else:

@@ -214,3 +214,19 @@ def test_cli_draft_and_refusals(parquet, tmp_path, capsys):
     assert "customers" in capsys.readouterr().err
     assert main(["schema", "draft", "--input", str(parquet), "--output", str(other), "--bounds", "colour=0:1"]) == EXIT_USAGE
     assert "not numeric" in capsys.readouterr().err
+
+
+def test_peek_without_dp_is_explicit_and_labelled(parquet, tmp_path, capsys):
+    out = tmp_path / "peek.yaml"
+    assert main(["schema", "draft", "--input", str(parquet), "--output", str(out), "--peek-without-dp"]) == 0
+    assert "NOT differentially private" in capsys.readouterr().err
+    text = out.read_text()
+    assert "NOT DIFFERENTIALLY PRIVATE" in text and RARE in text  # exact values: the point, and the danger
+    schema = load_schema(out)
+    assert schema.column("memo").drop and schema.column("customer_id").drop
+    assert SECRET not in text  # a column proposed dropped gets no exact values
+    assert schema.column("age").bins[0] >= 18 and schema.column("age").bins[-1] <= 89
+    refused = tmp_path / "both.yaml"
+    assert main(["schema", "draft", "--input", str(parquet), "--output", str(refused), "--peek-without-dp",
+                 "--epsilon", "1"]) == EXIT_USAGE
+    assert "exclude each other" in capsys.readouterr().err and not refused.exists()
