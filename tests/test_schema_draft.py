@@ -230,3 +230,19 @@ def test_peek_without_dp_is_explicit_and_labelled(parquet, tmp_path, capsys):
     assert main(["schema", "draft", "--input", str(parquet), "--output", str(refused), "--peek-without-dp",
                  "--epsilon", "1"]) == EXIT_USAGE
     assert "exclude each other" in capsys.readouterr().err and not refused.exists()
+
+
+def test_dp_pass_uses_a_small_declared_range_and_skips_unbounded_numbers(tmp_path):
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT (i % 50)::SMALLINT AS score, i * 1.5 AS amount, "
+                    "CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END AS grp FROM range(4000) r(i)")
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    result = sd.draft_schema(f"duckdb:{db}?table=t", sd.DraftOptions(name="t", epsilon=2.0, ledger=url,
+                                                                    require_budget=False))
+    assert result.read == 2  # score (declared int16 range) and grp; amount has no public bounds
+    cols = _entries(result.text)
+    assert cols["score"]["bounds"] == [-32768, 32767] and len(cols["score"]["bins"]) >= 3
+    assert cols["amount"]["bounds"] is None and "--bounds COL=LOW:HIGH" in result.text
+    assert sorted(cols["grp"]["categories"]) == ["a", "b"]
+    assert "PUBLIC bounds of the declared type int16" in result.text
