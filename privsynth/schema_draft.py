@@ -395,8 +395,14 @@ PEEK_MAX_CATEGORIES = 50
 
 
 def _value_counts(table, name: str) -> tuple[list, np.ndarray]:
+    """Distinct non-null values and their counts (private: they stay inside the mechanism)."""
+    from privsynth.engine.backends import backend_error
+
     present = table.filter(table[name].notnull())
-    grouped = present.group_by(name).aggregate(privsynth_n=present.count()).to_pyarrow()
+    try:
+        grouped = present.group_by(name).aggregate(privsynth_n=present.count()).to_pyarrow()
+    except Exception as err:  # noqa: BLE001  (the backend's message may quote a value: a value-free one instead)
+        raise backend_error(err, f"column {name!r}") from None
     return grouped.column(name).to_pylist(), np.asarray(grouped.column("privsynth_n").to_numpy(), dtype=np.float64)
 
 
