@@ -7,6 +7,8 @@
     privsynth feasibility --schema schemas/x.yaml --rows-available N --epsilon E [--rows K] [--degree D]
     privsynth budget set DATASET --epsilon E [--delta D | --pure] [--ledger URL]
     privsynth budget show [DATASET] [--ledger URL]
+    privsynth schema draft --input SOURCE --output schema.yaml [--name NAME] [--epsilon E [--dataset D]
+                  [--ledger URL] [--bounds COL=LOW:HIGH ...] [--bins K] [--unlimited]] [--force] [--peek-without-dp]
     privsynth mechanisms
 
 Errors in the input or parameters exit with status 2 and one line that names what is wrong.
@@ -117,6 +119,24 @@ def build_parser() -> argparse.ArgumentParser:
     bshow.add_argument("dataset", nargs="?")
     bshow.add_argument("--ledger")
 
+    schema = sub.add_parser("schema", help="schema files")
+    schema_sub = schema.add_subparsers(dest="schema_command", required=True)
+    draft = schema_sub.add_parser("draft", help="draft a schema from the source's declared types (a file to edit)")
+    draft.add_argument("--input", required=True, help="Parquet/CSV path, duckdb:PATH?table=NAME, or SQL URL?table=NAME")
+    draft.add_argument("--output", required=True, help="the draft YAML file to write")
+    draft.add_argument("--name", help="schema name (default: the input's file or table name)")
+    draft.add_argument("--epsilon", type=float, help="spend this much (charged to --dataset) on DP categories and "
+                       "bin edges; without it no value is read")
+    draft.add_argument("--dataset", help="dataset name in the budget ledger (default: the schema name)")
+    draft.add_argument("--ledger", help="budget ledger URL (default as for `privsynth run`)")
+    draft.add_argument("--bounds", action="append", metavar="COL=LOW:HIGH", help="PUBLIC bounds of a numeric column "
+                       "(repeatable): with --epsilon its bin edges become DP quantiles")
+    draft.add_argument("--bins", type=int, default=8, help="bins per numeric column with --epsilon (default 8)")
+    draft.add_argument("--unlimited", action="store_true", help="charge a dataset that has no budget (explicit)")
+    draft.add_argument("--force", action="store_true", help="overwrite --output")
+    draft.add_argument("--peek-without-dp", action="store_true", help="NOT DP: fill categories and bins from the "
+                       "exact values (a file that leaks the data, labelled so); excludes --epsilon")
+
     sub.add_parser("mechanisms", help="list the mechanisms and their guarantees")
     return parser
 
@@ -220,6 +240,31 @@ def command_budget(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_schema(args: argparse.Namespace) -> int:
+    from privsynth.schema_draft import DraftOptions, default_name, parse_bounds, write_draft
+
+    if args.ledger is not None:
+        from privsynth.config import check_ledger_url
+
+        check_ledger_url(args.ledger)
+    options = DraftOptions(name=args.name or default_name(args.input), epsilon=args.epsilon, dataset=args.dataset,
+                           ledger=args.ledger, bounds=parse_bounds(args.bounds), bins=args.bins,
+                           require_budget=not args.unlimited, peek_without_dp=args.peek_without_dp)
+    if args.peek_without_dp:
+        print("privsynth: WARNING: --peek-without-dp reads the exact values: the draft is NOT differentially private "
+              "and leaks the data; do not share it", file=sys.stderr)
+    result = write_draft(args.input, args.output, options, overwrite=args.force)
+    print(f"privsynth schema draft: wrote {args.output} ({result.columns} columns, {result.dropped} proposed dropped)")
+    if args.peek_without_dp:
+        print("  NOT DP: categories and bins are exact values from the rows; replace them with public values")
+    elif result.cost is None:
+        print("  no value was read; fill the TODOs from public documentation before `privsynth run`")
+    else:
+        print(f"  DP pass: {result.read} columns read, rho {result.cost.rho:.6g}-zCDP charged to dataset "
+              f"{result.dataset!r} (epsilon {args.epsilon:g} at delta {options.delta:g}); review the file")
+    return 0
+
+
 def command_mechanisms(_: argparse.Namespace) -> int:
     from privsynth.config import DEFAULT_MECHANISM
     from privsynth.mechanisms import MECHANISM_MODULES
@@ -258,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("DO_NOT_TRACK", "1")
     args = build_parser().parse_args(argv)
     handlers = {"run": command_run, "feasibility": command_feasibility, "forecast": command_forecast, "budget": command_budget,
-                "mechanisms": command_mechanisms}
+                "schema": command_schema, "mechanisms": command_mechanisms}
     try:
         return handlers[args.command](args)
     except _known_errors() as err:
