@@ -105,6 +105,10 @@ def classify_dtype(dtype) -> tuple[str | None, tuple[int, int] | None]:
         return "float", None
     if dtype.is_string():
         return "categorical", None
+    if dtype.is_date():
+        return "date", None
+    if dtype.is_timestamp():
+        return "timestamp", None
     return None, None
 
 
@@ -301,6 +305,12 @@ def _declared_entry(c: DeclaredColumn, csv_sniffed: bool) -> ColumnDraft:
         comments.append("TODO: public bounds [low, high] and bin edges (first = low, last = high) from "
                         "documentation, e.g. bounds: [0, 100] and bins: [0, 25, 50, 75, 100] (or re-draft with "
                         "--epsilon and --bounds COL=LOW:HIGH for DP bin edges)")
+    elif c.kind in ("date", "timestamp"):
+        entry["bounds"] = None
+        entry["bin_by"] = "month"
+        comments.append("TODO: public bounds [first, last] as ISO dates from documentation, e.g. bounds: "
+                        "['2015-01-01', '2024-12-31']; bin_by: year | quarter | month | week | day (no DP draft of "
+                        "dates: their range is public knowledge to write down)")
     return ColumnDraft(c, entry, comments)
 
 

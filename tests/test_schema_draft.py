@@ -79,8 +79,9 @@ def test_duckdb_table_declared_types(tmp_path):
     db = tmp_path / "w.duckdb"
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE people (person_uuid VARCHAR, emailAddress VARCHAR, score SMALLINT, "
-                    "price DECIMAL(10, 2), region VARCHAR, active BOOLEAN, payload BLOB)")
-        con.execute(f"INSERT INTO people VALUES ('u1', 'a@b.c', 3, 1.50, '{SECRET}', true, 'x'::BLOB)")
+                    "price DECIMAL(10, 2), region VARCHAR, active BOOLEAN, payload BLOB, joined DATE, seen TIMESTAMP)")
+        con.execute(f"INSERT INTO people VALUES ('u1', 'a@b.c', 3, 1.50, '{SECRET}', true, 'x'::BLOB, DATE '2031-07-04', "
+                    "TIMESTAMP '2031-07-04 10:11:12')")
     result = sd.draft_schema(f"duckdb:{db}?table=people", sd.DraftOptions(name="people"))
     assert SECRET not in result.text and "a@b.c" not in result.text
     cols = _entries(result.text)
@@ -89,6 +90,8 @@ def test_duckdb_table_declared_types(tmp_path):
     assert cols["region"]["type"] == "categorical" and cols["active"]["type"] == "boolean"
     assert cols["payload"]["drop"] is True and "has no privsynth column type" in result.text
     assert "declared type: int16" in result.text
+    assert cols["joined"]["type"] == "date" and cols["seen"]["type"] == "timestamp"
+    assert cols["joined"]["bin_by"] == "month" and "2031" not in result.text  # no value read
 
 
 def test_csv_types_are_labelled_as_sniffed(tmp_path):
