@@ -129,6 +129,10 @@ def run_with_dataset_slot(ctx, dataset: str):
     """Run while holding the dataset's slot, so runs on one dataset queue. The slot is a courtesy, the
     ledger is the authority: a slot still held by a killed run (until its lease lapses) makes a resumed
     run wait at most $PRIVSYNTH_SLOT_WAIT_S (600 s by default), then it goes ahead without the slot, and says so."""
+    if os.environ.get(CLI_ENV) == "1" and not os.environ.get("PREFECT_API_URL"):
+        # A CLI run on Prefect's temporary server: no shared server to queue on, and a slot left by a
+        # stopped run would outlive it there. The ledger serialises the charge.
+        return execute(ctx, prefect_runner)
     wait_s = float(os.environ.get(SLOT_WAIT_ENV, "600"))
     with ExitStack() as stack:
         try:  # prefect's AcquireConcurrencySlotTimeoutError is a TimeoutError; only the acquisition is guarded
