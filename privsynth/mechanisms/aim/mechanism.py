@@ -41,6 +41,7 @@ weighted by their frequency, and every noisy marginal with its sigma (``Release.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ from privsynth.privacy.spending import rho_allowance
 from privsynth.workload import Marginal, StatisticsInput, accumulate_marginals, all_marginals
 
 NAME = "aim"
+logger = logging.getLogger("privsynth.mechanisms.aim")
 
 MEASURE_SHARE = 0.9   # of each round's rho (paper: 0.9 measures, 0.1 selects)
 
@@ -309,6 +311,9 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         y = noise.add_gaussian(statistics.counts[pick], sigma)
         measured.append(NoisyMarginal(pick, y, sigma))
         log.append(RoundLog(pick, sigma, eps, round_rho))
+        # Progress (a DP output only: the selected marginal and the budget schedule are published anyway).
+        logger.info("aim round %d: measured %s (sigma %.3g); %.0f%% of rho spent", len(log),
+                    " x ".join(domain.names[a] for a in pick), sigma, 100.0 * rho_used / rho)
         before = estimates[pick]
         model = GraphicalModel(sizes, model.model_cliques + [pick], n_estimate(measured), model.potentials)
         alpha = model.fit(measured, config.iterations_per_round, alpha, config.tolerance)
