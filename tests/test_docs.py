@@ -39,10 +39,32 @@ def test_lowering_a_budget_below_what_is_spent_is_one_clear_line(capsys, tmp_pat
     assert err.startswith("privsynth: error:") and "\n" not in err and "never lowered" in err
 
 
-@pytest.mark.parametrize("page", ["mechanisms.md", "api.md", "budgets.md", "schema.md"])
+@pytest.mark.parametrize("page", ["mechanisms.md", "api.md", "budgets.md", "schema.md", "warehouse.md", "deployments.md"])
 def test_docs_name_only_registered_mechanisms(page):
     from privsynth.mechanisms import MECHANISM_MODULES
 
     text = (REPO / "docs" / page).read_text()
     named = set(re.findall(r"`(aim|rap|reduced_space|microaggregation|private_sampling|mst)`", text))
     assert named <= set(MECHANISM_MODULES), named
+
+
+def test_every_documented_run_command_parses_and_names_only_real_options():
+    """The `privsynth run` lines of the docs and the README parse with the real CLI (no data is read)."""
+    from flows.cli import build_parser
+
+    parser = build_parser()
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    checked = 0
+    for page in pages:
+        text = re.sub(r"\\\n\s*", " ", page.read_text())  # join continued lines
+        blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+        for line in (line.split("  #")[0].strip() for block in blocks for line in block.splitlines()):
+            words = shlex.split(line) if "privsynth run" in line else []
+            while words and "=" in words[0] and not words[0].startswith("-"):
+                words = words[1:]  # leading VAR=value assignments
+            if len(words) < 2 or words[0] not in ("privsynth", ".venv/bin/privsynth") or words[1] != "run" \
+                    or "..." in words:
+                continue
+            parser.parse_args(words[1:])
+            checked += 1
+    assert checked >= 4
