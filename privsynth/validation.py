@@ -68,6 +68,10 @@ EXPECT_UNIQUE_COLUMN_NAMES = "privsynth_expect_table_column_names_to_be_unique"
 EXPECT_ROWS = "privsynth_expect_table_to_have_rows"
 EXPECT_FINITE = "privsynth_expect_column_values_to_not_be_infinite"
 EXPECT_WHOLE_NUMBERS = "privsynth_expect_column_values_to_be_whole_numbers"
+# A categorical column whose values are mostly outside its categories is free text or has an incomplete
+# list: refused with advice instead of silently becoming <out-of-domain> in the release.
+EXPECT_MOSTLY_IN_DOMAIN = "privsynth_expect_most_column_values_in_domain"
+MAX_OUT_OF_DOMAIN_SHARE = 0.5
 
 # Only these keys of a GX result are kept; everything else (value lists, observed values) is dropped.
 _SAFE_RESULT_KEYS = ("unexpected_count", "unexpected_percent", "element_count")
@@ -248,6 +252,10 @@ def _message(kind: str, column: str | None, col: Column | None, count: int | Non
         return f"{where}: {n} value(s) are +inf or -inf; numeric values must be finite"
     if kind == EXPECT_WHOLE_NUMBERS:
         return f"{where}: {n} value(s) are not whole numbers; expected integer values"
+    if kind == EXPECT_MOSTLY_IN_DOMAIN and col is not None:
+        return (f"{where}: most values are outside the schema's {len(col.categories or ())} categories (free text, or "
+                "an incomplete list?); list its categories, exclude it (drop: true), or draft a top-k set with "
+                "`privsynth schema draft --epsilon E`")
     return f"{where}: {kind} failed"
 
 
@@ -316,6 +324,27 @@ def _numeric_checks(frame: pd.DataFrame, schema: Schema) -> list[ExpectationOutc
             finite = values[np.isfinite(values)]
             frac = int((finite != np.floor(finite)).sum())
             out.append(_outcome(EXPECT_WHOLE_NUMBERS, col.name, frac == 0, schema, frame, frac, pct(frac), n))
+    return out
+
+
+def mostly_in_domain(col: Column, out_of_domain: int, present: int) -> bool:
+    """At most MAX_OUT_OF_DOMAIN_SHARE of a category-mapped column's present values are outside its list."""
+    return present == 0 or out_of_domain <= MAX_OUT_OF_DOMAIN_SHARE * present
+
+
+def _mostly_in_domain_checks(frame: pd.DataFrame, schema: Schema) -> list[ExpectationOutcome]:
+    """Categorical columns that map unknown values to <out-of-domain>: most values must be known."""
+    from privsynth.encoding import category_text
+
+    out = []
+    for col in schema.kept_columns:
+        if col.type != "categorical" or col.on_out_of_domain != "category" or col.name not in frame.columns:
+            continue
+        values = category_text(frame[col.name]).dropna()
+        ood = int((~values.isin(list(col.categories or ()))).sum())
+        ok = mostly_in_domain(col, ood, len(values))
+        out.append(_outcome(EXPECT_MOSTLY_IN_DOMAIN, col.name, ok, schema, frame, ood,
+                            100.0 * ood / len(values) if len(values) else 0.0, len(frame)))
     return out
 
 
@@ -446,6 +475,7 @@ def validate_frame(frame: pd.DataFrame, schema: Schema) -> ValidationReport:
         present = set(names) & set(schema.column_names)
         results.extend(_numeric_checks(frame, schema))
         results.extend(_temporal_checks(frame, schema))
+        results.extend(_mostly_in_domain_checks(frame, schema))
         results.extend(_gx_outcomes(_prepare(frame, schema), schema, _suite(schema, present)))
     results.sort(key=lambda r: (r.column is not None, _order(schema, r.column), _KIND_ORDER.get(r.expectation_type, 99)))
     return ValidationReport(
@@ -466,6 +496,7 @@ _KIND_ORDER = {
     EXPECT_WHOLE_NUMBERS: 12,
     "expect_column_values_to_be_between": 13,
     "expect_column_values_to_be_in_set": 13,
+    EXPECT_MOSTLY_IN_DOMAIN: 13,
     "expect_column_values_to_not_be_null": 14,
     "expect_column_proportion_of_non_null_values_to_be_between": 15,
 }

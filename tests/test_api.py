@@ -197,3 +197,21 @@ def test_a_table_with_a_date_and_a_timestamp_column_is_synthesised_in_those_type
     assert stamps and all(dt.datetime(2020, 3, 1) <= t <= dt.datetime(2020, 3, 8, 12) for t in stamps)
     assert all(t.microsecond == 0 for t in stamps)
     assert release.to_pandas().shape == (100, 3)
+
+
+def test_a_free_text_column_is_refused_with_advice_not_swallowed_into_out_of_domain(tmp_path):
+    """A categorical column mapping unknown values to <out-of-domain> must still hold mostly known values."""
+    from privsynth.validation import validate_frame
+
+    columns = [dict(c) for c in TOY_SCHEMA["columns"]]
+    columns[1] = {**columns[1], "on_out_of_domain": "category"}  # colour
+    schema = parse_schema({**TOY_SCHEMA, "columns": columns})
+    frame = toy_frame(200)
+    frame["colour"] = [f"free text {i}" if i % 4 else "red" for i in range(200)]  # 75% unknown
+    with pytest.raises(privsynth.ValidationFailedError, match="most values are outside .*drop: true.*schema draft") as err:
+        privsynth.synthesize(frame, schema, unlimited=True, rows=20, output=tmp_path / "run", **FAST)
+    assert "free text 1" not in str(err.value)
+    gx = validate_frame(frame, schema)
+    assert not gx.success and "most values are outside" in gx.public_failure_message()
+    frame["colour"] = ["red" if i % 4 else "free text" for i in range(200)]  # 25% unknown: accepted
+    privsynth.synthesize(frame, schema, unlimited=True, rows=20, output=tmp_path / "ok", **FAST)

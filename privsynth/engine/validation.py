@@ -18,9 +18,9 @@ import pandas as pd
 from privsynth.engine.binning import Fault, _plural, read_column
 from privsynth.schema import Column
 from privsynth.temporal import TEMPORAL_TYPES
-from privsynth.validation import (_KIND_ORDER, EXPECT_FINITE, EXPECT_ROWS, EXPECT_UNIQUE_COLUMN_NAMES,
-                                  EXPECT_WHOLE_NUMBERS, ExpectationOutcome, ValidationReport, _column_set_outcome,
-                                  _message, _order, _outcome)
+from privsynth.validation import (_KIND_ORDER, EXPECT_FINITE, EXPECT_MOSTLY_IN_DOMAIN, EXPECT_ROWS,
+                                  EXPECT_UNIQUE_COLUMN_NAMES, EXPECT_WHOLE_NUMBERS, ExpectationOutcome, ValidationReport,
+                                  _column_set_outcome, _message, _order, _outcome, mostly_in_domain)
 
 TYPE_LIST = "expect_column_values_to_be_in_type_list"
 BETWEEN = "expect_column_values_to_be_between"
@@ -55,6 +55,8 @@ def _metrics(source, j: int, col: Column) -> dict[str, ibis.Value]:
     elif col.on_out_of_domain == "fail":
         code = source.bins.codes[j]
         out[key + "domain"] = _count(present & (code == int(Fault.OUT_OF_DOMAIN)))
+    elif col.type == "categorical" and col.on_out_of_domain == "category":
+        out[key + "ood"] = _count(present & (source.bins.codes[j] == len(col.labels) - 1))
     if not col.nullable:
         out[key + "null"] = _count(values.missing)
     return out
@@ -111,6 +113,10 @@ def _column_outcomes(col: Column, m: dict[str, int], n: int, schema) -> list[Exp
             add(BETWEEN, m["domain"])
     elif col.on_out_of_domain == "fail":
         add(IN_SET, m["domain"])
+    elif col.type == "categorical" and col.on_out_of_domain == "category":
+        ood = m.get("ood", 0)
+        out.append(_outcome(EXPECT_MOSTLY_IN_DOMAIN, col.name, mostly_in_domain(col, ood, present), schema, None, ood,
+                            pct(ood), n))
     if not col.nullable:
         add(NOT_NULL, m["null"], 100.0 * m["null"] / n)
     out.append(_outcome(NON_NULL_PROPORTION, col.name, present > 0, schema, None, None, None, n))
