@@ -330,12 +330,15 @@ def test_killed_run_reruns_charged_once_and_never_draws_twice(point, harness, to
     assert killed.returncode == 137, killed.stderr[-3000:]
     run = tmp_path / "run"
     _check_state_after_kill(tmp_path, run, point)
-    # A SIGKILL runs no cleanup: the killed attempt's private folder stays, owner-only (see the report).
-    for leftover in private_leftovers(tmp_path / "system-tmp"):
-        assert stat.S_IMODE(leftover.stat().st_mode) == 0o700
+    # A SIGKILL runs no cleanup: the killed attempt's private folder stays, owner-only, until the next
+    # run sweeps the folders of dead processes.
+    system_tmp = tmp_path / "system-tmp"
+    for leftover in private_leftovers(system_tmp):
+        assert stat.S_IMODE((system_tmp / leftover).stat().st_mode) == 0o700
     _damage_after_kill(run, point)
 
     again = _cli_run(toy, tmp_path, api, None)
+    assert private_leftovers(system_tmp) == [], "the re-run sweeps the killed run's private folder"
     if point == "after_noise_claimed":
         assert again.returncode == 2, again.stderr[-3000:]
         errors = [line for line in again.stderr.splitlines() if line.startswith("privsynth: error: ")]

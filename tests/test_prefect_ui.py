@@ -61,10 +61,21 @@ def _fill(form, label: str, value: str, kind: str | None = None) -> None:
     box.blur()
 
 
+def _dropdown_value(form, label: str) -> str:
+    """The value shown by a drop-down field (an enum such as the mechanism: no free text to mistype)."""
+    body = _field(form, label).locator("xpath=./div[contains(@class, 'p-label__body')]")
+    assert body.locator(".p-select").count() == 1 and body.locator("input, textarea").count() == 0
+    return body.locator(".p-select-button__value").inner_text().strip()
+
+
 def test_custom_run_form_starts_a_run_that_completes_with_artifacts(server, tmp_path):
     sync_playwright = _browser_or_skip()
     job = toy_job(tmp_path)
-    parameters = job["parameters"]
+    # The form's default mechanism, shown in its drop-down; the dataset gets a budget (no --unlimited, no seed).
+    parameters = {k: v for k, v in job["parameters"].items() if k not in ("unlimited", "seed")} | {"mechanism": "aim"}
+    from privsynth.privacy.ledger import BudgetLedger
+
+    BudgetLedger(parameters["ledger"]).set_budget("toy", epsilon=10.0)
     log = tmp_path / "serve.log"
     serve = server.spawn([sys.executable, "-m", "flows.serve", "--cron", ""], log, cwd=tmp_path)
     try:
@@ -82,10 +93,9 @@ def test_custom_run_form_starts_a_run_that_completes_with_artifacts(server, tmp_
                 form = page.locator("form").first
                 _fill(form, "Input", parameters["input"], "str")
                 _fill(form, "Schema File", parameters["schema_file"], "str")
-                _fill(form, "Mechanism", parameters["mechanism"])
+                assert _dropdown_value(form, "Mechanism") == parameters["mechanism"]
                 _fill(form, "Epsilon", str(parameters["epsilon"]))
                 _fill(form, "Rows", str(parameters["rows"]), "int")
-                _fill(form, "Seed", str(parameters["seed"]), "int")
                 _fill(form, "Output", parameters["output"], "str")
                 _fill(form, "Ledger", parameters["ledger"], "str")
                 form.locator("xpath=//span[contains(@class, 'schema-form-property__label') and "
