@@ -225,19 +225,23 @@ def arrow_schema(schema: Schema) -> pa.Schema:
 
 # ---------------------------------------------------------------- codes <-> bits
 
-def _check_codes(codes: np.ndarray, domain: Domain) -> None:
-    # A code >= its attribute's size would silently land in the next attribute's block.
+def check_codes(codes: np.ndarray, domain: Domain) -> np.ndarray:
+    """The codes (n x attributes) as an array, after checking their shape and that every level lies in
+    its attribute's domain: a code >= its attribute's size would silently land in the next attribute's
+    block (one-hot) or in another marginal's cells (statistics)."""
+    codes = np.asarray(codes)
     if codes.ndim != 2 or codes.shape[1] != domain.n_attributes:
         raise ValueError(f"codes must have shape (n, {domain.n_attributes}), got {codes.shape}")
     if codes.size and (np.any(codes < 0) or np.any(codes >= np.asarray(domain.sizes))):
         bad = [domain.names[j] for j in range(domain.n_attributes)
                if np.any((codes[:, j] < 0) | (codes[:, j] >= domain.sizes[j]))]
-        raise ValueError(f"codes out of range for attribute(s) {bad}")
+        raise ValueError(f"codes out of range for attribute(s) {bad}: levels outside the domain")
+    return codes
 
 
 def one_hot(codes: np.ndarray, domain: Domain, dtype=np.uint8) -> np.ndarray:
     """n x width one-hot matrix: exactly one 1 per attribute block."""
-    _check_codes(codes, domain)
+    check_codes(codes, domain)
     n = codes.shape[0]
     out = np.zeros((n, domain.width), dtype=dtype)
     rows = np.arange(n)
@@ -262,7 +266,7 @@ def one_hot_names(schema: Schema) -> list[str]:
 
 def to_binary(codes: np.ndarray, domain: Domain) -> np.ndarray:
     """n x binary_width {0,1} matrix: each code in ceil(log2 size) bits, most significant first."""
-    _check_codes(codes, domain)
+    check_codes(codes, domain)
     blocks = []
     for j, w in enumerate(domain.binary_widths):
         if w:

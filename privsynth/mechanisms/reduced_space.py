@@ -66,7 +66,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field, field_validator
 
-from privsynth.encoding import Domain, one_hot
+from privsynth.encoding import Domain, check_codes, one_hot
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
@@ -251,22 +251,11 @@ def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) ->
     or per-record code batches (one streaming pass), through ``accumulate_marginals``: the same counts."""
     marginals = workload_marginals(domain, config.workload)
     if isinstance(data, Histogram):
-        data = Histogram(_checked_codes(data.codes, domain), data.counts)
+        data = Histogram(check_codes(data.codes, domain), data.counts)
     else:
-        data = (_checked_codes(batch, domain) for batch in data)
+        data = (check_codes(batch, domain) for batch in data)
     totals, _n = accumulate_marginals(data, domain, marginals)
     return Statistics(tuple(marginals), np.concatenate([totals[m] for m in marginals]))
-
-
-def _checked_codes(codes: np.ndarray, domain: Domain) -> np.ndarray:
-    """Codes as given, after checking their shape and that every level is in the domain (a level out of
-    range would land in another marginal's cells)."""
-    codes = np.asarray(codes)
-    if codes.ndim != 2 or codes.shape[1] != domain.n_attributes:
-        raise ValueError(f"codes must have shape (rows, {domain.n_attributes}), got {codes.shape}")
-    if codes.size and (codes.min() < 0 or np.any(codes.max(axis=0) >= np.asarray(domain.sizes))):
-        raise ValueError("codes hold levels outside the domain")
-    return codes
 
 
 def cell_offsets(domain: Domain, marginals: tuple[Marginal, ...] | list[Marginal]) -> np.ndarray:

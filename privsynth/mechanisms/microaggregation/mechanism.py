@@ -57,7 +57,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from privsynth.encoding import Domain
+from privsynth.encoding import Domain, check_codes
 from privsynth.mechanisms.microaggregation import cells as mm
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.privacy.accounting import PrivacyCost
@@ -241,15 +241,6 @@ def _code_dtype(domain: Domain) -> type:
     return np.uint8 if top <= 256 else np.uint16 if top <= 65536 else np.int32
 
 
-def _checked(codes: np.ndarray, domain: Domain) -> np.ndarray:
-    codes = np.asarray(codes)
-    if codes.ndim != 2 or codes.shape[1] != domain.n_attributes:
-        raise ValueError(f"code batches must have shape (rows, {domain.n_attributes}), got {codes.shape}")
-    if codes.size and (codes.min() < 0 or np.any(codes.max(axis=0) >= np.asarray(domain.sizes))):
-        raise ValueError("code batch holds levels outside the domain")
-    return codes.astype(_code_dtype(domain))
-
-
 # Pending per-batch histograms are merged once they hold this many rows (bounds memory on long streams).
 _MERGE_ROWS = 1_000_000
 
@@ -258,11 +249,11 @@ def _histogram_of(data: StatisticsInput, domain: Domain) -> Histogram:
     """The canonical histogram: distinct codes sorted, counts summed, zero counts dropped."""
     empty = Histogram(np.zeros((0, domain.n_attributes), dtype=_code_dtype(domain)), np.zeros(0, dtype=np.int64))
     if isinstance(data, Histogram):
-        parts = [Histogram(_checked(data.codes, domain), np.asarray(data.counts, dtype=np.int64))]
+        parts = [Histogram(check_codes(data.codes, domain).astype(_code_dtype(domain)), np.asarray(data.counts, dtype=np.int64))]
     else:
         parts, pending = [], 0
         for batch in data:
-            part = Histogram.of_codes(_checked(batch, domain))
+            part = Histogram.of_codes(check_codes(batch, domain).astype(_code_dtype(domain)))
             parts.append(part)
             pending += part.codes.shape[0]
             if pending > _MERGE_ROWS:

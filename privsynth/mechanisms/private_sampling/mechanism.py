@@ -68,7 +68,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from privsynth.encoding import Domain, from_binary, one_hot, to_binary
+from privsynth.encoding import Domain, check_codes, from_binary, one_hot, to_binary
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.mechanisms.private_sampling.solvers import fit_density, released_density
 from privsynth.mechanisms.private_sampling import bounds
@@ -345,15 +345,6 @@ class PrivateSamplingStatistics:
         return (self.moment_sums + (floor - self.n_rows) * filler) / floor
 
 
-def _check_codes(codes: np.ndarray, domain: Domain) -> np.ndarray:
-    codes = np.asarray(codes)
-    if codes.ndim != 2 or codes.shape[1] != domain.n_attributes:
-        raise ValueError(f"codes must have {domain.n_attributes} columns, got shape {codes.shape}")
-    if codes.size and (codes.min() < 0 or np.any(codes.max(axis=0) >= np.asarray(domain.sizes))):
-        raise ValueError("codes outside the domain's levels")
-    return codes
-
-
 def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) -> PrivateSamplingStatistics:
     """The Walsh moment sums of degree <= d of the binary-encoded rows, from a ``Histogram`` (each distinct
     record weighted by its count) or from per-record code batches (one streaming pass); equal sums."""
@@ -364,7 +355,7 @@ def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) ->
         raise ValueError(f"config.bits={config.bits} does not match the domain's {p} binary bits")
     sums = np.zeros(n_walsh(p, config.degree), dtype=np.float64)
     if isinstance(data, Histogram):
-        codes = _check_codes(data.codes, domain)
+        codes = check_codes(data.codes, domain)
         counts = np.asarray(data.counts, dtype=np.float64)
         for start in range(0, codes.shape[0], _HISTOGRAM_BATCH):
             stop = start + _HISTOGRAM_BATCH
@@ -373,7 +364,7 @@ def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) ->
         return PrivateSamplingStatistics(moment_sums=sums, n_rows=data.n, bits=p, degree=config.degree)
     n = 0
     for batch in data:
-        codes = _check_codes(batch, domain)
+        codes = check_codes(batch, domain)
         sums += walsh_moment_sums(bits_to_signs(to_binary(codes, domain)), config.degree)
         n += codes.shape[0]
     return PrivateSamplingStatistics(moment_sums=sums, n_rows=n, bits=p, degree=config.degree)
