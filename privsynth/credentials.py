@@ -58,18 +58,25 @@ def expand_credentials(url: str) -> str:
     password = _password_of(url)
     if password is None:
         return url
-    match = _REFERENCE.match(password)
-    if match is None:
+    if _REFERENCE.match(password) is None:
         return url
-    value = os.environ.get(match.group(1))
-    if value is None:
-        raise CredentialError(f"the connection URL references ${{{match.group(1)}}}, which is not set in the environment")
-    return url.replace(":" + password + "@", ":" + quote(value, safe="") + "@", 1)
+    return url.replace(":" + password + "@", ":" + quote(password_from_reference(password), safe="") + "@", 1)
+
+
+_SECRET_PARAMETER = re.compile(r"(?i)([?&](?:password|passwd|pwd|secret|token|access_key|secret_key)=)[^&]*")
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password shown as ``***`` (a ``${VAR}`` reference is kept: it is no secret)."""
-    password = _password_of(url)
-    if password is None or _REFERENCE.match(password):
-        return url
-    return url.replace(":" + password + "@", ":***@", 1)
+    """``url`` with any password masked (``user:***@host``, ``?password=***``): the only form of a
+    source, sink or ledger URL that may be shown in logs, errors, manifests or Prefect parameters."""
+    text = str(url)
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        netloc, slash, tail = rest.partition("/")
+        if "@" in netloc:
+            userinfo, _, host = netloc.rpartition("@")
+            if ":" in userinfo:
+                userinfo = userinfo.split(":", 1)[0] + ":***"
+            netloc = f"{userinfo}@{host}"
+        text = f"{scheme}{sep}{netloc}{slash}{tail}"
+    return _SECRET_PARAMETER.sub(r"\1***", text)

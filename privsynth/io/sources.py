@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import re
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth import temporal
-from privsynth.credentials import expand_credentials
+from privsynth.credentials import expand_credentials, redact_url
 from privsynth.encoding import category_text
 from privsynth.io.atomic import DEFAULT_BATCH_ROWS
 from privsynth.schema import Schema
@@ -119,7 +118,7 @@ def _parse_sql(spec: str) -> SourceSpec:
     params, others = _split_source_parameters(query_string)
     table, query = params.get("table"), params.get("query")
     if bool(table) == bool(query and query.strip()):
-        raise InputError(f"--input {_redact(spec)!r}: a SQL source needs exactly one of ?table=NAME or ?query=SELECT...")
+        raise InputError(f"--input {redact_url(spec)!r}: a SQL source needs exactly one of ?table=NAME or ?query=SELECT...")
     if table is not None and not _plain_table_name(table):
         raise InputError(f"--input: table name {table!r} must be letters, digits, '_' and '.' only")
     if others:
@@ -128,28 +127,6 @@ def _parse_sql(spec: str) -> SourceSpec:
             raise InputError(f"--input: a duckdb: source takes ?table=NAME or ?query=SELECT..., not {names}")
         base = base + "?" + "&".join(others)  # connection options of the SQLAlchemy URL, e.g. sslmode
     return SourceSpec("sql", base, table=table, query=query)
-
-
-_SECRET_PARAMETER = re.compile(r"(?i)([?&](?:password|passwd|pwd|secret|token|access_key|secret_key)=)[^&]*")
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password masked (``user:***@host``, ``?password=***``): the only form of a
-    source or sink URL that may be shown in logs, errors, manifests or Prefect parameters."""
-    text = str(url)
-    scheme, sep, rest = text.partition("://")
-    if sep:
-        netloc, slash, tail = rest.partition("/")
-        if "@" in netloc:
-            userinfo, _, host = netloc.rpartition("@")
-            if ":" in userinfo:
-                userinfo = userinfo.split(":", 1)[0] + ":***"
-            netloc = f"{userinfo}@{host}"
-        text = f"{scheme}{sep}{netloc}{slash}{tail}"
-    return _SECRET_PARAMETER.sub(r"\1***", text)
-
-
-_redact = redact_url  # the old private name, kept for callers inside this package
 
 
 def _duckdb_error(err: Exception) -> str:
