@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.config import RunPlan
-from privsynth.datasource import DataHandle, ValidationFailedError, open_data
+from privsynth.datasource import ValidationFailedError, open_data
 from privsynth.encoding import Domain, arrow_schema, decode_codes, domain_of, encode_codes, one_hot_names
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
 from privsynth.mechanisms.base import Release
@@ -97,7 +97,7 @@ class RunContext:
         sweep_private_leftovers()
         self.private_dir = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
         os.chmod(self.private_dir, 0o700)
-        self._handle: DataHandle | None = None
+        self._handle = None  # the engine source, opened on first use
 
     @property
     def schema(self) -> Schema:
@@ -107,9 +107,10 @@ class RunContext:
     def domain(self) -> Domain:
         return domain_of(self.plan.schema)
 
-    def handle(self) -> DataHandle:
+    def handle(self):
+        """The engine's source of the input (``privsynth.datasource.open_data``), opened once."""
         if self._handle is None:
-            self._handle = open_data(self.data, self.schema, self.private_dir)
+            self._handle = open_data(self.data, self.schema)
         return self._handle
 
     def close(self) -> None:
@@ -174,8 +175,7 @@ def stage_validate(ctx: RunContext) -> dict:
         message = "; ".join(report.public_failure_message().splitlines())
         raise ValidationFailedError(f"validation failed, nothing was charged: {message} "
                                     f"(details: {ctx.folder.file('validation.json')})")
-    if ctx.plan.parameters.delta is not None and ctx.plan.mechanism_config is not None:
-        check_delta_against_rows(ctx.plan.delta, handle.row_count())
+    check_delta_against_rows(ctx.plan.delta, report.row_count)
     ctx.progress(f"validate: every expectation of schema {ctx.schema.name!r} passed")
     return {"success": True}
 

@@ -146,6 +146,13 @@ class ValidationReport:
         """
         return self._as_json([r.public_json() for r in self.results])
 
+    @property
+    def row_count(self) -> int | None:
+        """The table's exact row count, counted by the non-empty check: PRIVATE (never in ``public_json``),
+        for checks that refuse without stating it."""
+        rows = next((r for r in self.results if r.expectation_type == EXPECT_ROWS), None)
+        return None if rows is None else rows.element_count
+
     def public_failure_message(self) -> str:
         """One count-free line per failed expectation; '' on success."""
         return "\n".join(r.public_message for r in self.failures)
