@@ -153,7 +153,8 @@ class RunFolder:
     def save(self) -> None:
         atomic_write_json(self.path / MANIFEST, self.manifest)
         if self.remote is not None:
-            self.remote.push(self.path, [n for n in self.manifest["artifacts"] if self.file(n).is_file()], last=MANIFEST)
+            self.remote.push(self.path, {n: entry["sha256"] for n, entry in self.manifest["artifacts"].items()
+                                         if self.file(n).is_file()}, last=MANIFEST)
 
     def trusted(self, name: str) -> bool:
         """The artifact exists, is listed in the manifest, and its hash matches."""

@@ -53,13 +53,16 @@ class RemoteFolder:
         with self.fs.open(self._path(name), "wb") as handle:
             handle.write(data)
 
-    def push(self, local: Path, names: list[str], last: str | None = None) -> None:
-        """Upload the named files of ``local`` that changed since the last push, then ``last``."""
+    def push(self, local: Path, names: list[str] | dict[str, str], last: str | None = None) -> None:
+        """Upload the named files of ``local`` that changed since the last push, then ``last``.
+
+        ``names`` may map each name to its known sha256 (a run folder's manifest has them), so
+        unchanged artifacts are neither read nor hashed again."""
+        known = names if isinstance(names, dict) else {}
         for name in names:
-            data = (local / name).read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
+            digest = known.get(name) or hashlib.sha256((local / name).read_bytes()).hexdigest()
             if self._uploaded.get(name) != digest:
-                self.write_bytes(name, data)
+                self.write_bytes(name, (local / name).read_bytes())
                 self._uploaded[name] = digest
         if last is not None:
             self.write_bytes(last, (local / last).read_bytes())
