@@ -40,13 +40,17 @@ def measurements_table(measurements) -> pa.Table:
                                  pa.list_(pa.float64())),
         "noise": pa.array([m.noise for m in measurements]),
         "scale": pa.array([float(m.scale) for m in measurements], pa.float64()),
+        "level_groups": pa.array([[None if g is None else list(map(int, g)) for g in m.level_groups]
+                                  for m in measurements], pa.list_(pa.list_(pa.int32()))),
     })
 
 
 def measurements_from_table(table: pa.Table) -> tuple[Measurement, ...]:
     rows = table.to_pylist()
     return tuple(Measurement(tuple(r["attributes"]), np.asarray(r["noisy_counts"], dtype=np.float64), r["noise"],
-                             float(r["scale"])) for r in rows)
+                             float(r["scale"]),
+                             tuple(None if g is None else tuple(g) for g in (r.get("level_groups") or ())))
+                 for r in rows)
 
 
 class ReleaseStore:

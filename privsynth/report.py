@@ -23,7 +23,7 @@ import numpy as np
 from privsynth.encoding import Domain, domain_of
 from privsynth.mechanisms.base import Measurement, Release
 from privsynth.schema import Schema
-from privsynth.workload import marginal_counts, relaxed_marginal, total_variation
+from privsynth.workload import marginal_counts, merge_levels, relaxed_marginal, total_variation
 
 VISIBILITY = "public (DP): computed from the release and the synthetic table only"
 
@@ -46,7 +46,11 @@ def measurement_fit(measurements, synthetic: np.ndarray, domain: Domain) -> list
     for m in measurements:
         noisy = np.asarray(m.noisy_counts, dtype=np.float64)
         n_hat = max(float(noisy.sum()), 1.0)
-        synth = _normalised(marginal_counts(synthetic, domain, tuple(m.attributes)))
+        counts = marginal_counts(synthetic, domain, tuple(m.attributes))
+        if m.level_groups:
+            shape = [domain.sizes[a] for a in m.attributes]
+            counts = merge_levels(counts.reshape(shape), [None if g is None else np.asarray(g) for g in m.level_groups]).ravel()
+        synth = _normalised(counts)
         rows.append({"marginal": [domain.names[a] for a in m.attributes], "cells": int(noisy.size),
                      "noise": m.noise, "noise_scale": float(m.scale),
                      "tv_to_measurement": total_variation(synth, _normalised(noisy)),

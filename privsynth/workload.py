@@ -105,6 +105,21 @@ class Histogram:
 StatisticsInput = Union[Histogram, Iterable[np.ndarray]]
 
 
+def merge_levels(table: np.ndarray, level_groups: Sequence[np.ndarray | None]) -> np.ndarray:
+    """A marginal table with levels merged per axis: ``level_groups[axis][level]`` is the merged level of
+    each original level (None keeps the axis as it is); merged cells hold the sum of their levels."""
+    out = np.asarray(table, dtype=np.float64)
+    for axis, groups in enumerate(level_groups):
+        if groups is None:
+            continue
+        groups = np.asarray(groups, dtype=np.int64)
+        moved = np.moveaxis(out, axis, 0)
+        merged = np.zeros((int(groups.max()) + 1,) + moved.shape[1:])
+        np.add.at(merged, groups, moved)
+        out = np.moveaxis(merged, 0, axis)
+    return out
+
+
 def accumulate_marginals(data: StatisticsInput, domain: Domain, marginals: Sequence[Marginal]) -> tuple[dict[Marginal, np.ndarray], int]:
     """Counts of every marginal and the number of rows (both private), from a Histogram or from
     per-record code batches (one streaming pass). Mechanisms get their marginals only through here."""

@@ -167,8 +167,8 @@ def test_selection_score_sensitivity_is_the_weight():
     for trial in range(5):
         extra = np.array([[rng.integers(0, s) for s in dom.sizes]], dtype=np.int32)
         big = np.vstack([codes, extra])
-        c1 = aim.collect_statistics(Histogram.of_codes(codes), dom, cfg).counts
-        c2 = aim.collect_statistics([big[:100], big[100:]], dom, cfg).counts
+        c1 = aim.collect_statistics(Histogram.of_codes(codes), dom, cfg).tables(list(cands))
+        c2 = aim.collect_statistics([big[:100], big[100:]], dom, cfg).tables(list(cands))
         # Any data-free model estimate: uniform tables with random jitter.
         est = {r: np.full(c1[r].shape, 500.0 / c1[r].size) + rng.normal(0, 3, c1[r].shape) for r in cands}
         q1 = aim.selection_scores(cands, c1, est, sigma=7.0)
@@ -181,9 +181,10 @@ def test_selection_score_sensitivity_is_the_weight():
 def test_statistics_from_histogram_and_batches_agree():
     codes, dom = toy_data(2, 1000)
     cfg = aim.Config(k=3)
-    h = aim.collect_statistics(Histogram.of_codes(codes), dom, cfg).counts
-    b = aim.collect_statistics([codes[:7], codes[7:600], codes[600:]], dom, cfg).counts
-    assert h.keys() == b.keys()
+    cands = list(aim.candidate_weights(aim.workload(cfg, dom)))
+    h = aim.collect_statistics(Histogram.of_codes(codes), dom, cfg).tables(cands)
+    b = aim.collect_statistics([codes[:7], codes[7:600], codes[600:]], dom, cfg).tables(cands)
+    assert h.keys() == b.keys() == set(cands)
     for r in h:
         np.testing.assert_array_equal(h[r], b[r])
         np.testing.assert_array_equal(h[r].ravel(), marginal_counts(codes, dom, r))
@@ -291,8 +292,8 @@ def test_sampling_follows_the_model_within_rounding():
 
 def test_model_size_matches_mbi():
     rng = np.random.default_rng(5)
-    for _ in range(60):
-        d = int(rng.integers(2, 8))
+    for _ in range(120):
+        d = int(rng.integers(2, 12))
         sizes = tuple(int(x) for x in rng.integers(1, 10, d))
         cliques = [tuple(sorted(rng.choice(d, size=int(rng.integers(1, min(d, 3) + 1)), replace=False).tolist()))
                    for _ in range(int(rng.integers(1, 6)))]
@@ -350,3 +351,45 @@ def test_small_adult_sample_end_to_end():
     rel.check_domain(dom)
     assert rel.public_facts["rounds"] >= 1
     assert round_release(rel, dom, 3000, noise.post_rng).shape == (3000, dom.n_attributes)
+
+
+# ---------------------------------------------------------------- wide tables: candidate pools
+
+def test_a_round_scores_every_candidate_up_to_the_cap_then_a_data_free_random_subset():
+    cands = {(a, b): float(a + b + 1) for a, b in itertools.combinations(range(10), 2)}   # 45 candidates
+    assert aim.round_pool(cands, 45, np.random.default_rng(0)) == cands
+    pool = aim.round_pool(cands, 12, np.random.default_rng(1))
+    assert len(pool) == 12 and all(cands[r] == w for r, w in pool.items())
+    # The subset depends on the generator only (it never sees counts): same generator, same subset.
+    assert aim.round_pool(cands, 12, np.random.default_rng(1)) == pool
+    # Every candidate gets its turn across rounds.
+    rng = np.random.default_rng(2)
+    seen = set()
+    for _ in range(40):
+        seen |= set(aim.round_pool(cands, 12, rng))
+    assert seen == set(cands)
+
+
+def test_candidates_inside_the_junction_tree_are_free_and_the_rest_are_size_checked():
+    from privsynth.mechanisms.aim.model import GraphicalModel, model_size_mb
+
+    sizes = (4, 4, 4, 4, 4)
+    model = GraphicalModel(sizes, [(0, 1, 2), (2, 3)], total=100.0)
+    cands = {r: 1.0 for r in itertools.combinations(range(5), 2)} | {(0, 1, 2): 1.0, (1, 3, 4): 1.0}
+    none_may_grow = aim.eligible_candidates(cands, model, size_limit=0.0)
+    assert set(none_may_grow) == {(0, 1), (0, 2), (1, 2), (2, 3), (0, 1, 2)}
+    limit = model_size_mb(sizes, [tuple(c) for c in model.tree.cliques] + [(1, 3, 4)])
+    assert (1, 3, 4) in aim.eligible_candidates(cands, model, size_limit=limit)
+    assert (1, 3, 4) not in aim.eligible_candidates(cands, model, size_limit=limit * 0.99)
+
+
+def test_a_capped_pool_still_spends_exactly_rho():
+    cfg = aim.Config(epsilon=1.0, delta=1e-9, max_candidates=5, **FAST)
+    spy = SpyNoise(4)
+    _, dom, rel = run_toy(cfg, spy)
+    rho = aim.privacy_cost(cfg).rho
+    delta_q = max(aim.candidate_weights(aim.workload(cfg, dom)).values())
+    gaussian = sum(1.0 / (2 * s**2) for s, _ in spy.gaussian_calls)
+    selection = sum(delta_q**2 / (2 * b**2) for b, _ in spy.max_calls)
+    assert gaussian + selection == pytest.approx(rho, rel=1e-12)
+    assert all(size <= 5 for _, size in spy.max_calls)

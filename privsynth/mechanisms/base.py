@@ -65,13 +65,16 @@ class Measurement:
 
     attributes: the marginal (attribute indices, ascending); noisy_counts: its cells in the layout of
     ``privsynth.workload.marginal_counts``; noise: "gaussian" or "laplace"; scale: the noise's standard
-    deviation (gaussian) or Laplace scale b.
+    deviation (gaussian) or Laplace scale b; level_groups: empty when the cells are the attributes'
+    levels, else per attribute the merged level of each original level (None: not merged), for a
+    mechanism that measured on merged levels (AIM's domain compression).
     """
 
     attributes: tuple[int, ...]
     noisy_counts: np.ndarray
     noise: str
     scale: float
+    level_groups: tuple[tuple[int, ...] | None, ...] = ()
 
 
 @dataclass(frozen=True)

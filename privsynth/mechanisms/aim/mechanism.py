@@ -9,6 +9,10 @@ What is measured, and what each step costs (every count marginal has L2 sensitiv
 selection score has sensitivity equal to its weight under add/remove-one):
 * start: every 1-way marginal, Gaussian sigma_0 = sqrt(T / (2 * 0.9 * rho)) each (rho = 1/(2 sigma^2)
   per marginal), with T = ``max_rounds`` (default 16 d, the paper's);
+* domain compression (post-processing of the 1-way measurements, ``compression.py``): per attribute,
+  the levels whose noisy count is below ``compress_threshold * sigma_0`` are merged into one level, and
+  every later round works on the merged levels. The merge map is a function of DP outputs only, and a
+  marginal on merged levels is still a count table where one record moves one cell by one;
 * each round t: one candidate marginal r of the workload's downward closure is selected by the
   exponential mechanism (Gumbel report-noisy-max, ``noise.noisy_max``) on
       q_r = w_r * (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) * sigma_t * cells(r)),
@@ -34,7 +38,8 @@ Candidates of a round are those whose addition keeps the model (mbi's junction t
 Post-processing (no privacy cost): the graphical model (``model.py``) fitted to all noisy
 measurements by mirror descent, warm started across rounds; the estimate of n is the inverse-variance
 weighted mean of the noisy totals of all measurements; the release is ``sample_rows`` (default: that
-estimate) records drawn from the model with ``noise.post_rng``, published as distinct one-hot rows
+estimate) records drawn from the model with ``noise.post_rng`` (a merged level expanded to one of its
+original levels in proportion to their clipped noisy 1-way counts), published as distinct one-hot rows
 weighted by their frequency, and every noisy marginal with its sigma (``Release.measurements``).
 """
 
@@ -49,12 +54,13 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from privsynth.encoding import Domain, one_hot
+from privsynth.mechanisms.aim.compression import Compression, compress_levels, compressed_one_way, expand_codes
 from privsynth.mechanisms.aim.model import GraphicalModel, NoisyMarginal, downward_closure, model_size_mb
 from privsynth.mechanisms.base import MechanismConfig, Measurement, Release
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.privacy.spending import rho_allowance
-from privsynth.workload import Marginal, StatisticsInput, accumulate_marginals, all_marginals
+from privsynth.workload import Histogram, Marginal, StatisticsInput, accumulate_marginals, all_marginals
 
 NAME = "aim"
 logger = logging.getLogger("privsynth.mechanisms.aim")
@@ -76,6 +82,12 @@ class Config(MechanismConfig):
     tolerance: float = Field(1e-4, description="a fit after a round stops early when the loss falls by less than "
                                                "this fraction over 25 iterations (0 = never)")
     sample_rows: int | None = Field(None, description="records drawn from the model; None = the DP estimate of n")
+    max_candidates: int = Field(
+        2000, description="candidates scored per round; beyond this many, a uniform random subset (drawn "
+                          "independently of the data) is scored, so wide tables stay fast")
+    compress_threshold: float = Field(
+        3.0, description="levels whose noisy 1-way count is below this many sigmas are merged into one rare "
+                         "level for the later rounds (MST's domain compression); 0 = never")
 
     @field_validator("k")
     @classmethod
@@ -84,7 +96,7 @@ class Config(MechanismConfig):
             raise ValueError(f"k must be >= 1, got {v}")
         return v
 
-    @field_validator("max_rounds", "sample_rows")
+    @field_validator("max_rounds", "sample_rows", "max_candidates")
     @classmethod
     def _positive_or_none(cls, v: int | None, info) -> int | None:
         if v is not None and v < 1:
@@ -98,11 +110,11 @@ class Config(MechanismConfig):
             raise ValueError(f"{info.field_name} must be >= 1, got {v}")
         return v
 
-    @field_validator("tolerance")
+    @field_validator("tolerance", "compress_threshold")
     @classmethod
-    def _tolerance(cls, v: float) -> float:
+    def _non_negative(cls, v: float, info) -> float:
         if not (math.isfinite(v) and v >= 0):
-            raise ValueError(f"tolerance must be a finite number >= 0, got {v}")
+            raise ValueError(f"{info.field_name} must be a finite number >= 0, got {v}")
         return v
 
     @field_validator("max_model_size_mb")
@@ -218,26 +230,36 @@ def candidate_weights(work: dict[Marginal, float]) -> dict[Marginal, float]:
 
 @dataclass(frozen=True)
 class AimStatistics:
-    """PRIVATE: true counts of every candidate marginal (shape = its attributes' sizes). Never publish."""
+    """PRIVATE: the histogram of the records (distinct level codes and their counts). Never publish.
 
-    counts: dict[Marginal, np.ndarray] = field(repr=False)
+    AIM asks for the count tables of the candidates it scores, round by round (``tables``); on a wide
+    table the workload's closure holds tens of thousands of marginals, so none is counted before it is
+    needed."""
+
+    histogram: Histogram = field(repr=False)
+    domain: Domain
+
+    def tables(self, marginals: list[Marginal]) -> dict[Marginal, np.ndarray]:
+        """Count tables (shape = the marginal's level counts), through ``accumulate_marginals``."""
+        counts, _ = accumulate_marginals(self.histogram, self.domain, marginals)
+        return {m: c.reshape([self.domain.sizes[a] for a in m]) for m, c in counts.items()}
+
+    def on_levels(self, compression: Compression) -> "AimStatistics":
+        """The same records with every level replaced by its merged level."""
+        h = self.histogram
+        codes = np.column_stack([compression.groups[a][h.codes[:, a]] for a in range(self.domain.n_attributes)]) \
+            if h.codes.shape[0] else h.codes
+        return AimStatistics(Histogram(codes.astype(np.int32), h.counts), Domain(self.domain.names, compression.sizes))
 
 
 def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) -> AimStatistics:
-    """Counts of the workload marginals (and of 1-way marginals no workload marginal holds) through
-    ``accumulate_marginals``; every other candidate by summing a workload marginal."""
+    """The histogram of the records (a Histogram as given, or per-record code batches merged into one)."""
     check_config(config, domain)
-    work = [m for m, c in workload(config, domain).items() if c > 0]
-    ones = [(a,) for a in range(domain.n_attributes) if not any(a in m for m in work)]
-    counts, _ = accumulate_marginals(data, domain, work + ones)
-    tables = {m: c.reshape([domain.sizes[a] for a in m]) for m, c in counts.items()}
-    for r in list(candidate_weights(workload(config, domain))) + [(a,) for a in range(domain.n_attributes)]:
-        if r in tables:
-            continue
-        parent = next(m for m in work if set(r) <= set(m))
-        axes = tuple(i for i, a in enumerate(parent) if a not in r)
-        tables[r] = tables[parent].sum(axis=axes)
-    return AimStatistics(counts=tables)
+    if isinstance(data, Histogram):
+        return AimStatistics(data, domain)
+    parts = [Histogram.of_codes(np.asarray(batch).reshape(-1, domain.n_attributes)) for batch in data]
+    histogram = Histogram.merge(parts) if parts else Histogram.of_codes(np.zeros((0, domain.n_attributes), np.int32))
+    return AimStatistics(histogram, domain)
 
 
 # ---------------------------------------------------------------- the mechanism
@@ -245,7 +267,7 @@ def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) ->
 def n_estimate(measurements: list[NoisyMarginal]) -> float:
     """Inverse-variance weighted mean of the noisy totals (post-processing), at least 1."""
     totals = np.array([m.values.sum() for m in measurements])
-    variances = np.array([m.sigma**2 * m.values.size for m in measurements])
+    variances = np.array([m.total_variance() for m in measurements])
     weights = 1.0 / variances
     return max(1.0, float(np.sum(weights * totals) / np.sum(weights)))
 
@@ -257,6 +279,30 @@ def selection_scores(candidates: dict[Marginal, float], counts: dict[Marginal, n
     for i, (r, w) in enumerate(candidates.items()):
         bias = math.sqrt(2.0 / math.pi) * sigma * counts[r].size
         out[i] = w * (float(np.abs(counts[r] - estimates[r]).sum()) - bias)
+    return out
+
+
+def round_pool(candidates: dict[Marginal, float], cap: int, rng: np.random.Generator) -> dict[Marginal, float]:
+    """The candidates a round scores: all of them, or (beyond ``cap``) a uniform random subset of ``cap``
+    drawn independently of the data, so the exponential mechanism's guarantee for a fixed candidate set
+    holds as it is."""
+    if len(candidates) <= cap:
+        return candidates
+    keys = list(candidates)
+    picked = np.sort(rng.choice(len(keys), size=cap, replace=False))
+    return {keys[i]: candidates[keys[i]] for i in picked}
+
+
+def eligible_candidates(pool: dict[Marginal, float], model: GraphicalModel, size_limit: float) -> dict[Marginal, float]:
+    """The candidates inside a clique of the model's junction tree (free: the model does not grow), and
+    those whose addition keeps the junction tree within ``size_limit`` MB (as mbi's AIM filters)."""
+    tree_cliques = [tuple(c) for c in model.tree.cliques]
+    masks = [sum(1 << a for a in c) for c in tree_cliques]
+    out = {}
+    for r, w in pool.items():
+        m = sum(1 << a for a in r)
+        if any(m & c == m for c in masks) or model_size_mb(model.sizes, tree_cliques + [r]) <= size_limit:
+            out[r] = w
     return out
 
 
@@ -274,20 +320,26 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
     """The AIM release (rho-zCDP as stated in the module docstring)."""
     check_config(config, domain)
     d = domain.n_attributes
-    sizes = domain.sizes
     rho = rho_of_config(config)
     cands = candidate_weights(workload(config, domain))
     delta_q = max(cands.values())
     sigma = initial_sigma(config, d)
     eps = initial_epsilon(config, d)
 
-    measured: list[NoisyMarginal] = []
+    one_way: list[NoisyMarginal] = []
     rho_used = 0.0
+    one_way_counts = statistics.tables([(a,) for a in range(d)])
     for a in range(d):
-        y = noise.add_gaussian(statistics.counts[(a,)], sigma)
-        measured.append(NoisyMarginal((a,), y, sigma))
+        y = noise.add_gaussian(one_way_counts[(a,)], sigma)
+        one_way.append(NoisyMarginal((a,), y, sigma))
         rho_used += gaussian_rho(sigma)
     initial_rho = rho_used
+    compression = compress_levels([m.values for m in one_way],
+                                  [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d)
+    sizes = compression.sizes
+    merged = statistics.on_levels(compression)
+    counts: dict[Marginal, np.ndarray] = {}      # PRIVATE: count tables on merged levels, filled as asked
+    measured = [compressed_one_way(m, compression) for m in one_way]
     model = GraphicalModel(sizes, [m.clique for m in measured], n_estimate(measured))
     alpha = model.fit(measured, config.iterations_per_round, tolerance=config.tolerance)
     log: list[RoundLog] = []
@@ -302,13 +354,12 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
             terminate = True
         rho_used += round_rho
         size_limit = config.max_model_size_mb * min(1.0, rho_used / rho)
-        inside = downward_closure(model.model_cliques)
-        small = {r: w for r, w in cands.items()
-                 if r in inside or model_size_mb(sizes, model.model_cliques + [r]) <= size_limit}
+        small = eligible_candidates(round_pool(cands, config.max_candidates, noise.post_rng), model, size_limit)
         estimates = {r: model.marginal(r) for r in small}
-        scores = selection_scores(small, statistics.counts, estimates, sigma)
+        counts.update(merged.tables([r for r in small if r not in counts]))
+        scores = selection_scores(small, counts, estimates, sigma)
         pick = list(small)[noise.noisy_max(scores, 2.0 * delta_q / eps)]
-        y = noise.add_gaussian(statistics.counts[pick], sigma)
+        y = noise.add_gaussian(counts[pick], sigma)
         measured.append(NoisyMarginal(pick, y, sigma))
         log.append(RoundLog(pick, sigma, eps, round_rho))
         # Progress (a DP output only: the selected marginal and the budget schedule are published anyway).
@@ -325,7 +376,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
 
     n_hat = n_estimate(measured)
     rows = config.sample_rows or max(1, int(round(n_hat)))
-    codes = model.sample(rows, noise.post_rng)
+    codes = expand_codes(model.sample(rows, noise.post_rng), compression, [m.values for m in one_way], noise.post_rng)
     unique, freq = np.unique(codes, axis=0, return_counts=True)
     points = one_hot(unique, domain, dtype=np.float64)
     return Release(
@@ -341,8 +392,14 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
             "sigmas": [r.sigma for r in log], "selection_epsilons": [r.epsilon for r in log],
             "model_cliques": [list(c) for c in model.model_cliques],
             "n_estimate": n_hat, "sample_rows": rows,
+            "compressed_levels": {domain.names[a]: int(compression.sizes[a]) for a in range(d)
+                                  if not compression.is_identity(a)},
         },
+        # The 1-way marginals as measured (original levels), then each round's, on merged levels.
         measurements=tuple(
             Measurement(attributes=m.clique, noisy_counts=m.values.ravel().copy(), noise="gaussian", scale=m.sigma)
-            for m in measured),
+            for m in one_way) + tuple(
+            Measurement(attributes=m.clique, noisy_counts=m.values.ravel().copy(), noise="gaussian", scale=m.sigma,
+                        level_groups=compression.published_groups(m.clique))
+            for m in measured[d:]),
     )

@@ -1,0 +1,99 @@
+"""Domain compression from the noisy 1-way marginals (post-processing only; McKenna, Miklau & Sheldon,
+"Winning the NIST Contest", 2021, MST's ``compress_domain``).
+
+A level whose noisy 1-way count is below ``threshold`` (a multiple of that measurement's sigma) cannot
+be told apart from noise there, and every later marginal that holds it would spend noise on cells that
+are almost empty. Such levels of one attribute are merged into one "rare" level for the rest of the
+mechanism: later measurements are taken on the compressed domain (the same L2 sensitivity 1, since
+the compression is a fixed linear map chosen from DP outputs only), and records sampled from the
+model get a rare level expanded back to an original level, drawn in proportion to the clipped noisy
+1-way counts (independently of the other attributes: the model never saw within-group differences).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from privsynth.mechanisms.aim.model import Clique, NoisyMarginal
+from privsynth.workload import merge_levels
+
+
+@dataclass(frozen=True)
+class Compression:
+    """For each attribute, the group of every original level (``groups[a][level]``); the kept
+    levels come first, in their order, and the merged rare levels (if any) form the last group."""
+
+    groups: tuple[np.ndarray, ...]
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(int(g.max()) + 1 for g in self.groups)
+
+    def is_identity(self, attribute: int) -> bool:
+        g = self.groups[attribute]
+        return bool(np.array_equal(g, np.arange(g.size)))
+
+    def level_groups(self, marginal: Clique) -> tuple[np.ndarray | None, ...]:
+        """Per attribute of ``marginal``: its level groups, or None where nothing is merged."""
+        return tuple(None if self.is_identity(a) else self.groups[a] for a in marginal)
+
+    def published_groups(self, marginal: Clique) -> tuple[tuple[int, ...] | None, ...]:
+        """``Measurement.level_groups`` of a measurement of ``marginal`` on the compressed levels."""
+        groups = self.level_groups(marginal)
+        if all(g is None for g in groups):
+            return ()
+        return tuple(None if g is None else tuple(int(x) for x in g) for g in groups)
+
+    def table(self, counts: np.ndarray, marginal: Clique) -> np.ndarray:
+        """A marginal table (shape = original sizes of ``marginal``) summed into the compressed levels."""
+        return merge_levels(counts, self.level_groups(marginal))
+
+
+def compress_levels(noisy_one_way: Sequence[np.ndarray], thresholds: Sequence[float]) -> Compression:
+    """Merge, per attribute, the levels whose noisy count is below its threshold (when two or more are)."""
+    groups = []
+    for noisy, threshold in zip(noisy_one_way, thresholds):
+        keep = np.asarray(noisy) >= threshold
+        if (~keep).sum() < 2:
+            groups.append(np.arange(len(noisy)))
+            continue
+        group = np.empty(len(noisy), dtype=np.int64)
+        group[keep] = np.arange(int(keep.sum()))
+        group[~keep] = int(keep.sum())
+        groups.append(group)
+    return Compression(tuple(groups))
+
+
+def compressed_one_way(measurement: NoisyMarginal, compression: Compression) -> NoisyMarginal:
+    """A noisy 1-way marginal re-expressed on the compressed levels: the rare cell is the sum of the
+    merged noisy cells, hence their summed variance."""
+    (a,) = measurement.clique
+    if compression.is_identity(a):
+        return measurement
+    values = compression.table(measurement.values, (a,))
+    scale = np.bincount(compression.groups[a], minlength=compression.sizes[a]).astype(np.float64)
+    return NoisyMarginal((a,), values, measurement.sigma, scale)
+
+
+def expand_codes(codes: np.ndarray, compression: Compression, noisy_one_way: Sequence[np.ndarray],
+                 rng: np.random.Generator) -> np.ndarray:
+    """Records on the compressed levels back to original levels: a kept level maps to itself, the rare
+    level to one of its original levels drawn in proportion to max(noisy count, 0) (uniform if none
+    is positive)."""
+    out = np.empty_like(codes)
+    for a, group in enumerate(compression.groups):
+        if compression.is_identity(a):
+            out[:, a] = codes[:, a]
+            continue
+        originals = np.argsort(group, kind="stable")   # kept levels in group order, then the rare ones
+        rare_group = int(group.max())
+        rare_levels = np.flatnonzero(group == rare_group)
+        out[:, a] = originals[np.minimum(codes[:, a], rare_group)]
+        rows = np.flatnonzero(codes[:, a] == rare_group)
+        weights = np.clip(np.asarray(noisy_one_way[a], dtype=np.float64)[rare_levels], 0.0, None)
+        p = weights / weights.sum() if weights.sum() > 0 else np.full(rare_levels.size, 1.0 / rare_levels.size)
+        out[rows, a] = rare_levels[rng.choice(rare_levels.size, size=rows.size, p=p)]
+    return out

@@ -1,0 +1,119 @@
+"""AIM's domain compression: the merge map, its sensitivity, the expansion back to original levels, and
+the report and artifacts of a release measured on merged levels."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from privsynth.encoding import Domain
+from privsynth.mechanisms.aim import mechanism as aim
+from privsynth.mechanisms.aim.compression import compress_levels, compressed_one_way, expand_codes
+from privsynth.mechanisms.aim.model import NoisyMarginal
+from privsynth.privacy.noise import SeededNoise
+from privsynth.releases import measurements_from_table, measurements_table
+from privsynth.report import measurement_fit
+from privsynth.workload import Histogram, marginal_counts, merge_levels
+
+
+def test_levels_below_the_threshold_merge_into_one_last_level():
+    c = compress_levels([np.array([50.0, 2.0, 40.0, -3.0, 1.0]), np.array([5.0, 1.0, 9.0])], [10.0, 10.0])
+    np.testing.assert_array_equal(c.groups[0], [0, 2, 1, 2, 2])     # kept 0, 2 in order, then the rare
+    np.testing.assert_array_equal(c.groups[1], [0, 0, 0])           # every level rare: one level left
+    assert c.sizes == (3, 1)
+    # A single rare level has nothing to merge with.
+    one = compress_levels([np.array([50.0, 2.0, 40.0])], [10.0])
+    assert one.is_identity(0) and one.sizes == (3,)
+    never = compress_levels([np.array([50.0, -2.0, -4.0])], [-np.inf])
+    assert never.is_identity(0)
+
+
+def test_merged_tables_sum_the_merged_cells():
+    c = compress_levels([np.array([9.0, 0.0, 0.0]), np.array([9.0, 9.0])], [5.0, 5.0])
+    table = np.arange(6, dtype=float).reshape(3, 2)
+    np.testing.assert_array_equal(c.table(table, (0, 1)), [[0, 1], [2 + 4, 3 + 5]])
+    np.testing.assert_array_equal(c.table(table.sum(axis=1), (0,)), [1, 5 + 9])
+    assert c.published_groups((1,)) == ()
+    assert c.published_groups((0, 1)) == ((0, 1, 1), None)
+
+
+def test_one_record_moves_a_merged_marginal_by_one_cell():
+    """Sensitivity of a measurement on merged levels: neighbouring tables (one record added) give
+    merged count tables whose difference has L1 = L2^2 = 1, for every record."""
+    dom = Domain(("a", "b", "c"), (4, 3, 2))
+    rng = np.random.default_rng(0)
+    codes = np.column_stack([rng.integers(0, s, 200) for s in dom.sizes]).astype(np.int32)
+    c = compress_levels([np.array([100.0, 1.0, 2.0, 90.0]), np.array([1.0, 0.0, 99.0]), np.array([5.0, 5.0])],
+                        [10.0, 10.0, 10.0])
+    marginal = (0, 1)
+    shape = [dom.sizes[a] for a in marginal]
+    base = c.table(marginal_counts(codes, dom, marginal).reshape(shape), marginal)
+    for record in itertools.product(*(range(s) for s in dom.sizes)):
+        bigger = np.vstack([codes, np.array(record, dtype=np.int32)])
+        diff = c.table(marginal_counts(bigger, dom, marginal).reshape(shape), marginal) - base
+        assert np.abs(diff).sum() == 1 and (diff**2).sum() == 1
+
+
+def test_the_merged_one_way_carries_the_summed_variance():
+    m = NoisyMarginal((0,), np.array([50.0, 2.0, 40.0, -3.0]), 4.0)
+    c = compress_levels([m.values], [10.0])
+    merged = compressed_one_way(m, c)
+    np.testing.assert_array_equal(merged.values, [50.0, 40.0, -1.0])
+    np.testing.assert_array_equal(merged.variance_scale, [1.0, 1.0, 2.0])
+    assert merged.total_variance() == pytest.approx(16.0 * 4)
+    assert m.total_variance() == pytest.approx(16.0 * 4)
+
+
+def test_expansion_keeps_kept_levels_and_draws_rare_ones_by_their_noisy_counts():
+    noisy = np.array([500.0, 30.0, 900.0, 10.0, -5.0])
+    c = compress_levels([noisy], [100.0])                      # levels 1, 3, 4 merge into group 2
+    compressed = np.repeat(np.array([[0], [1], [2]]), [1000, 1000, 40000], axis=0)
+    out = expand_codes(compressed, c, [noisy], np.random.default_rng(0))
+    np.testing.assert_array_equal(out[:1000, 0], 0)
+    np.testing.assert_array_equal(out[1000:2000, 0], 2)
+    rare = out[2000:, 0]
+    assert set(np.unique(rare)) == {1, 3}                      # never the level with a negative count
+    assert np.mean(rare == 1) == pytest.approx(0.75, abs=0.01)
+
+
+def _skewed_data(n: int = 3000, seed: int = 0) -> tuple[np.ndarray, Domain]:
+    """A 12-level attribute where 9 levels are rare, tied to a second attribute."""
+    rng = np.random.default_rng(seed)
+    dom = Domain(("country", "lang", "x"), (12, 3, 2))
+    country = np.where(rng.random(n) < 0.9, rng.integers(0, 3, n), rng.integers(3, 12, n))
+    lang = np.where(country < 3, country, 2)
+    x = rng.integers(0, 2, n)
+    return np.column_stack([country, lang, x]).astype(np.int32), dom
+
+
+def test_a_compressed_release_is_in_original_levels_and_its_report_reads_merged_measurements():
+    codes, dom = _skewed_data()
+    cfg = aim.Config(epsilon=0.5, k=2, compress_threshold=3.0, iterations_per_round=30, final_iterations=100)
+    noise = SeededNoise(0, "test-key")
+    noise.authorize("test")
+    rel = aim.run(aim.collect_statistics(Histogram.of_codes(codes), dom, cfg), dom, cfg, noise)
+    rel.check_domain(dom)
+    assert rel.public_facts["compressed_levels"]["country"] < 12
+    merged = [m for m in rel.measurements if m.level_groups]
+    assert merged, "the rounds after the 1-way start measure on merged levels"
+    for m in rel.measurements[:dom.n_attributes]:
+        assert not m.level_groups and m.noisy_counts.size == dom.sizes[m.attributes[0]]
+    for m in merged:
+        sizes = [dom.sizes[a] if g is None else max(g) + 1 for a, g in zip(m.attributes, m.level_groups)]
+        assert m.noisy_counts.size == int(np.prod(sizes))
+    # The artifact round trip keeps the groups, and the report compares like with like.
+    again = measurements_from_table(measurements_table(rel.measurements))
+    assert [m.level_groups for m in again] == [m.level_groups for m in rel.measurements]
+    fits = measurement_fit(again, codes, dom)
+    for m, fit in zip(again, fits):
+        assert fit["cells"] == m.noisy_counts.size
+        assert 0.0 <= fit["tv_to_measurement"] <= 1.0
+
+
+def test_merge_levels_is_the_identity_without_groups():
+    table = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(merge_levels(table, [None, None]), table)
+    np.testing.assert_array_equal(merge_levels(table, [None, np.array([0, 0, 1, 1])]),
+                                  [[1, 5], [9, 13], [17, 21]])
