@@ -157,6 +157,23 @@ def test_candidate_weights_hand_computed():
     assert (1, 2) not in w2            # only in a weight-0 workload marginal
 
 
+def test_candidate_weights_equal_the_definition_on_random_weighted_workloads():
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        work = {m: float(rng.choice([0.0, 0.5, 1.0, 2.0])) for m in itertools.combinations(range(6), 3)}
+        if not any(work.values()):
+            continue
+        closure = set()
+        for m, c in work.items():
+            if c > 0:
+                closure |= {r for k in (1, 2, 3) for r in itertools.combinations(m, k)}
+        expected = {r: sum(c * len(set(r) & set(s)) for s, c in work.items()) for r in closure}
+        got = aim.candidate_weights(work)
+        assert got.keys() == {r for r, w in expected.items() if w > 0}
+        for r, w in got.items():
+            assert w == pytest.approx(expected[r], rel=1e-12)
+
+
 def test_selection_score_sensitivity_is_the_weight():
     """q_r on two neighbouring tables (one record added) differs by at most w_r, and by exactly w_r for
     a marginal whose changed cell lies above the model's estimate."""

@@ -218,11 +218,18 @@ def workload(config: Config, domain: Domain) -> dict[Marginal, float]:
 
 def candidate_weights(work: dict[Marginal, float]) -> dict[Marginal, float]:
     """AIM's candidate weights on the downward closure: w_r = sum_{s in W} c_s |r ∩ s| (data-free).
-    Candidates of weight 0 are dropped (they could never matter to the workload)."""
-    closure = downward_closure([m for m, c in work.items() if c > 0])
+    Since |r ∩ s| counts the attributes of r that s holds, w_r = sum_{a in r} W_a with W_a the total
+    weight of the workload marginals holding a: linear in the workload, not quadratic (a 54-column
+    table's 3-way workload has 24,804 marginals). Candidates of weight 0 are dropped (they could never
+    matter to the workload)."""
+    positive = [m for m, c in work.items() if c > 0]
+    per_attribute: dict[int, float] = {}
+    for s, c in work.items():
+        for a in s:
+            per_attribute[a] = per_attribute.get(a, 0.0) + c
     out = {}
-    for r in sorted(closure, key=lambda m: (len(m), m)):
-        w = sum(c * len(set(r) & set(s)) for s, c in work.items())
+    for r in sorted(downward_closure(positive), key=lambda m: (len(m), m)):
+        w = math.fsum(per_attribute.get(a, 0.0) for a in r)
         if w > 0:
             out[r] = w
     return out
