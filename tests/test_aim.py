@@ -410,3 +410,16 @@ def test_a_capped_pool_still_spends_exactly_rho():
     selection = sum(delta_q**2 / (2 * b**2) for b, _ in spy.max_calls)
     assert gaussian + selection == pytest.approx(rho, rel=1e-12)
     assert all(size <= 5 for _, size in spy.max_calls)
+
+
+def test_out_of_model_marginals_on_a_table_wider_than_einsums_alphabet():
+    """Attribute indices past 52 (numpy einsum's letters) are relabelled before contraction."""
+    d = 60
+    sizes = (2,) * d
+    model = GraphicalModel(sizes, [(0, 55), (55, 58), (58, 59), (3, 4)], total=10.0)
+    rng = np.random.default_rng(0)
+    measurements = [NoisyMarginal(c, rng.uniform(1, 4, (2,) * len(c)), 1.0) for c in [(0, 55), (55, 58), (58, 59)]]
+    model.fit(measurements, 50)
+    m = model.marginal((0, 58, 59))
+    assert m.shape == (2, 2, 2) and m.sum() == pytest.approx(10.0)
+    np.testing.assert_allclose(m.sum(axis=0), model.marginal((58, 59)), rtol=1e-9)

@@ -70,7 +70,8 @@ def model_size_mb(sizes: Sequence[int], cliques: Sequence[Clique]) -> float:
     for a in range(d):
         adjacent[a] &= ~(1 << a)
     unmarked = list(range(d))
-    elimination_cliques: list[int] = []
+    order: list[int] = []
+    later: list[int] = []                # the neighbours of each eliminated attribute when it went
     for _ in range(d):
         best, best_cost = -1, None
         for a in unmarked:
@@ -79,15 +80,26 @@ def model_size_mb(sizes: Sequence[int], cliques: Sequence[Clique]) -> float:
                 best, best_cost = a, cost
         bit, neighbours = 1 << best, adjacent[best]
         unmarked.remove(best)
-        elimination_cliques.append(neighbours | bit)
+        order.append(best)
+        later.append(neighbours)
         rest = neighbours
         while rest:                      # eliminating ``best`` joins its neighbours pairwise
             low = rest & -rest
             b = low.bit_length() - 1
             adjacent[b] = (adjacent[b] | neighbours) & ~low & ~bit
             rest ^= low
-    maximal = {c for c in elimination_cliques if not any(c != o and c & o == c for o in elimination_cliques)}
-    return sum(size_of(c) for c in maximal) * 8 / 2**20
+    # The elimination order is perfect for the filled graph, so (Blair & Peyton 1993, Lemma 4.5) the
+    # clique {v_i} + later(i) is maximal unless an attribute eliminated before, whose first later
+    # neighbour is v_i, has exactly one more later neighbour.
+    position = {v: i for i, v in enumerate(order)}
+    maximal = [True] * d
+    for j in range(d):
+        if later[j]:
+            first = min((b for b in range(d) if later[j] >> b & 1), key=position.__getitem__)
+            i = position[first]
+            if later[j].bit_count() == later[i].bit_count() + 1:
+                maximal[i] = False
+    return sum(size_of(later[i] | (1 << order[i])) for i in range(d) if maximal[i]) * 8 / 2**20
 
 
 def maximal_subsets(cliques: Sequence[Clique]) -> list[Clique]:
@@ -354,11 +366,13 @@ class GraphicalModel:
         for table, attrs in operands:
             keep = tuple(a for a in attrs if a in clique or counts[a] > 1)
             reduced.append((_sum_to(table, attrs, keep), keep))
+        # einsum names its axes with 52 letters: relabel the attributes involved 0, 1, ... first.
+        label = {a: i for i, a in enumerate(sorted({a for _, attrs in reduced for a in attrs}))}
         args: list = []
         for table, attrs in reduced:
-            args += [table, list(attrs)]
+            args += [table, [label[a] for a in attrs]]
         # A contraction path pays off from three operands on; for two, numpy's path search is pure overhead.
-        out = np.einsum(*args, list(clique), optimize="greedy" if len(reduced) > 2 else False)
+        out = np.einsum(*args, [label[a] for a in clique], optimize="greedy" if len(reduced) > 2 else False)
         return out * self.total
 
     def _conditional(self, v: int, parent: int) -> np.ndarray:
