@@ -8,7 +8,7 @@ the requested epsilon.
 What is measured, and what each step costs (every count marginal has L2 sensitivity 1 and every
 selection score has sensitivity equal to its weight under add/remove-one):
 * start: every 1-way marginal, Gaussian sigma_0 = sqrt(T / (2 * 0.9 * rho)) each (rho = 1/(2 sigma^2)
-  per marginal), with T = ``max_rounds`` (default 16 d, the paper's);
+  per marginal), with T = ``max_rounds`` (default 16 min(d, 16): the paper's 16 d up to 16 attributes);
 * domain compression (post-processing of the 1-way measurements, ``compression.py``): per attribute,
   the levels whose noisy count is below ``compress_threshold * sigma_0`` are merged into one level, and
   every later round works on the merged levels. The merge map is a function of DP outputs only, and a
@@ -33,7 +33,11 @@ total is passed, is rho-zCDP by the Renyi / zCDP privacy filter (Feldman & Zrnic
 Ramdas, Rogers & Wu 2023), the argument of the AIM paper's privacy theorem.
 
 Candidates of a round are those whose addition keeps the model (mbi's junction tree size) under
-``max_model_size_mb * rho_used / rho``, plus every marginal already inside the model.
+``max_model_size_mb * rho_used / rho``, plus every marginal inside a clique of the model's junction
+tree (as mbi's AIM). When the workload's closure holds more than ``max_candidates`` marginals (wide
+tables: 26,289 for a 54-column 3-way workload), each round scores a uniform random subset of that many,
+drawn independently of the data: the exponential mechanism's guarantee holds for any candidate set
+fixed before the scores are computed, and the sensitivity stays max_r w_r over the whole closure.
 
 Post-processing (no privacy cost): the graphical model (``model.py``) fitted to all noisy
 measurements by mirror descent, warm started across rounds; the estimate of n is the inverse-variance
@@ -66,6 +70,10 @@ NAME = "aim"
 logger = logging.getLogger("privsynth.mechanisms.aim")
 
 MEASURE_SHARE = 0.9   # of each round's rho (paper: 0.9 measures, 0.1 selects)
+# The paper's T = 16 d splits rho into 16 d initial rounds: on a 54-column table that is 864 rounds'
+# worth, each measurement's sigma 1.9x Adult's, and the run ran for minutes on annealing alone before
+# it measured anything well. d is capped here for the default T (a config choice, no privacy effect).
+WIDE_ATTRIBUTES = 16
 
 
 class Config(MechanismConfig):
@@ -74,7 +82,8 @@ class Config(MechanismConfig):
     k: int = Field(3, description="order of the workload marginals (all k-way marginals of the binning)")
     marginal_weights: tuple[tuple[tuple[int, ...], float], ...] = Field(
         (), description="per-marginal workload weights ((attribute indices), weight); unlisted marginals weigh 1")
-    max_rounds: int | None = Field(None, description="T of the initial round budget; None = 16 x number of attributes")
+    max_rounds: int | None = Field(None, description="T of the initial round budget; None = 16 x number of "
+                                                     "attributes (at most 16 x 16)")
     max_model_size_mb: float = Field(
         8.0, description="cap on the junction tree size in MB (paper: 80; smaller is faster, see benchmarks/README.md)")
     iterations_per_round: int = Field(100, description="mirror-descent iterations after each measurement (warm started)")
@@ -83,7 +92,7 @@ class Config(MechanismConfig):
                                                "this fraction over 25 iterations (0 = never)")
     sample_rows: int | None = Field(None, description="records drawn from the model; None = the DP estimate of n")
     max_candidates: int = Field(
-        2000, description="candidates scored per round; beyond this many, a uniform random subset (drawn "
+        1000, description="candidates scored per round; beyond this many, a uniform random subset (drawn "
                           "independently of the data) is scored, so wide tables stay fast")
     compress_threshold: float = Field(
         3.0, description="levels whose noisy 1-way count is below this many sigmas are merged into one rare "
@@ -163,7 +172,8 @@ def rho_of_config(config: Config) -> float:
 
 
 def rounds_parameter(config: Config, n_attributes: int) -> int:
-    return config.max_rounds if config.max_rounds is not None else 16 * n_attributes
+    """T: the paper's 16 d, with d capped at ``WIDE_ATTRIBUTES`` (see there)."""
+    return config.max_rounds if config.max_rounds is not None else 16 * min(n_attributes, WIDE_ATTRIBUTES)
 
 
 def initial_sigma(config: Config, n_attributes: int) -> float:
