@@ -8,7 +8,7 @@ the requested epsilon.
 What is measured, and what each step costs (every count marginal has L2 sensitivity 1 and every
 selection score has sensitivity equal to its weight under add/remove-one):
 * start: every 1-way marginal, Gaussian sigma_0 = sqrt(T / (2 * 0.9 * rho)) each (rho = 1/(2 sigma^2)
-  per marginal), with T = ``max_rounds`` (default 16 min(d, 16): the paper's 16 d up to 16 attributes);
+  per marginal), with T = ``max_rounds`` (default max(16 min(d, 16), 4 d): the paper's 16 d up to 16 attributes);
 * domain compression (post-processing of the 1-way measurements, ``compression.py``): per attribute,
   the levels whose noisy count is below ``compress_threshold * sigma_0`` are merged into one level, and
   every later round works on the merged levels. The merge map is a function of DP outputs only, and a
@@ -83,7 +83,7 @@ class Config(MechanismConfig):
     marginal_weights: tuple[tuple[tuple[int, ...], float], ...] = Field(
         (), description="per-marginal workload weights ((attribute indices), weight); unlisted marginals weigh 1")
     max_rounds: int | None = Field(None, description="T of the initial round budget; None = 16 x number of "
-                                                     "attributes (at most 16 x 16)")
+                                                     "attributes up to 16 attributes, then max(256, 4 x attributes)")
     max_model_size_mb: float = Field(
         8.0, description="cap on the junction tree size in MB (paper: 80; smaller is faster, see benchmarks/README.md)")
     iterations_per_round: int = Field(100, description="mirror-descent iterations after each measurement (warm started)")
@@ -172,8 +172,11 @@ def rho_of_config(config: Config) -> float:
 
 
 def rounds_parameter(config: Config, n_attributes: int) -> int:
-    """T: the paper's 16 d, with d capped at ``WIDE_ATTRIBUTES`` (see there)."""
-    return config.max_rounds if config.max_rounds is not None else 16 * min(n_attributes, WIDE_ATTRIBUTES)
+    """T: the paper's 16 d, with d capped at ``WIDE_ATTRIBUTES`` (see there), and at least 4 d so that the
+    initial 1-way measurements (d of the T round budgets at 0.9 each) stay under a quarter of rho."""
+    if config.max_rounds is not None:
+        return config.max_rounds
+    return max(16 * min(n_attributes, WIDE_ATTRIBUTES), 4 * n_attributes)
 
 
 def initial_sigma(config: Config, n_attributes: int) -> float:
