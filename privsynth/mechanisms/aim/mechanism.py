@@ -303,27 +303,57 @@ def selection_scores(candidates: dict[Marginal, float], counts: dict[Marginal, n
 
 
 def round_pool(candidates: dict[Marginal, float], cap: int, rng: np.random.Generator) -> dict[Marginal, float]:
-    """The candidates a round scores: all of them, or (beyond ``cap``) a uniform random subset of ``cap``
-    drawn independently of the data, so the exponential mechanism's guarantee for a fixed candidate set
-    holds as it is."""
+    """The candidates a round scores: all of them, or (beyond ``cap``) every 1-way candidate (always
+    free, so a round always has one it may pick) and a uniform random subset of the rest, ``cap`` in
+    all, drawn independently of the data, so the exponential mechanism's guarantee for a fixed
+    candidate set holds as it is."""
     if len(candidates) <= cap:
         return candidates
     keys = list(candidates)
-    picked = np.sort(rng.choice(len(keys), size=cap, replace=False))
+    ones = [i for i, r in enumerate(keys) if len(r) == 1]
+    rest = [i for i, r in enumerate(keys) if len(r) > 1]
+    picked = sorted(ones + rng.choice(rest, size=max(0, cap - len(ones)), replace=False).tolist())
     return {keys[i]: candidates[keys[i]] for i in picked}
 
 
-def eligible_candidates(pool: dict[Marginal, float], model: GraphicalModel, size_limit: float) -> dict[Marginal, float]:
-    """The candidates inside a clique of the model's junction tree (free: the model does not grow), and
-    those whose addition keeps the junction tree within ``size_limit`` MB (as mbi's AIM filters)."""
-    tree_cliques = [tuple(c) for c in model.tree.cliques]
-    masks = [sum(1 << a for a in c) for c in tree_cliques]
-    out = {}
-    for r, w in pool.items():
-        m = sum(1 << a for a in r)
-        if any(m & c == m for c in masks) or model_size_mb(model.sizes, tree_cliques + [r]) <= size_limit:
-            out[r] = w
-    return out
+class Eligibility:
+    """Whether a candidate may be measured this round: inside a clique of the model's junction tree
+    (free: the model does not grow), or its addition keeps the junction tree within ``size_limit`` MB
+    (as mbi's AIM filters). Public structure only; answers are cached for the round."""
+
+    def __init__(self, model: GraphicalModel, size_limit: float) -> None:
+        self.model = model
+        self.size_limit = size_limit
+        self.tree_cliques = [tuple(c) for c in model.tree.cliques]
+        self.masks = [sum(1 << a for a in c) for c in self.tree_cliques]
+        self.cache: dict[Marginal, bool] = {}
+
+    def __call__(self, r: Marginal) -> bool:
+        if r not in self.cache:
+            m = sum(1 << a for a in r)
+            self.cache[r] = any(m & c == m for c in self.masks) or \
+                model_size_mb(self.model.sizes, self.tree_cliques + [r]) <= self.size_limit
+        return self.cache[r]
+
+
+REJECTION_TRIES = 25
+
+
+def select_eligible(scores: np.ndarray, eligible, noise: NoiseSource, scale: float) -> int:
+    """Report-noisy-max (Gumbel, ``scale``) over the candidates i with ``eligible(i)``, by rejection:
+    draw over all candidates and keep the pick if it is eligible; after ``REJECTION_TRIES`` refusals,
+    draw over the eligible ones directly. The result has exactly the exponential mechanism's law over
+    the eligible set: P(i) = p_i / P(E) for i in E, where p is the law over all candidates, whether it
+    is accepted at a try (each try ends in i with p_i, and tries are repeated while outside E) or drawn
+    at the end. Only the pick leaves the round; ``eligible`` reads public structure, never the data;
+    so the round costs one selection, and only a few candidates need the model-size check instead of
+    all of them (on a 54-column table that check was most of a round's time)."""
+    for _ in range(REJECTION_TRIES):
+        i = noise.noisy_max(scores, scale)
+        if eligible(i):
+            return i
+    allowed = np.array([i for i in range(scores.size) if eligible(i)])
+    return int(allowed[noise.noisy_max(scores[allowed], scale)])
 
 
 @dataclass
@@ -374,11 +404,13 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
             terminate = True
         rho_used += round_rho
         size_limit = config.max_model_size_mb * min(1.0, rho_used / rho)
-        small = eligible_candidates(round_pool(cands, config.max_candidates, noise.post_rng), model, size_limit)
-        estimates = {r: model.marginal(r) for r in small}
-        counts.update(merged.tables([r for r in small if r not in counts]))
-        scores = selection_scores(small, counts, estimates, sigma)
-        pick = list(small)[noise.noisy_max(scores, 2.0 * delta_q / eps)]
+        pool = round_pool(cands, config.max_candidates, noise.post_rng)
+        names = list(pool)
+        estimates = {r: model.marginal(r) for r in pool}
+        counts.update(merged.tables([r for r in pool if r not in counts]))
+        scores = selection_scores(pool, counts, estimates, sigma)
+        eligible = Eligibility(model, size_limit)
+        pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, 2.0 * delta_q / eps)]
         y = noise.add_gaussian(counts[pick], sigma)
         measured.append(NoisyMarginal(pick, y, sigma))
         log.append(RoundLog(pick, sigma, eps, round_rho))
