@@ -71,13 +71,13 @@ def _stage_seconds(manifest: dict, stage: str, before: str) -> float | None:
     return (end - start).total_seconds()
 
 
-def worker(mechanism: str, epsilon: float, delta: float, seed: int, data: Path, out: Path) -> None:
+def worker(mechanism: str, epsilon: float, delta: float, seed: int, data: Path, out: Path, options: dict) -> None:
     import privsynth
 
     run_dir = out.with_suffix("")
     t0, cpu0 = time.perf_counter(), _cpu_seconds()
     release = privsynth.synthesize(str(data), str(SCHEMA), epsilon=epsilon, delta=delta, mechanism=mechanism,
-                                   seed=seed, unlimited=True, output=str(run_dir), audit=True)
+                                   seed=seed, unlimited=True, output=str(run_dir), audit=True, options=options)
     seconds = time.perf_counter() - t0
     cpu = _cpu_seconds() - cpu0
     manifest = json.loads((Path(release.run_dir) / "manifest.json").read_text())
@@ -91,21 +91,28 @@ def worker(mechanism: str, epsilon: float, delta: float, seed: int, data: Path, 
 
 # ---------------------------------------------------------------- driver
 
-def run_one(mechanism: str, epsilon: float, delta: float, seed: int, data: Path, tmp: Path, cap: float) -> dict:
-    out = tmp / f"{mechanism}-{epsilon}-{seed}.json"
+def run_one(mechanism: str, epsilon: float, delta: float, seed: int, data: Path, tmp: Path, cap: float,
+            options: list[str]) -> dict:
+    tag = "".join(f"-{o}" for o in options).replace("=", "")
+    out = tmp / f"{mechanism}{tag}-{epsilon}-{seed}.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["PRIVSYNTH_HOME"] = str(tmp / "home")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", mechanism, "--epsilon", str(epsilon),
            "--delta", str(delta), "--seed", str(seed), "--data", str(data), "--result", str(out)]
+    cmd += [arg for o in options for arg in ("--option", o)]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=cap)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as err:
+        text = [part.decode(errors="replace") if isinstance(part, bytes) else (part or "") for part in (err.stdout, err.stderr)]
+        out.with_suffix(".log").write_text("".join(text))
         return {"status": "timeout", "reason": f"passed the {cap:.0f} s cap", "seconds": time.perf_counter() - t0}
+    log = out.with_suffix(".log")
+    log.write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0 or not out.exists():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        return {"status": "failed", "reason": f"exit {proc.returncode}: {tail[0][:200]}",
+        return {"status": "failed", "reason": f"exit {proc.returncode}: {tail[0][:200]} (log: {log})",
                 "seconds": time.perf_counter() - t0}
     return {"status": "ok", **json.loads(out.read_text())}
 
@@ -153,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delta", type=float, default=1e-9)
     parser.add_argument("--cap", type=float, default=3600.0, help="seconds per run before it is stopped")
     parser.add_argument("--keep", default=None, help="keep the Parquet input and the run folders under this directory (default: a temporary one)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="mechanism option (repeatable), as privsynth run --option; default: none (the defaults)")
     parser.add_argument("--out", default=None, help="write the rows as JSON")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--epsilon", type=float, default=None, help=argparse.SUPPRESS)
@@ -162,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.worker:
-        worker(args.worker, args.epsilon, args.delta, args.seed, Path(args.data), Path(args.result))
+        from flows.cli import _parse_options  # the CLI's own KEY=VALUE parsing (JSON values, else text)
+
+        options = _parse_options(args.option)
+        worker(args.worker, args.epsilon, args.delta, args.seed, Path(args.data), Path(args.result), options)
         return 0
 
     sys.path.insert(0, str(ROOT))
@@ -202,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         for mechanism in mechanisms:
             for eps in epsilons:
                 for seed in seeds:
-                    result = run_one(mechanism, eps, args.delta, seed, data, tmp, args.cap)
-                    row = {"run": mechanism, "epsilon": eps, "seed": seed, **result}
+                    result = run_one(mechanism, eps, args.delta, seed, data, tmp, args.cap, args.option)
+                    run = mechanism + "".join(f" {o}" for o in args.option)
+                    row = {"run": run, "epsilon": eps, "seed": seed, **result}
                     if result["status"] == "ok":
                         run_dir = Path(result["run_dir"])
                         synthetic = encode_codes(pd.read_parquet(run_dir / "synthetic.parquet"), schema)
@@ -216,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         msg = f"{result['status']}: {result['reason']}"
                     rows.append(row)
-                    print(f"  {mechanism} eps={eps} seed={seed}: {msg}", flush=True)
+                    print(f"  {run} eps={eps} seed={seed}: {msg}", flush=True)
     print()
     print(format_rows(rows))
     audited = [r for r in rows if "internal_audit" in r]
