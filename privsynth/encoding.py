@@ -195,9 +195,17 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator) -> 
     else:
         draws = rng.uniform(lo, hi)
         if col.precision is not None:
-            # The schema's stated precision (money in cents: 2): a draw rounded to it, kept inside its bin.
+            # The schema's stated precision (money in cents: 2): a draw rounded to it, kept inside its bin
+            # [lo, hi) (the last bin [lo, hi]), so the value encodes back to its own level: the grid points
+            # from the first >= lo to the last < hi (<= hi in the last bin). A bin without a grid point
+            # keeps its unrounded draw.
             step = 10.0 ** -col.precision
-            draws = np.clip(np.round(draws, col.precision), np.ceil(lo / step - 1e-9) * step, hi)
+            last = safe == n_levels - 1
+            low_grid = np.round(np.ceil(lo / step - 1e-9) * step, col.precision)
+            high_steps = np.where(last, np.floor(hi / step + 1e-9), np.ceil(hi / step - 1e-9) - 1)
+            high_grid = np.round(high_steps * step, col.precision)
+            rounded = np.clip(np.round(draws, col.precision), low_grid, np.maximum(low_grid, high_grid))
+            draws = np.where(low_grid <= high_grid, rounded, draws)
         values = pd.array(draws, dtype="Float64")
     values[~in_domain] = pd.NA
     return pd.Series(values)

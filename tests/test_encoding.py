@@ -297,6 +297,30 @@ def test_float_precision_rounds_synthetic_values_inside_their_bins():
                                                 "precision": 1}]})
 
 
+def test_float_precision_keeps_values_in_their_bin_when_an_edge_is_on_the_grid():
+    """A bin [0, 0.01) at precision 2 holds only 0.00: rounding a draw up to the edge 0.01 would move it
+    to the next level (half the draws did), so decode -> encode must give back the same codes."""
+    import numpy as np
+
+    from privsynth.encoding import decode_codes, encode_codes
+    from privsynth.schema import parse_schema
+
+    schema = parse_schema({"name": "fees", "columns": [
+        {"name": "fee", "type": "float", "bounds": [0.0, 1000.0], "bins": [0.0, 0.01, 99.9, 100.0, 1000.0],
+         "precision": 2},
+        {"name": "pct", "type": "float", "bounds": [0.0, 100.0], "bins": [0.0, 95.0, 99.9, 100.0], "precision": 1},
+        {"name": "odd", "type": "float", "bounds": [0.0, 1.0], "bins": [0.0, 0.001, 0.004, 1.0], "precision": 2}]})
+    codes = np.column_stack([np.tile(np.arange(4), 3000), np.tile(np.arange(3), 4000), np.tile(np.arange(3), 4000)])
+    frame = decode_codes(codes, schema, np.random.default_rng(0))
+    assert np.array_equal(encode_codes(frame, schema), codes)
+    fee = frame["fee"].to_numpy(dtype=float)
+    assert np.all(fee[codes[:, 0] == 0] == 0.0) and np.all(fee[codes[:, 0] == 3] <= 1000.0)
+    pct = frame["pct"].to_numpy(dtype=float)
+    assert np.allclose(pct, np.round(pct, 1)) and np.all(pct[codes[:, 1] == 2] >= 99.9)
+    odd = frame["odd"].to_numpy(dtype=float)  # [0.001, 0.004) holds no cent: its draws stay unrounded
+    assert np.all((odd[codes[:, 2] == 1] >= 0.001) & (odd[codes[:, 2] == 1] < 0.004))
+
+
 # ---------------------------------------------------------------- dates and timestamps
 
 DATES = parse_schema({"name": "dates", "columns": [
