@@ -190,19 +190,25 @@ def summary_rows(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def grid_arguments(parser: argparse.ArgumentParser, epsilons: str, cap: float) -> None:
+    """The options every benchmark grid shares (this script's and bench_wide.py's), and the hidden
+    ones of its worker processes."""
+    parser.add_argument("--epsilons", default=epsilons)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--delta", type=float, default=1e-9)
+    parser.add_argument("--cap", type=float, default=cap, help="seconds per run before it is stopped")
+    parser.add_argument("--out", default=None, help="write the rows as JSON")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--epsilon", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", default="privsynth:aim,privsynth:rap,smartnoise:mst,smartnoise:aim",
                         help="comma-separated kind:name (kind privsynth or smartnoise)")
-    parser.add_argument("--epsilons", default="0.3,1,3")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--delta", type=float, default=1e-9)
-    parser.add_argument("--cap", type=float, default=900.0, help="seconds per run before it is stopped")
+    grid_arguments(parser, epsilons="0.3,1,3", cap=900.0)
     parser.add_argument("--no-references", action="store_true")
-    parser.add_argument("--out", default=None, help="write the rows (without synthetic tables) as JSON")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--epsilon", type=float, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--codes", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 

@@ -39,6 +39,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from bench_peers import _cpu_seconds, grid_arguments   # this script runs from benchmarks/, beside bench_peers.py
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SCHEMA = ROOT / "schemas" / "loans_full_schema.yaml"
@@ -55,11 +57,6 @@ def load_loans():
 
 
 # ---------------------------------------------------------------- worker (one run per process)
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
 
 def _stage_seconds(manifest: dict, stage: str, before: str) -> float | None:
     """Seconds between two stage stamps of the manifest; stage "end" is the run's own "finished" stamp
@@ -156,19 +153,13 @@ def format_rows(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The grid of runs (or, with the hidden --worker flag, one run in this process)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mechanisms", default="aim", help="comma-separated mechanism names (default: aim)")
-    parser.add_argument("--epsilons", default="1")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--delta", type=float, default=1e-9)
-    parser.add_argument("--cap", type=float, default=3600.0, help="seconds per run before it is stopped")
+    grid_arguments(parser, epsilons="1", cap=3600.0)
     parser.add_argument("--keep", default=None, help="keep the Parquet input and the run folders under this directory (default: a temporary one)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="mechanism option (repeatable), as privsynth run --option; default: none (the defaults)")
-    parser.add_argument("--out", default=None, help="write the rows as JSON")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--epsilon", type=float, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--result", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -233,8 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                         msg = f"{result['status']}: {result['reason']}"
                     rows.append(row)
                     print(f"  {run} eps={eps} seed={seed}: {msg}", flush=True)
-    print()
-    print(format_rows(rows))
+    print("\n" + format_rows(rows))
     audited = [r for r in rows if "internal_audit" in r]
     if audited:
         print()
