@@ -410,11 +410,15 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         rho_used += round_rho
         size_limit = config.max_model_size_mb * min(1.0, rho_used / rho)
         pool = round_pool(cands, config.max_candidates, noise.post_rng)
+        eligible = Eligibility(model, size_limit)
+        if d <= WIDE_ATTRIBUTES:
+            # Narrow tables: the size check is cheap and the model's answers to oversized candidates
+            # are not, so only the eligible ones are scored; the same law as select_eligible's.
+            pool = {r: w for r, w in pool.items() if eligible(r)}
         names = list(pool)
         estimates = {r: model.marginal(r) for r in pool}
         counts.update(merged.tables([r for r in pool if r not in counts]))
         scores = selection_scores(pool, counts, estimates, sigma)
-        eligible = Eligibility(model, size_limit)
         pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, 2.0 * delta_q / eps)]
         y = noise.add_gaussian(counts[pick], sigma)
         measured.append(NoisyMarginal(pick, y, sigma))
