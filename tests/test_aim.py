@@ -456,10 +456,10 @@ def test_out_of_model_marginals_on_a_table_wider_than_einsums_alphabet():
     np.testing.assert_allclose(m.sum(axis=0), model.marginal((58, 59)), rtol=1e-9)
 
 
-@pytest.mark.parametrize("d, t", [(4, 64), (15, 240), (16, 256), (17, 241), (30, 137), (54, 108), (100, 200)])
+@pytest.mark.parametrize("d, t", [(4, 64), (15, 240), (16, 256), (17, 241), (30, 137), (54, 81), (100, 150)])
 def test_default_rounds_parameter_is_the_papers_up_to_sixteen_attributes(d, t):
     cfg = aim.Config(epsilon=1.0)
     assert aim.rounds_parameter(cfg, d) == t
     assert aim.rounds_parameter(aim.Config(epsilon=1.0, max_rounds=7), d) == 7
-    # The 1-way start never takes more than 45% of rho.
-    assert d * aim.gaussian_rho(aim.initial_sigma(cfg, d)) <= 0.45 * aim.rho_of_config(cfg) * (1 + 1e-12)
+    # The 1-way start never takes more than 60% of rho.
+    assert d * aim.gaussian_rho(aim.initial_sigma(cfg, d)) <= 0.6 * aim.rho_of_config(cfg) * (1 + 1e-12)

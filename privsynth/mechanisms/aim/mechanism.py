@@ -8,7 +8,7 @@ the requested epsilon.
 What is measured, and what each step costs (every count marginal has L2 sensitivity 1 and every
 selection score has sensitivity equal to its weight under add/remove-one):
 * start: every 1-way marginal, Gaussian sigma_0 = sqrt(T / (2 * 0.9 * rho)) each (rho = 1/(2 sigma^2)
-  per marginal), with T = ``max_rounds`` (default: the paper's 16 d up to 16 attributes, then max(2 d, 4096 / d));
+  per marginal), with T = ``max_rounds`` (default: the paper's 16 d up to 16 attributes, then max(1.5 d, 4096 / d));
 * domain compression (post-processing of the 1-way measurements, ``compression.py``): per attribute,
   the levels whose noisy count is below ``compress_threshold * sigma_0`` are merged into one level, and
   every later round works on the merged levels. The merge map is a function of DP outputs only, and a
@@ -71,10 +71,11 @@ logger = logging.getLogger("privsynth.mechanisms.aim")
 
 MEASURE_SHARE = 0.9   # of each round's rho (paper: 0.9 measures, 0.1 selects)
 # The paper's T = 16 d splits rho into 16 d round budgets. Measured on a 54-column, 10,000-row real
-# table at epsilon 1 (benchmarks/README.md, "A wide real table"): T = 864 (16 d) and T = 256 lost to
-# the independent-columns model on 2-way marginals (0.056 and 0.052 against 0.048), T = 108 (2 d) beat
-# it (0.045): with many columns the budget cannot cover many marginals, and fewer, better measurements
-# (the 1-way ones first) win. A config default: no privacy effect.
+# table at epsilon 1 (benchmarks/README.md, "A wide real table"), 2-way mean TV against the
+# independent-columns model's 0.048: T = 864 (16 d) 0.056-0.060, T = 256 0.052, T = 108 0.048,
+# T = 81 (1.5 d) 0.047, T = 60 0.052. With many columns the budget cannot cover many marginals, and
+# fewer, better measurements (the 1-way ones first) win, down to a point. A config default: no
+# privacy effect.
 WIDE_ATTRIBUTES = 16
 
 
@@ -85,7 +86,7 @@ class Config(MechanismConfig):
     marginal_weights: tuple[tuple[tuple[int, ...], float], ...] = Field(
         (), description="per-marginal workload weights ((attribute indices), weight); unlisted marginals weigh 1")
     max_rounds: int | None = Field(None, description="T of the initial round budget; None = 16 x number of "
-                                                     "attributes up to 16 attributes, then max(2 d, 4096 / d)")
+                                                     "attributes up to 16 attributes, then max(1.5 d, 4096 / d)")
     max_model_size_mb: float = Field(
         8.0, description="cap on the junction tree size in MB (paper: 80; smaller is faster, see benchmarks/README.md)")
     iterations_per_round: int = Field(100, description="mirror-descent iterations after each measurement (warm started)")
@@ -174,14 +175,14 @@ def rho_of_config(config: Config) -> float:
 
 
 def rounds_parameter(config: Config, n_attributes: int) -> int:
-    """T: the paper's 16 d up to ``WIDE_ATTRIBUTES`` columns; beyond, max(2 d, 16 * 16^2 / d), which
-    meets 16 d at d = 16 and falls to 2 d (the 1-way start then takes 45% of rho)."""
+    """T: the paper's 16 d up to ``WIDE_ATTRIBUTES`` columns; beyond, max(1.5 d, 16 * 16^2 / d), which
+    meets 16 d at d = 16 and falls to 1.5 d (the 1-way start then takes 60% of rho)."""
     if config.max_rounds is not None:
         return config.max_rounds
     d = n_attributes
     if d <= WIDE_ATTRIBUTES:
         return 16 * d
-    return max(2 * d, round(16 * WIDE_ATTRIBUTES**2 / d))
+    return max(math.ceil(1.5 * d), round(16 * WIDE_ATTRIBUTES**2 / d))
 
 
 def initial_sigma(config: Config, n_attributes: int) -> float:
