@@ -140,19 +140,35 @@ def run_one(kind: str, name: str, epsilon: float, delta: float, seed: int, codes
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [python, str(Path(__file__).resolve()), "--worker", f"{kind}:{name}", "--epsilon", str(epsilon),
            "--delta", str(delta), "--seed", str(seed), "--codes", str(codes_path), "--out", str(out)]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=cap)
-    except subprocess.TimeoutExpired:
-        return {"status": "timeout", "reason": f"passed the {cap:.0f} s cap", "seconds": time.perf_counter() - t0}
-    if proc.returncode != 0 or not out.exists():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        return {"status": "failed", "reason": f"exit {proc.returncode}: {tail[0][:160]}",
-                "seconds": time.perf_counter() - t0}
+    status = run_worker(cmd, env, cap, out)
+    if status["status"] != "ok":
+        return status
     import numpy as np
 
     facts = json.loads(out.read_text())
     return {"status": "ok", "synthetic": np.load(out.with_suffix(".npy")), **facts}
+
+
+def run_worker(cmd: list[str], env: dict, cap: float, result: Path, log: Path | None = None) -> dict:
+    """One worker process under the ``cap`` (seconds): {"status": "ok"} once it wrote ``result``, else
+    "timeout" or "failed" with the reason (the last line it printed), each with the wall seconds. With
+    ``log``, its output (partial on a timeout) is kept there."""
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=cap)
+    except subprocess.TimeoutExpired as err:
+        if log is not None:
+            log.write_text("".join(part.decode(errors="replace") if isinstance(part, bytes) else (part or "")
+                                   for part in (err.stdout, err.stderr)))
+        return {"status": "timeout", "reason": f"passed the {cap:.0f} s cap", "seconds": time.perf_counter() - t0}
+    if log is not None:
+        log.write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0 or not result.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        where = "" if log is None else f" (log: {log})"
+        return {"status": "failed", "reason": f"exit {proc.returncode}: {tail[0][:200]}{where}",
+                "seconds": time.perf_counter() - t0}
+    return {"status": "ok", "seconds": time.perf_counter() - t0}
 
 
 def format_rows(rows: list[dict]) -> str:

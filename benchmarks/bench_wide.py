@@ -32,14 +32,13 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
-from bench_peers import _cpu_seconds, grid_arguments   # this script runs from benchmarks/, beside bench_peers.py
+from bench_peers import _cpu_seconds, grid_arguments, run_worker   # this script runs from benchmarks/, beside bench_peers.py
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -101,19 +100,9 @@ def run_one(mechanism: str, epsilon: float, delta: float, seed: int, data: Path,
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", mechanism, "--epsilon", str(epsilon),
            "--delta", str(delta), "--seed", str(seed), "--data", str(data), "--result", str(out)]
     cmd += [arg for o in options for arg in ("--option", o)]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=cap)
-    except subprocess.TimeoutExpired as err:
-        text = [part.decode(errors="replace") if isinstance(part, bytes) else (part or "") for part in (err.stdout, err.stderr)]
-        out.with_suffix(".log").write_text("".join(text))
-        return {"status": "timeout", "reason": f"passed the {cap:.0f} s cap", "seconds": time.perf_counter() - t0}
-    log = out.with_suffix(".log")
-    log.write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0 or not out.exists():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        return {"status": "failed", "reason": f"exit {proc.returncode}: {tail[0][:200]} (log: {log})",
-                "seconds": time.perf_counter() - t0}
+    status = run_worker(cmd, env, cap, out, log=out.with_suffix(".log"))
+    if status["status"] != "ok":
+        return status
     return {"status": "ok", **json.loads(out.read_text())}
 
 

@@ -49,7 +49,7 @@ def measurement_fit(measurements, synthetic: np.ndarray, domain: Domain) -> list
         counts = marginal_counts(synthetic, domain, tuple(m.attributes))
         if m.level_groups:
             shape = [domain.sizes[a] for a in m.attributes]
-            counts = merge_levels(counts.reshape(shape), [None if g is None else np.asarray(g) for g in m.level_groups]).ravel()
+            counts = merge_levels(counts.reshape(shape), m.level_groups).ravel()
         synth = _normalised(counts)
         rows.append({"marginal": [domain.names[a] for a in m.attributes], "cells": int(noisy.size),
                      "noise": m.noise, "noise_scale": float(m.scale),

@@ -105,7 +105,7 @@ class Histogram:
 StatisticsInput = Union[Histogram, Iterable[np.ndarray]]
 
 
-def merge_levels(table: np.ndarray, level_groups: Sequence[np.ndarray | None]) -> np.ndarray:
+def merge_levels(table: np.ndarray, level_groups: Sequence[Sequence[int] | np.ndarray | None]) -> np.ndarray:
     """A marginal table with levels merged per axis: ``level_groups[axis][level]`` is the merged level of
     each original level (None keeps the axis as it is); merged cells hold the sum of their levels."""
     out = np.asarray(table, dtype=np.float64)

@@ -331,13 +331,11 @@ class Eligibility:
         self.model = model
         self.size_limit = size_limit
         self.tree_cliques = [tuple(c) for c in model.tree.cliques]
-        self.masks = [sum(1 << a for a in c) for c in self.tree_cliques]
         self.cache: dict[Marginal, bool] = {}
 
     def __call__(self, r: Marginal) -> bool:
         if r not in self.cache:
-            m = sum(1 << a for a in r)
-            self.cache[r] = any(m & c == m for c in self.masks) or \
+            self.cache[r] = self.model.tree.host(r) >= 0 or \
                 model_size_mb(self.model.sizes, self.tree_cliques + [r]) <= self.size_limit
         return self.cache[r]
 
