@@ -181,6 +181,15 @@ def test_toy_codes_are_the_documented_levels(tmp_path):
     assert rows == {(0, 0, 0, 0, 1, 1), (3, 3, 1, 2, 1, 0), (4, 0, 1, 2, 0, 2), (0, 1, 3, 3, 1, 0), (3, 2, 3, 1, 0, 1)}
 
 
+def _histogram_refusal(frame, schema, path) -> str:
+    """The InputError message of counting ``frame`` (written as CSV to ``path``) under ``schema``."""
+    frame.to_csv(path, index=False)
+    with open_source(str(path), schema) as src:
+        with pytest.raises(InputError) as info:
+            src.histogram()
+    return str(info.value)
+
+
 @pytest.mark.parametrize("column, value, fault", [
     ("age", SECRET, "has value(s) that are not numbers (the schema says integer)"),
     ("age", "41.5", "has non-integer value(s) (the schema says integer)"),
@@ -192,11 +201,7 @@ def test_toy_codes_are_the_documented_levels(tmp_path):
 def test_a_forbidden_value_is_a_value_free_error_naming_the_column(column, value, fault, tmp_path):
     frame = toy_frame().astype({column: object})
     frame.loc[5, column] = value
-    frame.to_csv(tmp_path / "toy.csv", index=False)
-    with open_source(str(tmp_path / "toy.csv"), TOY) as src:
-        with pytest.raises(InputError) as info:
-            src.histogram()
-    message = str(info.value)
+    message = _histogram_refusal(frame, TOY, tmp_path / "toy.csv")
     assert f"column {column!r}" in message and fault in message
     assert SECRET not in message and "41.5" not in message and "\n" not in message
 
@@ -421,11 +426,7 @@ def test_a_date_that_does_not_parse_or_is_outside_the_bounds_is_a_value_free_err
                                  ("due", "2021-05-05", ": value(s) outside the schema's domain")]:
         frame = dates_frame().astype({column: object})
         frame.loc[2, column] = value
-        frame.to_csv(tmp_path / "d.csv", index=False)
-        with open_source(str(tmp_path / "d.csv"), DATES) as src:
-            with pytest.raises(InputError) as info:
-                src.histogram()
-        message = str(info.value)
+        message = _histogram_refusal(frame, DATES, tmp_path / "d.csv")
         assert f"column {column!r}" in message and fault in message, message
         assert SECRET not in message and "2021" not in message and "\n" not in message
 
