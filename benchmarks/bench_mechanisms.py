@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from generate import generate_codes  # noqa: E402
 
 from privsynth.audit import marginal_error_summary  # noqa: E402
-from privsynth.encoding import Domain, domain_of, encode_codes  # noqa: E402
+from privsynth.schema.encoding import Domain, domain_of, encode_codes  # noqa: E402
 from privsynth.mechanisms import MECHANISM_MODULES, get_mechanism  # noqa: E402
 from privsynth.privacy.noise import SeededNoise  # noqa: E402
 from privsynth.rounding import round_release  # noqa: E402
 from privsynth.schema import load_schema  # noqa: E402
-from privsynth.workload import all_marginals, marginal_counts  # noqa: E402
+from privsynth.schema.workload import all_marginals, marginal_counts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KS = (1, 2, 3)

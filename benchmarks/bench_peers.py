@@ -64,7 +64,7 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     from privsynth.mechanisms import get_mechanism
     from privsynth.privacy.noise import SeededNoise
     from privsynth.rounding import round_release
-    from privsynth.workload import Histogram
+    from privsynth.schema.workload import Histogram
 
     codes, domain = load_adult()
     module = get_mechanism(name)

@@ -41,7 +41,7 @@ def main() -> None:
     os.environ["OMP_NUM_THREADS"] = args.threads
     import numpy as np
 
-    from privsynth.encoding import Domain
+    from privsynth.schema.encoding import Domain
     from privsynth.mechanisms.private_sampling.feasibility import feasibility_for_schema
     from privsynth.mechanisms.private_sampling import mechanism as ps
     from privsynth.mechanisms.private_sampling.solvers import (projection_qp_cvxpy, projection_qp_newton,

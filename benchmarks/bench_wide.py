@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from privsynth.audit import marginal_error_summary
-    from privsynth.encoding import domain_of, encode_codes
+    from privsynth.schema.encoding import domain_of, encode_codes
     from privsynth.schema import load_schema
 
     schema = load_schema(SCHEMA)

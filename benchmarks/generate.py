@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from privsynth.encoding import Domain
+from privsynth.schema.encoding import Domain
 
 
 def random_chain_network(domain: Domain, seed: int, concentration: float = 0.3) -> list[np.ndarray]:

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize, sparse
 
-from privsynth.encoding import Domain, domain_of
+from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema import Schema
-from privsynth.workload import Marginal, all_marginals, marginal_counts, random_marginals
+from privsynth.schema.workload import Marginal, all_marginals, marginal_counts, random_marginals
 
 NOT_PRIVATE_NOTICE = (
     "INTERNAL: this audit reads the real data and is NOT differentially private. "

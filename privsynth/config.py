@@ -18,9 +18,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from privsynth.credentials import check_no_literal_password
-from privsynth.encoding import domain_of
+from privsynth.schema.encoding import domain_of
 from privsynth.io import InputError, SourceSpec, check_writable_directory, parse_sink, parse_source
-from privsynth.limits import check_schema_limits, check_safe_path
+from privsynth.schema.limits import check_schema_limits, check_safe_path
 from privsynth.mechanisms import MECHANISM_MODULES, get_mechanism
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.schema import Schema, load_schema
@@ -150,7 +150,7 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
 
     Everything that needs only the parameters, the schema and the (public) domain is checked here,
     before any data is read and before any budget is charged: the mechanism's own ``check_config``,
-    the resource limits of ``privsynth.limits``, paths, URLs and credentials.
+    the resource limits of ``privsynth.schema.limits``, paths, URLs and credentials.
     """
     from privsynth.pipeline import mechanism_config
 

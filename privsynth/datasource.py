@@ -6,7 +6,7 @@ returns the statistics engine's source (``privsynth.engine``): the only object o
 rows, and it brings back aggregates only:
 
 * ``validate()``: the schema's expectations (``privsynth.validation``), count-free and value-free;
-* ``histogram()``: the distinct level-code records and their counts (``privsynth.workload.Histogram``),
+* ``histogram()``: the distinct level-code records and their counts (``privsynth.schema.workload.Histogram``),
   the one statistic every mechanism is computed from.
 
 No copy of the rows is made; the histogram the run keeps goes to its owner-only private folder.

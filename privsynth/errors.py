@@ -11,7 +11,7 @@ from privsynth.config import ParameterError
 from privsynth.credentials import CredentialError
 from privsynth.datasource import ValidationFailedError
 from privsynth.io import InputError
-from privsynth.limits import LimitError
+from privsynth.schema.limits import LimitError
 from privsynth.mechanisms import UnknownMechanismError
 from privsynth.mechanisms.private_sampling import InfeasibleRequestError
 from privsynth.privacy.ledger import (BudgetExceededError, BudgetNotSetError, LedgerError, NoiseAlreadyDrawnError,

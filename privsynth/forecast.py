@@ -24,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
-from privsynth.encoding import Domain
+from privsynth.schema.encoding import Domain
 
 TYPICAL_INDEPENDENT_TV = {1: 0.0, 2: 0.05, 3: 0.15}
 # Mechanisms that select what to measure, spending more budget on fewer marginals than all-at-once.

@@ -36,14 +36,14 @@ import pyarrow.parquet as pq
 
 from privsynth.config import RunPlan
 from privsynth.datasource import ValidationFailedError, open_data
-from privsynth.encoding import Domain, arrow_schema, decode_codes, domain_of, encode_codes, one_hot_names
+from privsynth.schema.encoding import Domain, arrow_schema, decode_codes, domain_of, encode_codes, one_hot_names
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
 from privsynth.mechanisms.base import Release
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.rounding import round_release
 from privsynth.runfolder import RunFolder
 from privsynth.schema import Schema
-from privsynth.workload import Histogram
+from privsynth.schema.workload import Histogram
 
 logger = logging.getLogger("privsynth")
 

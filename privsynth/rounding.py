@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privsynth.encoding import Domain, from_one_hot
+from privsynth.schema.encoding import Domain, from_one_hot
 from privsynth.mechanisms.base import Release
 
 ROUNDING_CHUNK_ROWS = 65_536

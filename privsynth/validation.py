@@ -8,7 +8,7 @@ What is checked, per the schema:
 
 * the table's columns are exactly the schema's columns, dropped ones included;
 * date/timestamp columns hold dates (datetime types, Python dates, ISO text), checked in pandas as the
-  encoder reads them (``privsynth.temporal``), with bounds checked the same way;
+  encoder reads them (``privsynth.schema.temporal``), with bounds checked the same way;
 * numeric (integer/float) columns have a numeric type, hold no +-inf, and integer columns hold
   whole numbers; boolean columns hold boolean-like values (only where out-of-domain values ``fail``,
   since a boolean ``category`` column turns anything else into the out-of-domain level);
@@ -18,7 +18,7 @@ What is checked, per the schema:
 * no missing values (None/NaN) unless the column is nullable, and no column that is entirely missing;
 * at least one row, and no repeated column names.
 
-The checks mirror what :func:`privsynth.encoding.encode_codes` accepts, so a frame that passes
+The checks mirror what :func:`privsynth.schema.encoding.encode_codes` accepts, so a frame that passes
 validation encodes without error (categorical values are compared as strings, as the encoder does).
 
 Two forms of the report. ``public_json`` (what the pipeline writes to ``validation.json`` and logs)
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from privsynth import temporal
+from privsynth.schema import temporal
 from privsynth.schema import Column, Schema
 
 if TYPE_CHECKING:  # GX takes seconds to import: load it only when a suite is built
@@ -341,7 +341,7 @@ def mostly_in_domain(col: Column, out_of_domain: int, present: int) -> bool:
 
 def _mostly_in_domain_checks(frame: pd.DataFrame, schema: Schema) -> list[ExpectationOutcome]:
     """Categorical columns that map unknown values to <out-of-domain>: most values must be known."""
-    from privsynth.encoding import category_text
+    from privsynth.schema.encoding import category_text
 
     out = []
     for col in schema.kept_columns:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from privsynth.encoding import Domain
+from privsynth.schema.encoding import Domain
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms.aim import mechanism as aim
 from privsynth.mechanisms.aim.model import (
@@ -27,7 +27,7 @@ from privsynth.mechanisms.base import Measurement
 from privsynth.privacy.noise import SeededNoise
 from privsynth.privacy.spending import rho_allowance
 from privsynth.rounding import round_release
-from privsynth.workload import Histogram, marginal_counts
+from privsynth.schema.workload import Histogram, marginal_counts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -355,7 +355,7 @@ def test_same_seed_same_release_and_registered():
 def test_small_adult_sample_end_to_end():
     import pandas as pd
 
-    from privsynth.encoding import domain_of, encode_codes
+    from privsynth.schema.encoding import domain_of, encode_codes
     from privsynth.schema import load_schema
 
     schema = load_schema(ROOT / "schemas" / "adult.yaml")

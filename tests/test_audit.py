@@ -17,7 +17,7 @@ from privsynth.audit import (
     render_markdown,
     tstr_score,
 )
-from privsynth.encoding import Domain, domain_of
+from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema import parse_schema
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

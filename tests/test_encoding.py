@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsynth.encoding import (Domain, category_text, decode_codes, domain_of, encode_codes, from_binary, from_one_hot,
-                                one_hot, one_hot_names, to_binary)
+from privsynth.schema.encoding import (Domain, category_text, decode_codes, domain_of, encode_codes, from_binary, from_one_hot, one_hot, one_hot_names, to_binary)
 from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, load_schema, parse_schema
 
 # Expected codes of the tiny frame (conftest), column by column:
@@ -281,7 +280,7 @@ def test_out_of_range_codes_refused():
 def test_float_precision_rounds_synthetic_values_inside_their_bins():
     import numpy as np
 
-    from privsynth.encoding import decode_codes
+    from privsynth.schema.encoding import decode_codes
     from privsynth.schema import parse_schema
 
     schema = parse_schema({"name": "money", "columns": [
@@ -302,7 +301,7 @@ def test_float_precision_keeps_values_in_their_bin_when_an_edge_is_on_the_grid()
     to the next level (half the draws did), so decode -> encode must give back the same codes."""
     import numpy as np
 
-    from privsynth.encoding import decode_codes, encode_codes
+    from privsynth.schema.encoding import decode_codes, encode_codes
     from privsynth.schema import parse_schema
 
     schema = parse_schema({"name": "fees", "columns": [
@@ -366,7 +365,7 @@ def test_date_faults_name_the_column_and_not_the_value(column, values, problem):
 def test_dates_decode_to_whole_days_and_seconds_inside_their_bins_with_date_and_timestamp_arrow_types():
     import pyarrow as pa
 
-    from privsynth.encoding import arrow_schema
+    from privsynth.schema.encoding import arrow_schema
 
     rng = np.random.default_rng(5)
     n = 4000

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import ADULT_DATA, ADULT_SCHEMA
-from privsynth.encoding import domain_of, encode_codes
+from privsynth.schema.encoding import domain_of, encode_codes
 from privsynth.engine import EngineOptions, open_source
 from privsynth.engine.binning import binning
 from privsynth.io import InputError, coerce_batch, iter_source, parse_source
 from privsynth.schema import load_schema, parse_schema
-from privsynth.workload import Histogram, marginal_counts
+from privsynth.schema.workload import Histogram, marginal_counts
 
 SECRET = "Zq7-SECRET-hunter2"
 

@@ -11,11 +11,11 @@ import pytest
 
 from conftest import ADULT_DATA, ADULT_SCHEMA
 from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
-from privsynth.encoding import arrow_schema, domain_of, encode_codes
+from privsynth.schema.encoding import arrow_schema, domain_of, encode_codes
 from privsynth.engine import connect_url, open_source
 from privsynth.io import InputError, coerce_batch, iter_source, parse_sink, parse_source, redact_url, write_sink
 from privsynth.schema import load_schema
-from privsynth.workload import Histogram
+from privsynth.schema.workload import Histogram
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +177,8 @@ def test_spark_histogram_equals_the_pandas_path(adult_schema, adult_reference, a
 def test_postgres_date_and_timestamp_columns_bin_like_the_pandas_path_and_sink_as_date_timestamp(postgres_url):  # noqa: F811
     from test_engine import DATES, dates_frame
 
-    from privsynth.encoding import arrow_schema, decode_codes, encode_codes
-    from privsynth.workload import Histogram
+    from privsynth.schema.encoding import arrow_schema, decode_codes, encode_codes
+    from privsynth.schema.workload import Histogram
 
     frame = dates_frame()
     expected = Histogram.of_codes(encode_codes(frame, DATES))

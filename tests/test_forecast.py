@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from privsynth.encoding import Domain
+from privsynth.schema.encoding import Domain
 from privsynth.forecast import forecast, order_forecast
 from privsynth.privacy.accounting import PrivacyCost
 

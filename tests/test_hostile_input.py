@@ -45,7 +45,7 @@ import yaml
 from privsynth.config import ParameterError, check_delta_against_rows, parse_parameters
 from privsynth.credentials import CredentialError
 from privsynth.io import InputError
-from privsynth.limits import LimitError
+from privsynth.schema.limits import LimitError
 from privsynth.pipeline import ValidationFailedError, direct, execute, prepare_run
 from privsynth.privacy.ledger import (BudgetExceededError, BudgetLedger, BudgetNotSetError, NoiseAlreadyDrawnError,
                                       UnknownDatasetError)

@@ -357,7 +357,7 @@ DATES = parse_schema({"name": "d", "columns": [
 def test_coerce_batch_reads_dates_and_timestamps_into_the_raw_types():
     import datetime as dt
 
-    from privsynth.encoding import encode_codes
+    from privsynth.schema.encoding import encode_codes
 
     text = pd.DataFrame({"day": ["2019-05-06", "", " 2020-12-31"], "at": ["2020-03-01T10:00:00.7", "2020-03-02", "2020-03-07 23:59:59"]})
     out = coerce_batch(text, DATES, "x")
@@ -371,7 +371,7 @@ def test_coerce_batch_reads_dates_and_timestamps_into_the_raw_types():
 
 
 def test_write_sink_duckdb_keeps_date_and_timestamp_types(tmp_path):
-    from privsynth.encoding import arrow_schema, decode_codes
+    from privsynth.schema.encoding import arrow_schema, decode_codes
 
     frame = decode_codes(np.array([[0, 0], [23, 6], [24, 3]], dtype=np.int32), DATES, np.random.default_rng(0))
     table = pa.Table.from_pandas(frame, schema=arrow_schema(DATES), preserve_index=False)

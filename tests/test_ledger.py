@@ -29,7 +29,7 @@ from privsynth.privacy.ledger import (
 )
 from privsynth.privacy.accounting import DEFAULT_DELTA
 from privsynth.privacy.keys import data_fingerprint, release_key
-from privsynth.workload import Histogram
+from privsynth.schema.workload import Histogram
 from privsynth.privacy.spending import epsilon_spent, fits_budget, rho_allowance
 
 DELTA = 1e-9

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from privsynth.encoding import Domain, one_hot
+from privsynth.schema.encoding import Domain, one_hot
 from privsynth.mechanisms.private_sampling import mechanism as ps
 from privsynth.mechanisms.private_sampling.solvers import (fit_density, projection_qp_cvxpy, projection_qp_newton,
                                                            released_density, shrinkage_feasible, shrinkage_lp_cvxpy,
                                                            shrinkage_lp_highs, shrinkage_lp_ipm)
 from privsynth.mechanisms.private_sampling import bounds as bounds
 from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
-from privsynth.workload import Histogram
+from privsynth.schema.workload import Histogram
 from privsynth.mechanisms.private_sampling.walsh import n_walsh, walsh_features, walsh_moment_sums
 
 DELTA, BIG_DELTA = 0.25, 2.0
@@ -425,7 +425,7 @@ def test_sampling_follows_h_and_rows_come_from_S():  # T15, T16
     assert not invalid.any()
     s_cells = s_codes[:, 0] * 4 + s_codes[:, 1]
     expected = np.bincount(s_cells, weights=h, minlength=16)
-    from privsynth.encoding import from_one_hot
+    from privsynth.schema.encoding import from_one_hot
     out = from_one_hot(release.points, domain)
     observed = np.bincount(out[:, 0] * 4 + out[:, 1], minlength=16)
     assert set(np.flatnonzero(observed)) <= set(np.flatnonzero(expected))  # every row is a point of S

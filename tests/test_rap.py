@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from privsynth.encoding import Domain, one_hot
+from privsynth.schema.encoding import Domain, one_hot
 from privsynth.mechanisms.rap import mechanism as rap
 from privsynth.mechanisms.rap.backend import (
     MarginalPlan,
@@ -25,7 +25,7 @@ from privsynth.privacy.accounting import rho_from_epsilon_delta
 from privsynth.privacy.spending import rho_allowance
 from privsynth.privacy.noise import NoiseSource, SeededNoise
 from privsynth.rounding import round_release
-from privsynth.workload import all_marginals, marginal_counts, relaxed_marginal
+from privsynth.schema.workload import all_marginals, marginal_counts, relaxed_marginal
 
 ADULT_DELTA = 1.0 / 48842**2
 

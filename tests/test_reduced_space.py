@@ -10,12 +10,12 @@ import pytest
 
 from conftest import StatisticNoise
 
-from privsynth.encoding import Domain, one_hot
+from privsynth.schema.encoding import Domain, one_hot
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms import reduced_space as rs
 from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
 from privsynth.rounding import round_release
-from privsynth.workload import Histogram, all_marginals, marginal_counts, relaxed_marginal, total_variation
+from privsynth.schema.workload import Histogram, all_marginals, marginal_counts, relaxed_marginal, total_variation
 
 DOMAIN = Domain(("a", "b", "c", "d"), (3, 4, 2, 3))
 

@@ -161,7 +161,7 @@ def test_run_ids_and_versions():
 # ---------------------------------------------------------------- release store (DESIGN 5.3)
 
 def test_release_store_keeps_the_first_release_under_its_key(tmp_path):
-    from privsynth.encoding import Domain, one_hot
+    from privsynth.schema.encoding import Domain, one_hot
     from privsynth.mechanisms.base import Measurement, Release
     from privsynth.privacy.keys import release_key
     from privsynth.releases import ReleaseStore

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsynth.encoding import encode_codes
+from privsynth.schema.encoding import encode_codes
 from privsynth.schema import load_schema, parse_schema
 from privsynth.validation import (
     EXPECT_FINITE,

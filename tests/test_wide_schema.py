@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privsynth.encoding import domain_of, encode_codes
+from privsynth.schema.encoding import domain_of, encode_codes
 from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, load_schema
 from privsynth.validation import validate_frame
 

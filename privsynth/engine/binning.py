@@ -1,6 +1,6 @@
 """Schema -> ibis expressions: the level code of every kept column, computed where the data lives.
 
-The codes are exactly those of :func:`privsynth.encoding.encode_codes` on the rows the pandas path
+The codes are exactly those of :func:`privsynth.schema.encoding.encode_codes` on the rows the pandas path
 reads (``io.iter_source`` + ``io.coerce_batch``): per column, in-domain levels first (categories in
 schema order, ``false``/``true``, or numeric bins [e_i, e_{i+1}) with the last bin closed), then
 ``<missing>`` (nullable columns), then ``<out-of-domain>`` (``on_out_of_domain: category``);
@@ -17,7 +17,7 @@ How source values read, as in the pandas path:
 * boolean: true/false/1/0 (case and blanks ignored for text), booleans as themselves;
 * numeric (integer/float): numbers as they are; text parsed as a number (``TRY_CAST``), where a
   value that is not a number is a fault.
-* date/timestamp: numbers in the unit of :mod:`privsynth.temporal` (whole days since 1970-01-01, whole
+* date/timestamp: numbers in the unit of :mod:`privsynth.schema.temporal` (whole days since 1970-01-01, whole
   seconds since the epoch, floored), read from DATE and TIMESTAMP columns (naive = UTC) or from ISO text
   (``TRY_CAST`` to a UTC timestamp; text that is not a date is a fault). Calendar parts of a zoned
   timestamp are taken in the session time zone, which ibis sets to UTC on DuckDB.
@@ -36,7 +36,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from privsynth.schema import Column, Schema
-from privsynth.temporal import SECONDS_PER_DAY, TEMPORAL_TYPES
+from privsynth.schema.temporal import SECONDS_PER_DAY, TEMPORAL_TYPES
 
 
 class Fault(enum.IntEnum):

@@ -22,12 +22,12 @@ import ibis
 import numpy as np
 import pyarrow as pa
 
-from privsynth.encoding import Domain, domain_of
+from privsynth.schema.encoding import Domain, domain_of
 from privsynth.engine.backends import EngineOptions, OpenedTable, backend_error, open_table
 from privsynth.engine.binning import FAULT_ORDER, Binning, Fault, binning, fault_message, type_problem
 from privsynth.io.sources import InputError, check_input_width
 from privsynth.schema import Schema
-from privsynth.workload import Histogram, Marginal
+from privsynth.schema.workload import Histogram, Marginal
 
 COUNT = "privsynth_count"
 MARGINAL_ID = "privsynth_marginal"

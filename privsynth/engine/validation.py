@@ -17,7 +17,7 @@ import pandas as pd
 
 from privsynth.engine.binning import Fault, _plural, read_column
 from privsynth.schema import Column
-from privsynth.temporal import TEMPORAL_TYPES
+from privsynth.schema.temporal import TEMPORAL_TYPES
 from privsynth.validation import (_KIND_ORDER, EXPECT_FINITE, EXPECT_MOSTLY_IN_DOMAIN, EXPECT_ROWS,
                                   EXPECT_UNIQUE_COLUMN_NAMES, EXPECT_WHOLE_NUMBERS, ExpectationOutcome, ValidationReport,
                                   _column_set_outcome, _message, _order, _outcome, mostly_in_domain)

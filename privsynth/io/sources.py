@@ -32,9 +32,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from privsynth import temporal
+from privsynth.schema import temporal
 from privsynth.credentials import expand_credentials, redact_url
-from privsynth.encoding import category_text
+from privsynth.schema.encoding import category_text
 from privsynth.io.atomic import DEFAULT_BATCH_ROWS
 from privsynth.schema import Schema
 
@@ -163,7 +163,7 @@ def _open_text(location: str):
 
 def check_input_width(columns: int, origin: str) -> None:
     """Refuse an input with more columns than PRIVSYNTH_MAX_INPUT_COLUMNS, before anything else is read."""
-    from privsynth.limits import LimitError, limit
+    from privsynth.schema.limits import LimitError, limit
 
     allowed = limit("PRIVSYNTH_MAX_INPUT_COLUMNS")
     if columns > allowed:
@@ -303,7 +303,7 @@ def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFra
 
     Numeric columns become float64 (NaN = missing) so that a bad type is reported here, by column,
     instead of as a parser message that would quote the value. Date columns become Python dates and
-    timestamp columns naive UTC datetime64 (floored to the day / second, ``privsynth.temporal``).
+    timestamp columns naive UTC datetime64 (floored to the day / second, ``privsynth.schema.temporal``).
     """
     out = {}
     for name in frame.columns:

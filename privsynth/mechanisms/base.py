@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from privsynth.encoding import Domain
+from privsynth.schema.encoding import Domain
 
 WEIGHT_COLUMN = "__weight__"
 
@@ -64,7 +64,7 @@ class Measurement:
     synthetic table with these, at no privacy cost.
 
     attributes: the marginal (attribute indices, ascending); noisy_counts: its cells in the layout of
-    ``privsynth.workload.marginal_counts``; noise: "gaussian" or "laplace"; scale: the noise's standard
+    ``privsynth.schema.workload.marginal_counts``; noise: "gaussian" or "laplace"; scale: the noise's standard
     deviation (gaussian) or Laplace scale b; level_groups: empty when the cells are the attributes'
     levels, else per attribute the merged level of each original level (None: not merged), for a
     mechanism that measured on merged levels (AIM's domain compression).

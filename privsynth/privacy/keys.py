@@ -21,7 +21,7 @@ import json
 
 import numpy as np
 
-from privsynth.workload import Histogram
+from privsynth.schema.workload import Histogram
 
 KEY_VERSION = 2
 

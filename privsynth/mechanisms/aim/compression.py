@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privsynth.mechanisms.aim.model import Clique, NoisyMarginal
-from privsynth.workload import merge_levels
+from privsynth.schema.workload import merge_levels
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ the original one-hot units, where every attribute block of a mean is on the prob
 
 Everything here is a small pure function; the privacy randomness enters only through the
 ``NoiseSource`` passed to ``sample_bingham`` / ``private_pca`` (spec numbering in brackets). Records may
-come weighted (a distinct record and its count, from a ``privsynth.workload.Histogram``): a record of
+come weighted (a distinct record and its count, from a ``privsynth.schema.workload.Histogram``): a record of
 weight c counts as c identical records in every statistic (``weights`` arguments).
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 from scipy.linalg import null_space
 from scipy.optimize import brentq
 
-from privsynth.encoding import Domain
+from privsynth.schema.encoding import Domain
 from privsynth.privacy.noise import NoiseSource
 
 

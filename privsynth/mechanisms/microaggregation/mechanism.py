@@ -33,7 +33,7 @@ scaled second-moment matrix) and the sparse weighted histogram of the records: e
 once, as compact level codes, with its count. The cell assignment needs every record after the
 (private) PCA, and records with the same codes land in the same cell, so the distinct records and
 their counts are all it needs: every cell statistic is weighted by the counts, and the release is
-identical to the one computed record by record. Input is a ``privsynth.workload.Histogram`` (what the
+identical to the one computed record by record. Input is a ``privsynth.schema.workload.Histogram`` (what the
 engine hands over) or per-record code batches (reduced to the same histogram, in one pass). Memory is
 8 width^2 + distinct * (attributes * itemsize + 8) bytes, distinct <= min(n, domain size).
 
@@ -57,12 +57,12 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from privsynth.encoding import Domain, check_codes
+from privsynth.schema.encoding import Domain, check_codes
 from privsynth.mechanisms.microaggregation import cells as mm
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
-from privsynth.workload import Histogram, StatisticsInput
+from privsynth.schema.workload import Histogram, StatisticsInput
 
 NAME = "microaggregation"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from privsynth.encoding import domain_of
+from privsynth.schema.encoding import domain_of
 from privsynth.mechanisms.private_sampling import bounds as bounds
 from privsynth.schema import Schema
 

@@ -17,7 +17,7 @@ The gradient re-uses the same two factors, so one loss+gradient evaluation costs
 
 Cell order. Inside this module a marginal's cells are in *internal* order (left attributes first,
 right attribute last, row-major). ``internal_order`` maps canonical (ascending attribute, row-major,
-as in ``privsynth.workload``) flat indices to internal ones; callers convert counts once.
+as in ``privsynth.schema.workload``) flat indices to internal ones; callers convert counts once.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privsynth.encoding import Domain
+from privsynth.schema.encoding import Domain
 
 Marginal = tuple[int, ...]
 

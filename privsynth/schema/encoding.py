@@ -10,7 +10,7 @@ record is then a vector of level codes; the mechanisms see it as
 Decoding is exact on codes. Numeric bins decode to a value drawn uniformly inside the bin (integers:
 uniformly among the integers of the bin), so synthetic values spread over the bin the way a
 histogram does, instead of piling up on midpoints; this is post-processing of the release. Date and
-timestamp columns bin as numbers in their unit (``privsynth.temporal``) and decode to whole days /
+timestamp columns bin as numbers in their unit (``privsynth.schema.temporal``) and decode to whole days /
 whole seconds drawn uniformly inside the bin, returned as dates / UTC timestamps.
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from privsynth import temporal
+from privsynth.schema import temporal
 from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, Column, Schema
 
 

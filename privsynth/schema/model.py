@@ -19,7 +19,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from privsynth import temporal
+from privsynth.schema import temporal
 
 ColumnType = Literal["categorical", "integer", "float", "boolean", "date", "timestamp"]
 MISSING_LABEL = "<missing>"
@@ -39,7 +39,7 @@ class Column(BaseModel):
     become the explicit out-of-domain ``category`` (categorical columns), or ``clip`` to the bounds
     (numeric columns).
 
-    Date and timestamp columns are numeric in a fixed unit (``privsynth.temporal``: days since
+    Date and timestamp columns are numeric in a fixed unit (``privsynth.schema.temporal``: days since
     1970-01-01, or whole seconds since the epoch, UTC). Their ``bounds`` and ``bins`` are written as ISO
     dates/timestamps (held as numbers in the unit), or ``bin_by`` (year, quarter, month, week, day)
     generates the edges from the bounds: the calendar boundaries strictly inside them (data-free).

@@ -15,7 +15,7 @@ from typing import Union
 
 import numpy as np
 
-from privsynth.encoding import Domain
+from privsynth.schema.encoding import Domain
 
 Marginal = tuple[int, ...]
 
