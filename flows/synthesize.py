@@ -191,7 +191,7 @@ def load_credentials(block_name: str) -> None:
     the form and the stored parameters hold only the block's name."""
     from prefect.blocks.system import Secret
 
-    from privsynth.credentials import CredentialError
+    from privsynth.io.credentials import CredentialError
 
     try:
         value = Secret.load(block_name).get()

@@ -17,9 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from privsynth.credentials import check_no_literal_password
+from privsynth.io.credentials import check_no_literal_password
 from privsynth.schema.encoding import domain_of
-from privsynth.io import InputError, SourceSpec, check_writable_directory, parse_sink, parse_source
+from privsynth.io import InputError, check_writable_directory, parse_sink
+from privsynth.engine.sources import SourceSpec, parse_source
 from privsynth.schema.limits import check_schema_limits, check_safe_path
 from privsynth.mechanisms import MECHANISM_MODULES, get_mechanism
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
@@ -202,7 +203,7 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         if releases_estimate is None or not releases_estimate(config):
             raise ParameterError(f"--rows is required with mechanism {parameters.mechanism} and these options: its "
                                  "release carries no DP estimate of the row count")
-    from privsynth.storage import is_remote
+    from privsynth.io.storage import is_remote
 
     output = check_writable_directory(parameters.output) if parameters.output and not is_remote(parameters.output) else None
     if parameters.sink:

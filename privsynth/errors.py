@@ -8,8 +8,8 @@ that line. None of their messages quotes a data value or a count of the private 
 from __future__ import annotations
 
 from privsynth.config import ParameterError
-from privsynth.credentials import CredentialError
-from privsynth.datasource import ValidationFailedError
+from privsynth.io.credentials import CredentialError
+from privsynth.engine.datasource import ValidationFailedError
 from privsynth.io import InputError
 from privsynth.schema.limits import LimitError
 from privsynth.mechanisms import UnknownMechanismError

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.config import RunPlan
-from privsynth.datasource import ValidationFailedError, open_data
+from privsynth.engine.datasource import ValidationFailedError, open_data
 from privsynth.schema.encoding import Domain, arrow_schema, decode_codes, domain_of, encode_codes, one_hot_names
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
 from privsynth.mechanisms.base import Release
@@ -108,7 +108,7 @@ class RunContext:
         return domain_of(self.plan.schema)
 
     def handle(self):
-        """The engine's source of the input (``privsynth.datasource.open_data``), opened once."""
+        """The engine's source of the input (``privsynth.engine.datasource.open_data``), opened once."""
         if self._handle is None:
             self._handle = open_data(self.data, self.schema)
         return self._handle
@@ -471,7 +471,7 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
 
 def resumed_release_key(location: str, run_key: dict) -> str | None:
     """The release key an earlier attempt of the same run recorded in its manifest, if any."""
-    from privsynth.storage import RemoteFolder, is_remote
+    from privsynth.io.storage import RemoteFolder, is_remote
 
     try:
         if is_remote(location):

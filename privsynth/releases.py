@@ -4,7 +4,7 @@ DESIGN section 5.3: a retried or re-run stage must not draw fresh noise for the 
 mechanism stage looks here first; a release found under its key is reused and not charged again.
 A release is stored as a folder written under a temporary name and renamed, so it is either
 complete or absent. Its name is the release key, an HMAC under the ledger's secret
-(``privsynth.privacy.keys``). The store is per user by default (``privsynth.home``), like the ledger.
+(``privsynth.privacy.keys``). The store is per user by default (``privsynth.io.home``), like the ledger.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from privsynth.home import default_release_store
-from privsynth.storage import COMPLETE, RemoteFolder, is_remote
+from privsynth.io.home import default_release_store
+from privsynth.io.storage import COMPLETE, RemoteFolder, is_remote
 from privsynth.io import atomic_write_json, atomic_write_table
 from privsynth.mechanisms.base import Measurement, Release
 
@@ -57,7 +57,7 @@ class ReleaseStore:
     def __init__(self, root: str | Path | None = None) -> None:
         location = root or os.environ.get(STORE_ENV) or default_release_store()
         # An fsspec URL (s3://, gs://, memory://): releases are staged locally and uploaded, files first
-        # and the COMPLETE marker last (privsynth.storage), so workers need no shared disk.
+        # and the COMPLETE marker last (privsynth.io.storage), so workers need no shared disk.
         self.remote = RemoteFolder(str(location)) if is_remote(location) else None
         self.root = Path(tempfile.mkdtemp(prefix="privsynth-store-")) if self.remote else Path(location)
         if self.remote is not None:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from privsynth.io import _json_default, atomic_write_json, sha256_file
-from privsynth.storage import RemoteFolder, is_remote
+from privsynth.io.atomic import json_default, atomic_write_json, sha256_file
+from privsynth.io.storage import RemoteFolder, is_remote
 
 MANIFEST = "manifest.json"
 PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highspy", "opendp", "prefect",
@@ -66,7 +66,7 @@ class RunFolder:
 
     @staticmethod
     def open_at(location: str | Path, run_key: dict, run_id: str) -> "RunFolder":
-        """``open`` for a local path or an fsspec URL (``privsynth.storage``): a remote run folder is
+        """``open`` for a local path or an fsspec URL (``privsynth.io.storage``): a remote run folder is
         worked on in a local folder and mirrored after every stage, artifacts before the manifest."""
         if not is_remote(location):
             return RunFolder.open(location, run_key, run_id)
@@ -104,7 +104,7 @@ class RunFolder:
         path = Path(path)
         # Compare keys as they read back from JSON: a tuple or a numpy number in the key must not make
         # the same run look like a different one on resume.
-        run_key = json.loads(json.dumps(run_key, default=_json_default))
+        run_key = json.loads(json.dumps(run_key, default=json_default))
         if path.exists() and not path.is_dir():
             raise RunFolderError(f"output folder {str(path)!r} is a file; choose an empty or new --output folder")
         manifest_path = path / MANIFEST

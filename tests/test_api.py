@@ -201,7 +201,7 @@ def test_a_table_with_a_date_and_a_timestamp_column_is_synthesised_in_those_type
 
 def test_a_free_text_column_is_refused_with_advice_not_swallowed_into_out_of_domain(tmp_path):
     """A categorical column mapping unknown values to <out-of-domain> must still hold mostly known values."""
-    from privsynth.validation import validate_frame
+    from privsynth.engine.gx_validation import validate_frame
 
     columns = [dict(c) for c in TOY_SCHEMA["columns"]]
     columns[1] = {**columns[1], "on_out_of_domain": "category"}  # colour

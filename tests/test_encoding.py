@@ -240,7 +240,7 @@ def test_binary_all_single_level():
 @pytest.fixture(scope="module")
 def adult(adult_schema_path, adult_data_path):
     """The bundled Adult table, read and typed the way ingest does it."""
-    from privsynth.io import coerce_batch, iter_source, parse_source
+    from privsynth.engine.sources import coerce_batch, iter_source, parse_source
 
     schema = load_schema(adult_schema_path)
     spec = parse_source(str(adult_data_path))

@@ -16,9 +16,10 @@ from conftest import ADULT_DATA, ADULT_SCHEMA
 from privsynth.schema.encoding import domain_of, encode_codes
 from privsynth.engine import EngineOptions, open_source
 from privsynth.engine.binning import binning
-from privsynth.io import InputError, coerce_batch, iter_source, parse_source
+from privsynth.io import InputError
+from privsynth.engine.sources import coerce_batch, iter_source, parse_source
 from privsynth.schema import load_schema, parse_schema
-from privsynth.schema.workload import Histogram, marginal_counts
+from privsynth.schema.workload import Histogram
 
 SECRET = "Zq7-SECRET-hunter2"
 
@@ -318,7 +319,7 @@ def test_validation_of_a_header_only_file_says_no_rows(tmp_path):
 @pytest.mark.slow
 def test_validation_matches_the_great_expectations_path(tmp_path):
     """Same expectations, outcomes and public messages as validation.validate_frame (GX) on the same rows."""
-    from privsynth.validation import validate_frame
+    from privsynth.engine.gx_validation import validate_frame
 
     cases = [toy_frame().assign(score=[0.1] * 12),
              toy_frame().assign(score=[1.5] + [0.1] * 11, grade=["9"] + ["1"] * 11, flag=["true"] * 11 + [None])]
@@ -441,7 +442,7 @@ def test_date_columns_refuse_numbers_and_numeric_columns_refuse_dates(tmp_path):
 
 
 def test_date_validation_in_place_matches_the_great_expectations_path(tmp_path):
-    from privsynth.validation import validate_frame
+    from privsynth.engine.gx_validation import validate_frame
 
     bad = dates_frame().astype({"opened": object, "due": object})
     bad.loc[1, "opened"] = SECRET

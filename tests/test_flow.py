@@ -185,7 +185,7 @@ def test_credentials_come_from_a_prefect_secret_block_never_from_parameters(harn
     from prefect.blocks.system import Secret
 
     from flows.synthesize import load_credentials
-    from privsynth.credentials import CredentialError, expand_credentials
+    from privsynth.io.credentials import CredentialError, expand_credentials
 
     Secret(value="s3cr3t-pw").save("privsynth-test-db", overwrite=True)
     for name in ("PRIVSYNTH_DB_PASSWORD", "PGPASSWORD"):

@@ -43,7 +43,7 @@ import pytest
 import yaml
 
 from privsynth.config import ParameterError, check_delta_against_rows, parse_parameters
-from privsynth.credentials import CredentialError
+from privsynth.io.credentials import CredentialError
 from privsynth.io import InputError
 from privsynth.schema.limits import LimitError
 from privsynth.pipeline import ValidationFailedError, direct, execute, prepare_run

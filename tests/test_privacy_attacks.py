@@ -216,7 +216,7 @@ def test_a_password_in_a_url_is_refused_without_echoing_it(tmp_path):
 
 
 def test_a_password_reference_is_expanded_only_at_connect_time(monkeypatch):
-    from privsynth.credentials import expand_credentials, redact_url
+    from privsynth.io.credentials import expand_credentials, redact_url
 
     monkeypatch.setenv("WAREHOUSE_PASSWORD", "s3cr3t/+")
     url = "postgresql+psycopg://analyst:${WAREHOUSE_PASSWORD}@db/warehouse"

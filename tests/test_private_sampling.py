@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from privsynth.schema.encoding import Domain, one_hot
+from privsynth.schema.encoding import Domain
 from privsynth.mechanisms.private_sampling import mechanism as ps
 from privsynth.mechanisms.private_sampling.solvers import (fit_density, projection_qp_cvxpy, projection_qp_newton,
                                                            released_density, shrinkage_feasible, shrinkage_lp_cvxpy,

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import StatisticNoise
 
-from privsynth.schema.encoding import Domain, one_hot
+from privsynth.schema.encoding import Domain
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms import reduced_space as rs
 from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise

@@ -13,17 +13,7 @@ import pytest
 
 from privsynth.schema.encoding import encode_codes
 from privsynth.schema import load_schema, parse_schema
-from privsynth.validation import (
-    EXPECT_FINITE,
-    EXPECT_ROWS,
-    EXPECT_UNIQUE_COLUMN_NAMES,
-    EXPECT_WHOLE_NUMBERS,
-    DataValidationError,
-    ValidationReport,
-    build_suite,
-    check_frame,
-    validate_frame,
-)
+from privsynth.engine.gx_validation import (EXPECT_FINITE, EXPECT_ROWS, EXPECT_UNIQUE_COLUMN_NAMES, EXPECT_WHOLE_NUMBERS, DataValidationError, ValidationReport, build_suite, check_frame, validate_frame)
 
 ROOT = Path(__file__).resolve().parents[1]
 

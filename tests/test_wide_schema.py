@@ -16,7 +16,7 @@ import pytest
 
 from privsynth.schema.encoding import domain_of, encode_codes
 from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, load_schema
-from privsynth.validation import validate_frame
+from privsynth.engine.gx_validation import validate_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = ROOT / "schemas" / "loans_full_schema.yaml"

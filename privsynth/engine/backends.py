@@ -33,22 +33,22 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import ibis
 import ibis.expr.types as ir
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from privsynth.credentials import CredentialError, expand_credentials, password_from_reference
+from privsynth.io.connections import InputError, connect_url
 from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
-from privsynth.io.sources import (InputError, SourceSpec, _check_file, _csv_header, _duckdb_path, _plain_table_name,
-                                  _parse_sql, _split_source_parameters, redact_url)
+from privsynth.engine.sources import (SourceSpec, _check_file, _csv_header, duckdb_path, plain_table_name,
+                                  _parse_sql, _split_source_parameters)
+from privsynth.io.credentials import redact_url
 from privsynth.schema import Schema
 
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
-POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def _open_parquet(location: str, options: EngineOptions, filesystem=None) -> Ope
 
 
 def _table_ref(backend, name: str, origin: str) -> ir.Table:
-    if not _plain_table_name(name):
+    if not plain_table_name(name):
         raise InputError(f"{origin}: table name {name!r} must be letters, digits, '_' and '.' only")
     database, _, table = name.rpartition(".")
     try:
@@ -231,7 +231,7 @@ def _open_duckdb_file(spec: str, options: EngineOptions) -> OpenedTable:
     table, query = params.get("table"), params.get("query")
     if bool(table) == bool(query and query.strip()):
         raise InputError(f"--input {base!r}: a duckdb: source needs exactly one of ?table=NAME or ?query=SELECT...")
-    path = _duckdb_path(base)
+    path = duckdb_path(base)
     if not Path(path).is_file():
         raise InputError(f"DuckDB database {path!r} does not exist")
     import duckdb
@@ -274,35 +274,6 @@ def _open_frame(data: Any, options: EngineOptions) -> OpenedTable:
 
 
 # ---------------------------------------------------------------- servers
-
-def connect_url(url: str):
-    """An ibis backend for a server URL (PostgreSQL, or any other ibis backend); refuses a password in it."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    password = None
-    if parts.password:
-        # Only a ${ENV_VAR} reference is accepted (privsynth.credentials); its value is read here, at connect time.
-        try:
-            password = password_from_reference(unquote(parts.password))
-        except CredentialError as err:
-            raise InputError(f"{redact_url(url)!r}: {err}; give the password in the environment (PGPASSWORD for "
-                             "PostgreSQL, or user:${VAR}@host) or a Prefect block, never in a parameter") from None
-    if scheme in POSTGRES_SCHEMES:
-        kwargs: dict[str, Any] = {}
-        for piece in parts.query.split("&"):
-            if piece:
-                key, _, value = piece.partition("=")
-                kwargs[unquote(key)] = unquote(value)
-        try:
-            return ibis.postgres.connect(host=parts.hostname or None, port=parts.port, user=unquote(parts.username or "") or None,
-                                         password=password, database=unquote(parts.path.lstrip("/")) or None, **kwargs)
-        except Exception as err:  # noqa: BLE001  (libpq messages can carry connection details)
-            raise InputError(f"PostgreSQL {redact_url(url)}: cannot connect ({type(err).__name__})") from None
-    try:
-        return ibis.connect(expand_credentials(url) if password is not None else url)
-    except Exception as err:  # noqa: BLE001
-        raise InputError(f"--input {redact_url(url)!r}: no ibis backend connects to it ({type(err).__name__})") from None
-
 
 def _open_server(spec: str) -> OpenedTable:
     parsed = _parse_sql(spec)  # the same parser as --input's early check: one of ?table= / ?query=

@@ -25,7 +25,8 @@ import pyarrow as pa
 from privsynth.schema.encoding import Domain, domain_of
 from privsynth.engine.backends import EngineOptions, OpenedTable, backend_error, open_table
 from privsynth.engine.binning import FAULT_ORDER, Binning, Fault, binning, fault_message, type_problem
-from privsynth.io.sources import InputError, check_input_width
+from privsynth.io.connections import InputError
+from privsynth.engine.sources import check_input_width
 from privsynth.schema import Schema
 from privsynth.schema.workload import Histogram, Marginal
 
@@ -233,7 +234,7 @@ class Source:
     # ------------------------------------------------------------ validation
 
     def validate(self):
-        """The schema's checks as aggregates in place: a :class:`privsynth.validation.ValidationReport`."""
+        """The schema's checks as aggregates in place: a :class:`privsynth.engine.gx_validation.ValidationReport`."""
         from privsynth.engine.validation import validate_source
 
         return validate_source(self)

@@ -1,4 +1,4 @@
-"""The schema checks of :mod:`privsynth.validation`, run in place as ONE aggregate query.
+"""The schema checks of :mod:`privsynth.engine.gx_validation`, run in place as ONE aggregate query.
 
 Same expectations, same public JSON and the same one-line, value-free messages as
 ``validation.validate_frame`` (the Great Expectations path), computed as per-column counts on the
@@ -18,9 +18,7 @@ import pandas as pd
 from privsynth.engine.binning import Fault, _plural, read_column
 from privsynth.schema import Column
 from privsynth.schema.temporal import TEMPORAL_TYPES
-from privsynth.validation import (_KIND_ORDER, EXPECT_FINITE, EXPECT_MOSTLY_IN_DOMAIN, EXPECT_ROWS,
-                                  EXPECT_UNIQUE_COLUMN_NAMES, EXPECT_WHOLE_NUMBERS, ExpectationOutcome, ValidationReport,
-                                  _column_set_outcome, _message, _order, _outcome, mostly_in_domain)
+from privsynth.engine.gx_validation import (_KIND_ORDER, EXPECT_FINITE, EXPECT_MOSTLY_IN_DOMAIN, EXPECT_ROWS, EXPECT_UNIQUE_COLUMN_NAMES, EXPECT_WHOLE_NUMBERS, ExpectationOutcome, ValidationReport, _column_set_outcome, _message, _order, _outcome, mostly_in_domain)
 
 TYPE_LIST = "expect_column_values_to_be_in_type_list"
 BETWEEN = "expect_column_values_to_be_between"

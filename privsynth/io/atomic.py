@@ -48,10 +48,10 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: str | Path, payload: object) -> None:
-    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=False, default=_json_default) + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=False, default=json_default) + "\n").encode())
 
 
-def _json_default(value: object):
+def json_default(value: object):
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):

@@ -23,7 +23,8 @@ from urllib.parse import parse_qs
 import pyarrow as pa
 
 from privsynth.io.atomic import atomic_write_bytes, atomic_write_table
-from privsynth.io.sources import InputError, _duckdb_path, _plain_table_name, redact_url
+from privsynth.io.connections import InputError, connect_url, duckdb_path, plain_table_name
+from privsynth.io.credentials import redact_url
 
 SQL_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
 
@@ -52,10 +53,10 @@ def parse_sink(sink: str) -> SinkSpec:
         params = {k: v[-1] for k, v in parse_qs(query_string).items()}
         name = params.get("table")
         if lowered.startswith("duckdb:"):
-            if not name or not _plain_table_name(name):
+            if not name or not plain_table_name(name):
                 raise InputError(f"--sink {redact_url(sink)!r}: expected duckdb:PATH?table=NAME with a plain table name")
-            return SinkSpec("duckdb", _duckdb_path(base), name)
-        if not name or not _plain_table_name(name):
+            return SinkSpec("duckdb", duckdb_path(base), name)
+        if not name or not plain_table_name(name):
             raise InputError(f"--sink {redact_url(sink)!r}: expected {scheme}://...?table=NAME with a plain table name")
         others = "&".join(p for p in query_string.split("&") if p and not p.lower().startswith("table="))
         location = base + ("?" + others if others else "")
@@ -95,7 +96,6 @@ def write_sink(table: pa.Table, sink: str) -> str:
     if spec.kind == "duckdb":
         _write_duckdb(data, spec)
         return f"duckdb:{spec.location} table {spec.table}"
-    from privsynth.engine.backends import connect_url  # the engine's connection logic: one place for URLs
 
     try:
         con = connect_url(spec.location)

@@ -11,8 +11,8 @@ The spending rule (how charges compose, whether one more fits) lives in
 
 Storage: SQLAlchemy Core, any database URL. The URL is chosen by an explicit argument, else the
 environment variable PRIVSYNTH_LEDGER_URL, else ``default_ledger_url()`` (a per-user SQLite file,
-see ``privsynth.home``). Tables are created on first use. A password in the URL is written as an
-environment reference (``${PGPASSWORD}``, see ``privsynth.credentials``) and expanded on connect.
+see ``privsynth.io.home``). Tables are created on first use. A password in the URL is written as an
+environment reference (``${PGPASSWORD}``, see ``privsynth.io.credentials``) and expanded on connect.
 
 Noise claims (DESIGN 5.2): a charge records when noise was drawn for its release key
 (``claim_noise``). A second claim for the same key is refused, so a release whose stored copy was
@@ -31,8 +31,6 @@ row). Two processes racing for the last of a budget therefore cannot both be acc
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 import secrets
@@ -45,8 +43,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from privsynth.credentials import expand_credentials
-from privsynth.home import default_ledger_path
+from privsynth.io.credentials import expand_credentials
+from privsynth.io.home import default_ledger_path
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import (check_budget_delta, check_cost, check_epsilon, epsilon_spent, fits_budget,
                                        remaining_rho, total_pure_epsilon, total_rho)
@@ -93,7 +91,7 @@ class ReleaseKeyConflictError(LedgerError):
 
 
 def default_ledger_url() -> str:
-    """The per-user ledger (``privsynth.home``), used when neither a URL nor PRIVSYNTH_LEDGER_URL is given.
+    """The per-user ledger (``privsynth.io.home``), used when neither a URL nor PRIVSYNTH_LEDGER_URL is given.
 
     Never relative to the working folder: running from another folder must not start a fresh,
     unlimited ledger that has forgotten what was spent.

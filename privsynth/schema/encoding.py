@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 
 from privsynth.schema import temporal
-from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, Column, Schema
+from privsynth.schema import OUT_OF_DOMAIN_LABEL, Column, Schema
 
 
 @dataclass(frozen=True)

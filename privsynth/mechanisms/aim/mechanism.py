@@ -49,7 +49,6 @@ weighted by their frequency, and every noisy marginal with its sigma (``Release.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 from dataclasses import dataclass, field

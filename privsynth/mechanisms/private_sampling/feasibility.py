@@ -137,7 +137,7 @@ def format_feasibility(report: dict) -> str:
     mt = report["m_theory"]
     acc = report["accuracy"]
     nn = report["n_needed"]
-    head = f"private_sampling feasibility" + (f" for schema {report['schema']!r}" if "schema" in report else "")
+    head = "private_sampling feasibility" + (f" for schema {report['schema']!r}" if "schema" in report else "")
     lines = [
         head,
         f"  p = {i['p']} bits, d = {i['d']}, N = {report['walsh_features_N']} Walsh features, n = {i['n']:.6g}, "

@@ -16,9 +16,12 @@ fsspec package (``s3fs``, ``gcsfs``, ``adlfs``); ``memory://`` needs none (tests
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from pathlib import Path
 
 import fsspec
+
+from privsynth.io.connections import InputError
 
 COMPLETE = "COMPLETE"
 
@@ -75,3 +78,15 @@ class RemoteFolder:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(self.read_bytes(name))
                 self._uploaded[name] = hashlib.sha256(target.read_bytes()).hexdigest()
+
+
+def check_writable_directory(path: str | Path) -> Path:
+    """Create the folder if needed and prove it is writable, before any budget is spent."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-", delete=True):
+            pass
+    except OSError as err:
+        raise InputError(f"output folder {str(path)!r} cannot be written ({err.strerror or type(err).__name__})") from None
+    return path

@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,14 +32,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.schema import temporal
-from privsynth.credentials import expand_credentials, redact_url
+from privsynth.io.connections import InputError, duckdb_path, plain_table_name
+from privsynth.io.credentials import expand_credentials, redact_url
 from privsynth.schema.encoding import category_text
 from privsynth.io.atomic import DEFAULT_BATCH_ROWS
 from privsynth.schema import Schema
-
-
-class InputError(ValueError):
-    """The input cannot be read as a table the schema describes; the message names file and problem."""
 
 
 @dataclass(frozen=True)
@@ -108,18 +104,13 @@ def _split_source_parameters(query_string: str) -> tuple[dict[str, str], list[st
     return ours, others
 
 
-def _plain_table_name(name: str) -> bool:
-    """Letters, digits and '_' in dot-separated parts: safe to put into SQL text unquoted."""
-    return all(part.replace("_", "").isalnum() for part in name.split("."))
-
-
 def _parse_sql(spec: str) -> SourceSpec:
     base, _, query_string = spec.partition("?")
     params, others = _split_source_parameters(query_string)
     table, query = params.get("table"), params.get("query")
     if bool(table) == bool(query and query.strip()):
         raise InputError(f"--input {redact_url(spec)!r}: a SQL source needs exactly one of ?table=NAME or ?query=SELECT...")
-    if table is not None and not _plain_table_name(table):
+    if table is not None and not plain_table_name(table):
         raise InputError(f"--input: table name {table!r} must be letters, digits, '_' and '.' only")
     if others:
         if base.lower().startswith("duckdb:"):
@@ -138,10 +129,6 @@ def _duckdb_error(err: Exception) -> str:
     if isinstance(err, (duckdb.CatalogException, duckdb.ParserException, duckdb.BinderException)):
         return str(err).splitlines()[0]
     return f"{type(err).__name__} while reading the rows"
-
-
-def _duckdb_path(location: str) -> str:
-    return location[len("duckdb:"):].removeprefix("//") if location.lower().startswith("duckdb:") else location
 
 
 def _check_file(spec: SourceSpec) -> None:
@@ -240,7 +227,7 @@ def _sql_batches(spec: SourceSpec, batch_rows: int) -> Iterator[pd.DataFrame]:
     if spec.location.lower().startswith("duckdb:"):
         import duckdb
 
-        path = _duckdb_path(spec.location)
+        path = duckdb_path(spec.location)
         if path not in ("", ":memory:") and not Path(path).is_file():
             raise InputError(f"DuckDB database {path!r} does not exist")
         try:
@@ -351,15 +338,3 @@ def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFra
             # (1.0, 2.0); its text must be "1", "2" to match the schema's categories.
             out[name] = category_text(series).astype(object).where(series.notna(), None)
     return pd.DataFrame(out)
-
-
-def check_writable_directory(path: str | Path) -> Path:
-    """Create the folder if needed and prove it is writable, before any budget is spent."""
-    path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-", delete=True):
-            pass
-    except OSError as err:
-        raise InputError(f"output folder {str(path)!r} cannot be written ({err.strerror or type(err).__name__})") from None
-    return path
