@@ -10,7 +10,7 @@ releases are rounded to as many rows as the input (the paper's oversampling is a
 
 Metrics (INTERNAL: they read the real rows, nothing here is differentially private): for k = 1, 2, 3
 the mean and max total-variation distance over all k-way marginals, and the max absolute cell error
-on proportions, from privsynth.audit.marginal_error_summary. Two reference rows on the same
+on proportions, from privsynth.report.internal_audit.marginal_error_summary. Two reference rows on the same
 binning: ``independent`` (the exact product of the true 1-way marginals, no sampling) and
 ``bootstrap`` (n rows resampled from the real rows: the sampling floor of any n-row table).
 
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from generate import generate_codes  # noqa: E402
 
-from privsynth.audit import marginal_error_summary  # noqa: E402
+from privsynth.report.internal_audit import marginal_error_summary  # noqa: E402
 from privsynth.schema.encoding import Domain, domain_of, encode_codes  # noqa: E402
 from privsynth.mechanisms import MECHANISM_MODULES, get_mechanism  # noqa: E402
 from privsynth.privacy.noise import SeededNoise  # noqa: E402

@@ -13,7 +13,7 @@ columns) with degree-3 workloads for AIM. Both sides get epsilon and delta (defa
 n rows. A run that fails or passes ``--cap`` seconds (default 900) gets its row with the reason.
 
 Metrics (INTERNAL, they read the real rows): mean total variation over all 1-, 2- and 3-way marginals
-(privsynth.audit.marginal_error_summary, as bench_mechanisms.py), plus the reference rows
+(privsynth.report.internal_audit.marginal_error_summary, as bench_mechanisms.py), plus the reference rows
 ``independent`` (exact product of the true 1-way marginals) and ``bootstrap`` (n rows resampled).
 Peak RSS is the worker's ru_maxrss (interpreter, libraries and data included).
 
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench_mechanisms import independent_summary, load_adult
 
-    from privsynth.audit import marginal_error_summary
+    from privsynth.report.internal_audit import marginal_error_summary
 
     codes, domain = load_adult()
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]

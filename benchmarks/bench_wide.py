@@ -14,7 +14,7 @@ and ``unlimited=True`` (no budget is set on this benchmark dataset).
 
 Metrics (INTERNAL: they read the real rows, not DP): mean total variation over all 1-, 2- and 3-way
 marginals of the schema's binning (54, 1,431 and 24,804 marginals), from
-``privsynth.audit.marginal_error_summary`` on the synthetic.parquet the run wrote, against the real
+``privsynth.report.internal_audit.marginal_error_summary`` on the synthetic.parquet the run wrote, against the real
 table encoded with the same schema. The ``independent`` row is the exact product of the true 1-way
 marginals (no noise, no sampling): a release that does not beat it on 2- and 3-way marginals has
 learnt no dependence between columns. Each run also checks that its internal audit
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     import pandas as pd
 
-    from privsynth.audit import marginal_error_summary
+    from privsynth.report.internal_audit import marginal_error_summary
     from privsynth.schema.encoding import domain_of, encode_codes
     from privsynth.schema import load_schema
 

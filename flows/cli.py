@@ -189,7 +189,7 @@ def command_run(args: argparse.Namespace) -> int:
 def command_forecast(args: argparse.Namespace) -> int:
     from privsynth.config import bundled_example, parse_parameters, plan_run
     from privsynth.schema.encoding import domain_of
-    from privsynth.forecast import forecast, format_forecast
+    from privsynth.report.forecast import forecast, format_forecast
     from privsynth.schema import load_schema
 
     schema = load_schema(args.schema_file or bundled_example()[1])

@@ -29,7 +29,7 @@ from prefect.states import Failed
 from privsynth.config import RunParameters
 from privsynth.errors import KNOWN_ERRORS
 from privsynth.pipeline import RunOutcome, execute, prepare_run
-from privsynth.report import render_report
+from privsynth.report.dp_report import render_report
 from tasks.audit import audit_task
 from tasks.binarise import binarise_task
 from tasks.mechanism import mechanism_task

@@ -389,7 +389,7 @@ def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
 
 def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
     """report.json / report.md: the synthetic table against the release's own noisy measurements (DP, free)."""
-    from privsynth.report import dp_report, render_report
+    from privsynth.report.dp_report import dp_report, render_report
 
     fault_point("before_report")
     release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
@@ -408,7 +408,7 @@ def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
 
 def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     """INTERNAL (not DP), opt-in: the synthetic table against the real one, in ``internal-audit/``."""
-    from privsynth.audit import build_audit, render_markdown
+    from privsynth.report.internal_audit import build_audit, render_markdown
 
     target = ctx.folder.file("internal-audit")
     target.mkdir(exist_ok=True)
@@ -510,7 +510,7 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
     location = parameters.output or str(Path("runs") / run_id)
     run_key = parameters.model_dump(mode="json", exclude={"output"})
     if parameters.public_rows is not None:  # a stated, public n: the forecast costs nothing
-        from privsynth.forecast import forecast, format_forecast
+        from privsynth.report.forecast import forecast, format_forecast
 
         say(format_forecast(forecast(plan.mechanism.NAME, plan.cost, parameters.epsilon, parameters.delta,
                                      domain_of(plan.schema), parameters.public_rows)))

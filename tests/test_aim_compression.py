@@ -14,7 +14,7 @@ from privsynth.mechanisms.aim.compression import compress_levels, compressed_one
 from privsynth.mechanisms.aim.model import NoisyMarginal
 from privsynth.privacy.noise import SeededNoise
 from privsynth.releases import measurements_from_table, measurements_table
-from privsynth.report import measurement_fit
+from privsynth.report.dp_report import measurement_fit
 from privsynth.schema.workload import Histogram, marginal_counts, merge_levels
 
 

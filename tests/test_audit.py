@@ -1,4 +1,4 @@
-"""Tests for the accuracy audit (privsynth.audit)."""
+"""Tests for the accuracy audit (privsynth.report.internal_audit)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from privsynth.audit import (
+from privsynth.report.internal_audit import (
     build_audit,
     column_distributions,
     headline,
@@ -200,7 +200,7 @@ def test_tstr_on_separable_problem_beats_majority():
 
 
 def test_tstr_subsamples_training_rows(monkeypatch):
-    import privsynth.audit as audit_module
+    import privsynth.report.internal_audit as audit_module
 
     monkeypatch.setattr(audit_module, "_MAX_TRAIN_ROWS", 300)
     domain = Domain(("y", "x"), (2, 3))

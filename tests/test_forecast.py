@@ -7,7 +7,7 @@ import math
 import pytest
 
 from privsynth.schema.encoding import Domain
-from privsynth.forecast import forecast, order_forecast
+from privsynth.report.forecast import forecast, order_forecast
 from privsynth.privacy.accounting import PrivacyCost
 
 

@@ -2,7 +2,7 @@
 
 Everything here is computed from the release (public, DP) and the synthetic table (post-processing
 of the release), so the report is free of privacy cost and safe to show in Prefect's UI. It never
-reads the real data; the internal audit (``privsynth.audit``) does that, on request, apart.
+reads the real data; the internal audit (``privsynth.report.internal_audit``) does that, on request, apart.
 
 For each measured marginal: the total-variation distance between the synthetic table's marginal and
 the noisy measurement (normalised, negative cells clipped), next to the noise alone's expected share
