@@ -4,7 +4,7 @@
     python benchmarks/bench_mechanisms.py --data generated --rows 1000000 --mechanisms rap --epsilons 1
 
 Each mechanism runs through its module contract directly (Config -> collect_statistics over code
-batches -> run with a seeded noise source -> privsynth.rounding.round_release), no Prefect. Weighted
+batches -> run with a seeded noise source -> privsynth.mechanisms.rounding.round_release), no Prefect. Weighted
 releases are rounded to as many rows as the input (the paper's oversampling is available through
 --synthetic-rows); exact releases (private sampling) publish only the rows their guarantee covers.
 
@@ -37,12 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from generate import generate_codes  # noqa: E402
 
-from privsynth.report.internal_audit import marginal_error_summary  # noqa: E402
-from privsynth.schema.encoding import Domain, domain_of, encode_codes  # noqa: E402
 from privsynth.mechanisms import MECHANISM_MODULES, get_mechanism  # noqa: E402
+from privsynth.mechanisms.rounding import round_release  # noqa: E402
 from privsynth.privacy.noise import SeededNoise  # noqa: E402
-from privsynth.rounding import round_release  # noqa: E402
+from privsynth.report.internal_audit import marginal_error_summary  # noqa: E402
 from privsynth.schema import load_schema  # noqa: E402
+from privsynth.schema.encoding import Domain, domain_of, encode_codes  # noqa: E402
 from privsynth.schema.workload import all_marginals, marginal_counts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -58,12 +58,11 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(ROOT))
     import numpy as np
-
     from bench_mechanisms import load_adult
 
     from privsynth.mechanisms import get_mechanism
+    from privsynth.mechanisms.rounding import round_release
     from privsynth.privacy.noise import SeededNoise
-    from privsynth.rounding import round_release
     from privsynth.schema.workload import Histogram
 
     codes, domain = load_adult()
@@ -236,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(HERE))
     import numpy as np
-
     from bench_mechanisms import independent_summary, load_adult
 
     from privsynth.report.internal_audit import marginal_error_summary

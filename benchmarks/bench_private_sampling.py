@@ -41,13 +41,17 @@ def main() -> None:
     os.environ["OMP_NUM_THREADS"] = args.threads
     import numpy as np
 
-    from privsynth.schema.encoding import Domain
-    from privsynth.mechanisms.private_sampling.feasibility import feasibility_for_schema
     from privsynth.mechanisms.private_sampling import mechanism as ps
-    from privsynth.mechanisms.private_sampling.solvers import (projection_qp_cvxpy, projection_qp_newton,
-                                                               shrinkage_lp_cvxpy, shrinkage_lp_ipm)
-    from privsynth.schema import load_schema
+    from privsynth.mechanisms.private_sampling.feasibility import feasibility_for_schema
+    from privsynth.mechanisms.private_sampling.solvers import (
+        projection_qp_cvxpy,
+        projection_qp_newton,
+        shrinkage_lp_cvxpy,
+        shrinkage_lp_ipm,
+    )
     from privsynth.mechanisms.private_sampling.walsh import all_marginals_from_moments, n_walsh
+    from privsynth.schema import load_schema
+    from privsynth.schema.encoding import Domain
 
     p, d, n = args.p, 2, args.n
     delta, Delta = 0.25, 2.0

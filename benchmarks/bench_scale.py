@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from generate import iter_generated_batches  # noqa: E402
 
-from privsynth.schema.encoding import domain_of  # noqa: E402
 from privsynth.schema import Schema, load_schema  # noqa: E402
+from privsynth.schema.encoding import domain_of  # noqa: E402
 
 SCHEMA_PATH = REPO / "schemas" / "adult.yaml"
 FILE_ROWS = 1_000_000

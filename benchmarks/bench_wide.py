@@ -38,7 +38,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from bench_peers import _cpu_seconds, grid_arguments, run_worker   # this script runs from benchmarks/, beside bench_peers.py
+from bench_peers import (  # this script runs from benchmarks/, beside bench_peers.py
+    _cpu_seconds,
+    grid_arguments,
+    run_worker,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -164,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from privsynth.report.internal_audit import marginal_error_summary
-    from privsynth.schema.encoding import domain_of, encode_codes
     from privsynth.schema import load_schema
+    from privsynth.schema.encoding import domain_of, encode_codes
 
     schema = load_schema(SCHEMA)
     domain = domain_of(schema)

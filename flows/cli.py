@@ -45,7 +45,7 @@ def _parse_options(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            from privsynth.config import ParameterError
+            from privsynth.run.parameters import ParameterError
 
             raise ParameterError(f"--option expects KEY=VALUE, got {pair!r}")
         options[key.strip()] = _option_value(value)
@@ -53,8 +53,8 @@ def _parse_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from privsynth.config import DEFAULT_MECHANISM
     from privsynth.mechanisms import MECHANISM_MODULES
+    from privsynth.run.parameters import DEFAULT_MECHANISM
 
     parser = _Parser(prog="privsynth", description="Differentially private synthetic tables.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -167,7 +167,8 @@ def _print_run_summary(result: dict) -> None:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from privsynth.config import parse_parameters, plan_run
+    from privsynth.run.parameters import parse_parameters
+    from privsynth.run.plan import plan_run
 
     values = {k: v for k, v in {
         "input": args.input, "schema_file": args.schema_file, "mechanism": args.mechanism, "epsilon": args.epsilon,
@@ -187,10 +188,11 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def command_forecast(args: argparse.Namespace) -> int:
-    from privsynth.config import bundled_example, parse_parameters, plan_run
-    from privsynth.schema.encoding import domain_of
     from privsynth.report.forecast import forecast, format_forecast
+    from privsynth.run.parameters import bundled_example, parse_parameters
+    from privsynth.run.plan import plan_run
     from privsynth.schema import load_schema
+    from privsynth.schema.encoding import domain_of
 
     schema = load_schema(args.schema_file or bundled_example()[1])
     values = {"mechanism": args.mechanism, "epsilon": args.epsilon, "delta": args.delta,
@@ -215,8 +217,9 @@ def command_feasibility(args: argparse.Namespace) -> int:
 def command_budget(args: argparse.Namespace) -> int:
     import sqlalchemy as sa
 
-    from privsynth.config import ParameterError, check_ledger_url
     from privsynth.privacy.ledger import BudgetLedger, LedgerError, format_status
+    from privsynth.run.parameters import ParameterError
+    from privsynth.run.plan import check_ledger_url
 
     if args.ledger is not None:
         check_ledger_url(args.ledger)
@@ -243,7 +246,7 @@ def command_schema(args: argparse.Namespace) -> int:
     from privsynth.schema_draft import DraftOptions, default_name, parse_bounds, write_draft
 
     if args.ledger is not None:
-        from privsynth.config import check_ledger_url
+        from privsynth.run.plan import check_ledger_url
 
         check_ledger_url(args.ledger)
     options = DraftOptions(name=args.name or default_name(args.input), epsilon=args.epsilon, dataset=args.dataset,
@@ -265,9 +268,9 @@ def command_schema(args: argparse.Namespace) -> int:
 
 
 def command_mechanisms(_: argparse.Namespace) -> int:
-    from privsynth.config import DEFAULT_MECHANISM
     from privsynth.mechanisms import MECHANISM_MODULES
     from privsynth.mechanisms.catalogue import describe_mechanisms
+    from privsynth.run.parameters import DEFAULT_MECHANISM
 
     order = {name: i for i, name in enumerate(["aim", "rap", "reduced_space", "microaggregation", "private_sampling"])}
     print(describe_mechanisms(sorted(MECHANISM_MODULES, key=lambda n: order.get(n, 99)), DEFAULT_MECHANISM))

@@ -18,7 +18,7 @@ import argparse
 import os
 
 from flows.synthesize import synthesize
-from privsynth.config import RunParameters
+from privsynth.run.parameters import RunParameters
 
 SERVED_NAME = "adult-served"
 QUIET_ENV = {"DO_NOT_TRACK": "1", "GX_ANALYTICS_ENABLED": "false"}

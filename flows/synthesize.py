@@ -1,6 +1,6 @@
 """The privsynth DAG: validate -> binarise -> mechanism -> rounding -> report (-> internal audit).
 
-The flow is a thin caller of ``privsynth.pipeline.execute``, the same orchestration the Python API
+The flow is a thin caller of ``privsynth.run.stages.execute``, the same orchestration the Python API
 runs, with each stage submitted as its task from ``tasks/``: one code path. Every parameter is
 checked and the budget pre-checked before the data is read; the ledger is charged before any noise.
 
@@ -26,10 +26,11 @@ from prefect.events import emit_event
 from prefect.runtime import flow_run
 from prefect.states import Failed
 
-from privsynth.config import RunParameters
 from privsynth.errors import KNOWN_ERRORS
-from privsynth.pipeline import RunOutcome, execute, prepare_run
 from privsynth.report.dp_report import render_report
+from privsynth.run.parameters import RunParameters
+from privsynth.run.prepare import prepare_run
+from privsynth.run.stages import RunOutcome, execute
 from tasks.audit import audit_task
 from tasks.binarise import binarise_task
 from tasks.mechanism import mechanism_task

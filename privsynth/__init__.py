@@ -14,13 +14,27 @@ the column, file or parameter at fault; the CLI maps them to exit status 2.
 """
 
 from privsynth.api import Release, Synthesizer, synthesize
-from privsynth.config import DEFAULT_MECHANISM, RunParameters
-from privsynth.errors import (BudgetExceeded, BudgetExceededError, BudgetNotSet, BudgetNotSetError, CredentialError,
-                              InfeasibleRequest, InputError, LedgerError, LimitError, NoiseAlreadyDrawnError,
-                              ParameterError, RunFolderError, SchemaError, UnknownMechanismError, ValidationFailed,
-                              ValidationFailedError)
+from privsynth.errors import (
+                              BudgetExceeded,
+                              BudgetExceededError,
+                              BudgetNotSet,
+                              BudgetNotSetError,
+                              CredentialError,
+                              InfeasibleRequest,
+                              InputError,
+                              LedgerError,
+                              LimitError,
+                              NoiseAlreadyDrawnError,
+                              ParameterError,
+                              RunFolderError,
+                              SchemaError,
+                              UnknownMechanismError,
+                              ValidationFailed,
+                              ValidationFailedError,
+)
 from privsynth.privacy.accounting import DEFAULT_DELTA
 from privsynth.privacy.ledger import BudgetLedger as Ledger
+from privsynth.run.parameters import DEFAULT_MECHANISM, RunParameters
 from privsynth.schema import Schema, load_schema
 
 __version__ = "0.2.0"

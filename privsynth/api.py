@@ -1,6 +1,6 @@
 """The Python API: one function for notebooks, dbt Python models, Airflow or Dagster tasks.
 
-``synthesize`` runs exactly what the CLI and the Prefect flow run (``privsynth.pipeline.execute``:
+``synthesize`` runs exactly what the CLI and the Prefect flow run (``privsynth.run.stages.execute``:
 the same parameter checks, budget pre-check, ledger charge before noise, release store, DP report),
 only without Prefect. ``Synthesizer`` is a smartnoise-style facade over it.
 
@@ -21,10 +21,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from privsynth.config import DEFAULT_MECHANISM, ParameterError, RunParameters, describe_validation_error
 from privsynth.mechanisms.base import Release as MechanismRelease
-from privsynth.pipeline import RunOutcome, direct, execute, prepare_run, rounding_rng, synthesize_table
 from privsynth.privacy.accounting import DEFAULT_DELTA
+from privsynth.run.context import direct
+from privsynth.run.parameters import DEFAULT_MECHANISM, ParameterError, RunParameters, describe_validation_error
+from privsynth.run.prepare import prepare_run
+from privsynth.run.stages import RunOutcome, execute, rounding_rng, synthesize_table
 from privsynth.schema import Schema, load_schema
 
 

@@ -7,17 +7,23 @@ that line. None of their messages quotes a data value or a count of the private 
 
 from __future__ import annotations
 
-from privsynth.config import ParameterError
-from privsynth.io.credentials import CredentialError
 from privsynth.engine.datasource import ValidationFailedError
 from privsynth.io import InputError
-from privsynth.schema.limits import LimitError
+from privsynth.io.credentials import CredentialError
 from privsynth.mechanisms import UnknownMechanismError
 from privsynth.mechanisms.private_sampling import InfeasibleRequestError
-from privsynth.privacy.ledger import (BudgetExceededError, BudgetNotSetError, LedgerError, NoiseAlreadyDrawnError,
-                                      NonPrivateChargeError, UnknownDatasetError)
-from privsynth.runfolder import RunFolderError
+from privsynth.privacy.ledger import (
+    BudgetExceededError,
+    BudgetNotSetError,
+    LedgerError,
+    NoiseAlreadyDrawnError,
+    NonPrivateChargeError,
+    UnknownDatasetError,
+)
+from privsynth.run.parameters import ParameterError
+from privsynth.run.runfolder import RunFolderError
 from privsynth.schema import SchemaError
+from privsynth.schema.limits import LimitError
 
 
 class PrivsynthError(ValueError):

@@ -125,8 +125,8 @@ def declared_columns(table) -> list[DeclaredColumn]:
 def open_declared(source: str):
     """Open ``source`` reading metadata only; returns (OpenedTable, csv_sniffed: bool)."""
     from privsynth.engine.backends import CSV_SUFFIXES, EngineOptions, backend_error, duckdb_backend, open_table
-    from privsynth.io.connections import InputError
     from privsynth.engine.sources import SourceSpec, _check_file
+    from privsynth.io.connections import InputError
 
     path_part = str(source).split("?")[0]
     if path_part.lower().endswith(CSV_SUFFIXES) and "://" not in path_part:

@@ -1,4 +1,4 @@
-"""One Prefect task per stage of ``privsynth.pipeline``. Each is thin: the same stage function the
+"""One Prefect task per stage of ``privsynth.run.stages``. Each is thin: the same stage function the
 Python API calls, wrapped as a task.
 
 Tasks persist no results and cache nothing, so no private value reaches Prefect's result storage

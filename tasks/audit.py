@@ -6,7 +6,7 @@ publishes no artifact of it (DESIGN 5.4).
 
 from prefect import task
 
-from privsynth.pipeline import stage_audit
+from privsynth.run.stages import stage_audit
 from tasks.common import TASK_DEFAULTS
 
 

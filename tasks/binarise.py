@@ -2,7 +2,7 @@
 
 from prefect import task
 
-from privsynth.pipeline import stage_binarise
+from privsynth.run.stages import stage_binarise
 from tasks.common import IO_RETRIES, TASK_DEFAULTS
 
 binarise_task = task(stage_binarise, name="binarise", **TASK_DEFAULTS, **IO_RETRIES)

@@ -5,7 +5,7 @@ from prefect.cache_policies import NONE
 
 def _deterministic_errors() -> tuple[type[BaseException], ...]:
     from privsynth.errors import KNOWN_ERRORS
-    from privsynth.pipeline import InjectedFault
+    from privsynth.run.faults import InjectedFault
 
     return (*KNOWN_ERRORS, InjectedFault)
 

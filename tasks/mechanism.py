@@ -2,7 +2,7 @@
 
 from prefect import task
 
-from privsynth.pipeline import stage_mechanism
+from privsynth.run.stages import stage_mechanism
 from tasks.common import TASK_DEFAULTS
 
 mechanism_task = task(stage_mechanism, name="mechanism", retries=0, **TASK_DEFAULTS)

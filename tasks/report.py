@@ -2,7 +2,7 @@
 
 from prefect import task
 
-from privsynth.pipeline import stage_report
+from privsynth.run.stages import stage_report
 from tasks.common import IO_RETRIES, TASK_DEFAULTS
 
 report_task = task(stage_report, name="report", **TASK_DEFAULTS, **IO_RETRIES)

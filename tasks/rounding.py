@@ -2,7 +2,7 @@
 
 from prefect import task
 
-from privsynth.pipeline import stage_rounding
+from privsynth.run.stages import stage_rounding
 from tasks.common import IO_RETRIES, TASK_DEFAULTS
 
 rounding_task = task(stage_rounding, name="rounding", **TASK_DEFAULTS, **IO_RETRIES)

@@ -2,7 +2,7 @@
 
 from prefect import task
 
-from privsynth.pipeline import stage_validate
+from privsynth.run.stages import stage_validate
 from tasks.common import IO_RETRIES, TASK_DEFAULTS
 
 validate_task = task(stage_validate, name="validate", **TASK_DEFAULTS, **IO_RETRIES)

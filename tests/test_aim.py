@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from privsynth.schema.encoding import Domain
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms.aim import mechanism as aim
 from privsynth.mechanisms.aim.model import (
@@ -24,9 +23,10 @@ from privsynth.mechanisms.aim.model import (
     model_size_mb,
 )
 from privsynth.mechanisms.base import Measurement
+from privsynth.mechanisms.rounding import round_release
 from privsynth.privacy.noise import SeededNoise
 from privsynth.privacy.spending import rho_allowance
-from privsynth.rounding import round_release
+from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram, marginal_counts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -355,8 +355,8 @@ def test_same_seed_same_release_and_registered():
 def test_small_adult_sample_end_to_end():
     import pandas as pd
 
-    from privsynth.schema.encoding import domain_of, encode_codes
     from privsynth.schema import load_schema
+    from privsynth.schema.encoding import domain_of, encode_codes
 
     schema = load_schema(ROOT / "schemas" / "adult.yaml")
     frame = pd.read_csv(ROOT / "privsynth" / "data" / "adult.csv.gz").sample(3000, random_state=0)

@@ -8,13 +8,13 @@ import itertools
 import numpy as np
 import pytest
 
-from privsynth.schema.encoding import Domain
 from privsynth.mechanisms.aim import mechanism as aim
 from privsynth.mechanisms.aim.compression import compress_levels, compressed_one_way, expand_codes
 from privsynth.mechanisms.aim.model import NoisyMarginal
 from privsynth.privacy.noise import SeededNoise
-from privsynth.releases import measurements_from_table, measurements_table
 from privsynth.report.dp_report import measurement_fit
+from privsynth.run.releases import measurements_from_table, measurements_table
+from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram, marginal_counts, merge_levels
 
 

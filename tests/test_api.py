@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REPO, TOY_SCHEMA, toy_frame
 
 import privsynth
 from privsynth.schema import parse_schema
-from conftest import REPO, TOY_SCHEMA, toy_frame
 
 SCHEMA = parse_schema(TOY_SCHEMA)
 FAST = dict(mechanism="reduced_space", options={"points_per_statistic": 2.0})
@@ -108,15 +108,15 @@ def test_the_flow_and_the_api_run_the_same_orchestration():
     import flows.cli
     import flows.synthesize
     import privsynth.api
-    import privsynth.pipeline
+    import privsynth.run.stages
 
-    assert flows.synthesize.execute is privsynth.pipeline.execute is privsynth.api.execute
-    assert flows.synthesize.prepare_run is privsynth.pipeline.prepare_run is privsynth.api.prepare_run
+    assert flows.synthesize.execute is privsynth.run.stages.execute is privsynth.api.execute
+    assert flows.synthesize.prepare_run is privsynth.run.prepare.prepare_run is privsynth.api.prepare_run
     # every stage task wraps the very stage function the API calls
     for name, task in flows.synthesize.TASKS.items():
         stage = task.fn.__wrapped__ if hasattr(task.fn, "__wrapped__") else task.fn
         if name != "audit":
-            assert stage is getattr(privsynth.pipeline, f"stage_{name}")
+            assert stage is getattr(privsynth.run.stages, f"stage_{name}")
 
 
 def test_the_cli_calls_the_flow(monkeypatch, tmp_path):

@@ -17,8 +17,8 @@ from privsynth.report.internal_audit import (
     render_markdown,
     tstr_score,
 )
-from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema import parse_schema
+from privsynth.schema.encoding import Domain, domain_of
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

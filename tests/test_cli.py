@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from flows.cli import EXIT_USAGE, main
-from privsynth.config import RunParameters
 from privsynth.io import InputError
 from privsynth.mechanisms import MECHANISM_MODULES
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.ledger import BudgetLedger
+from privsynth.run.parameters import RunParameters
 
 CLI = Path(sys.executable).with_name("privsynth")
 CONTRACT_OPTIONS = ("--input", "--schema", "--mechanism", "--epsilon", "--delta", "--rows", "--seed", "--output")
@@ -66,8 +66,8 @@ def _mechanism_rows(out: str) -> list[str]:
 
 
 def test_mechanisms_lists_every_mechanism_with_its_paper(capsys):
-    from privsynth.config import DEFAULT_MECHANISM
     from privsynth.mechanisms.catalogue import CATALOGUE
+    from privsynth.run.parameters import DEFAULT_MECHANISM
 
     code, out, _ = _run(["mechanisms"], capsys)
     assert code == 0
@@ -234,7 +234,6 @@ def test_run_needs_a_budget_or_unlimited_and_prints_where_everything_went(harnes
     import json
 
     import yaml
-
     from conftest import TOY_SCHEMA, toy_frame
 
     monkeypatch.chdir(tmp_path)

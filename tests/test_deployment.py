@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-from privsynth.config import RunParameters
+from privsynth.run.parameters import RunParameters
 
 ROOT = Path(__file__).resolve().parents[1]
 

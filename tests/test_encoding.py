@@ -6,8 +6,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsynth.schema.encoding import (Domain, category_text, decode_codes, domain_of, encode_codes, from_binary, from_one_hot, one_hot, one_hot_names, to_binary)
 from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, load_schema, parse_schema
+from privsynth.schema.encoding import (
+    Domain,
+    category_text,
+    decode_codes,
+    domain_of,
+    encode_codes,
+    from_binary,
+    from_one_hot,
+    one_hot,
+    one_hot_names,
+    to_binary,
+)
 
 # Expected codes of the tiny frame (conftest), column by column:
 #   color: red green blue <missing>=3 purple-><out-of-domain>=4 red green blue
@@ -280,8 +291,8 @@ def test_out_of_range_codes_refused():
 def test_float_precision_rounds_synthetic_values_inside_their_bins():
     import numpy as np
 
-    from privsynth.schema.encoding import decode_codes
     from privsynth.schema import parse_schema
+    from privsynth.schema.encoding import decode_codes
 
     schema = parse_schema({"name": "money", "columns": [
         {"name": "amount", "type": "float", "bounds": [0.0, 1000.0], "bins": [0.0, 10.005, 500.0, 1000.0],
@@ -301,8 +312,8 @@ def test_float_precision_keeps_values_in_their_bin_when_an_edge_is_on_the_grid()
     to the next level (half the draws did), so decode -> encode must give back the same codes."""
     import numpy as np
 
-    from privsynth.schema.encoding import decode_codes, encode_codes
     from privsynth.schema import parse_schema
+    from privsynth.schema.encoding import decode_codes, encode_codes
 
     schema = parse_schema({"name": "fees", "columns": [
         {"name": "fee", "type": "float", "bounds": [0.0, 1000.0], "bins": [0.0, 0.01, 99.9, 100.0, 1000.0],

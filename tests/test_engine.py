@@ -11,14 +11,14 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import ADULT_DATA, ADULT_SCHEMA
-from privsynth.schema.encoding import domain_of, encode_codes
+
 from privsynth.engine import EngineOptions, open_source
 from privsynth.engine.binning import binning
-from privsynth.io import InputError
 from privsynth.engine.sources import coerce_batch, iter_source, parse_source
+from privsynth.io import InputError
 from privsynth.schema import load_schema, parse_schema
+from privsynth.schema.encoding import domain_of, encode_codes
 from privsynth.schema.workload import Histogram
 
 SECRET = "Zq7-SECRET-hunter2"

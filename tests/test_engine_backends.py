@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-
 from conftest import ADULT_DATA, ADULT_SCHEMA
 from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
-from privsynth.schema.encoding import arrow_schema, domain_of, encode_codes
+
 from privsynth.engine import connect_url, open_source
-from privsynth.io import InputError, parse_sink, redact_url, write_sink
 from privsynth.engine.sources import coerce_batch, iter_source, parse_source
+from privsynth.io import InputError, parse_sink, redact_url, write_sink
 from privsynth.schema import load_schema
+from privsynth.schema.encoding import arrow_schema, domain_of, encode_codes
 from privsynth.schema.workload import Histogram
 
 

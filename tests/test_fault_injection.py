@@ -1,6 +1,6 @@
 """Fault injection: a run killed at any point after the ledger charge re-runs safely, and never draws twice.
 
-The run is killed (``privsynth.pipeline.fault_point``, a test hook driven by the environment
+The run is killed (``privsynth.run.faults.fault_point``, a test hook driven by the environment
 variable PRIVSYNTH_FAULT_INJECT) at each point of ``FAULT_POINTS``: after the ledger charge (before
 the noise claim), after the noise claim (before the release is stored), after the release is stored,
 during rounding (synthetic.parquet written but not yet vouched for by the manifest) and before the
@@ -39,12 +39,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
-from privsynth.config import RunParameters
-from privsynth.pipeline import FAULT_ENV, FAULT_POINTS, InjectedFault, fault_point
-from privsynth.privacy.ledger import BudgetLedger, NoiseAlreadyDrawnError
-from privsynth.runfolder import RunFolder, RunFolderError
 from conftest import TOY_SCHEMA, private_leftovers
+
+from privsynth.privacy.ledger import BudgetLedger, NoiseAlreadyDrawnError
+from privsynth.run.faults import FAULT_ENV, FAULT_POINTS, InjectedFault, fault_point
+from privsynth.run.parameters import RunParameters
+from privsynth.run.runfolder import RunFolder, RunFolderError
 
 CLI = Path(sys.executable).with_name("privsynth")
 SCHEMA = TOY_SCHEMA
@@ -172,7 +172,7 @@ def test_fault_point_does_nothing_unless_named(monkeypatch):
 
 def test_fault_point_kills_the_process_without_cleanup(tmp_path):
     marker = tmp_path / "finally-ran"
-    code = ("import pathlib\nfrom privsynth.pipeline import fault_point\n"
+    code = ("import pathlib\nfrom privsynth.run.stages import fault_point\n"
             f"try:\n    fault_point('after_charge')\nfinally:\n    pathlib.Path({str(marker)!r}).write_text('x')\n")
     done = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{FAULT_ENV: "after_charge"}), timeout=60)
     assert done.returncode == 137 and not marker.exists()

@@ -10,11 +10,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
-from privsynth.config import RunParameters
-from privsynth.pipeline import ValidationFailedError
-from privsynth.privacy.ledger import BudgetExceededError, BudgetLedger, BudgetNotSetError, UnknownDatasetError
 from conftest import TOY_SCHEMA, private_leftovers
+
+from privsynth.engine.datasource import ValidationFailedError
+from privsynth.privacy.ledger import BudgetExceededError, BudgetLedger, BudgetNotSetError, UnknownDatasetError
+from privsynth.run.parameters import RunParameters
 
 SCHEMA = TOY_SCHEMA
 

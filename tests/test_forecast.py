@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from privsynth.schema.encoding import Domain
-from privsynth.report.forecast import forecast, order_forecast
 from privsynth.privacy.accounting import PrivacyCost
+from privsynth.report.forecast import forecast, order_forecast
+from privsynth.schema.encoding import Domain
 
 
 def test_gaussian_and_laplace_scales_by_hand():

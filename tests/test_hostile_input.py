@@ -41,17 +41,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
-from privsynth.config import ParameterError, check_delta_against_rows, parse_parameters
-from privsynth.io.credentials import CredentialError
-from privsynth.io import InputError
-from privsynth.schema.limits import LimitError
-from privsynth.pipeline import ValidationFailedError, direct, execute, prepare_run
-from privsynth.privacy.ledger import (BudgetExceededError, BudgetLedger, BudgetNotSetError, NoiseAlreadyDrawnError,
-                                      UnknownDatasetError)
-from privsynth.runfolder import RunFolder, RunFolderError
-from privsynth.schema import SchemaError
 from conftest import TOY_SCHEMA, private_leftovers
+
+from privsynth.engine.datasource import ValidationFailedError
+from privsynth.io import InputError
+from privsynth.io.credentials import CredentialError
+from privsynth.privacy.ledger import (
+    BudgetExceededError,
+    BudgetLedger,
+    BudgetNotSetError,
+    NoiseAlreadyDrawnError,
+    UnknownDatasetError,
+)
+from privsynth.run.context import direct
+from privsynth.run.parameters import ParameterError, parse_parameters
+from privsynth.run.plan import check_delta_against_rows
+from privsynth.run.prepare import prepare_run
+from privsynth.run.runfolder import RunFolder, RunFolderError
+from privsynth.run.stages import execute
+from privsynth.schema import SchemaError
+from privsynth.schema.limits import LimitError
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = Path(sys.executable).with_name("privsynth")
@@ -529,7 +538,7 @@ def test_flow_refuses_case_without_charge_release_orprivate_leftovers(case, harn
 def test_only_transient_failures_are_retried():
     from prefect.states import Failed
 
-    from privsynth.pipeline import InjectedFault
+    from privsynth.run.faults import InjectedFault
     from tasks.common import retry_transient_only
 
     def retried(error: BaseException) -> bool:

@@ -14,8 +14,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from privsynth.io import (AtomicParquetWriter, InputError, atomic_write_bytes, atomic_write_json, atomic_write_table, check_writable_directory, iter_parquet, sha256_file, write_sink)
 from privsynth.engine.sources import coerce_batch, iter_source, parse_source, raw_arrow_schema
+from privsynth.io import (
+    AtomicParquetWriter,
+    InputError,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_table,
+    check_writable_directory,
+    iter_parquet,
+    sha256_file,
+    write_sink,
+)
 from privsynth.schema import parse_schema
 
 SCHEMA = parse_schema({"name": "people", "columns": [

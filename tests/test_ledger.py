@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho, epsilon_from_rho_classic
+from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost, epsilon_from_rho, epsilon_from_rho_classic
+from privsynth.privacy.keys import data_fingerprint, release_key
 from privsynth.privacy.ledger import (
     LEDGER_URL_ENV,
     BudgetExceededError,
@@ -27,10 +28,8 @@ from privsynth.privacy.ledger import (
     format_status,
     resolve_ledger_url,
 )
-from privsynth.privacy.accounting import DEFAULT_DELTA
-from privsynth.privacy.keys import data_fingerprint, release_key
-from privsynth.schema.workload import Histogram
 from privsynth.privacy.spending import epsilon_spent, fits_budget, rho_allowance
+from privsynth.schema.workload import Histogram
 
 DELTA = 1e-9
 

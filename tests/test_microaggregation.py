@@ -6,16 +6,15 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import StatisticNoise
 from pydantic import ValidationError
 
-from privsynth.schema.encoding import Domain, one_hot
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms import microaggregation as M
 from privsynth.mechanisms.microaggregation import cells as mm
+from privsynth.mechanisms.rounding import round_release
 from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
-from privsynth.rounding import round_release
+from privsynth.schema.encoding import Domain, one_hot
 from privsynth.schema.workload import Histogram
 
 DOMAIN = Domain(("a", "b", "c", "d"), (3, 4, 2, 5))

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from privsynth.mechanisms import get_mechanism
-from privsynth.pipeline import mechanism_config
+from privsynth.mechanisms.catalogue import mechanism_config
 
 
 def test_rows_set_k_only_where_the_guarantee_caps_rows():
@@ -26,10 +26,11 @@ def test_options_override_and_are_validated():
 # ---------------------------------------------------------------- the one orchestration
 
 def _context(tmp_path, **overrides):
-    from privsynth.config import RunParameters
-    from privsynth.pipeline import prepare_run
-    from privsynth.schema import parse_schema
     from conftest import TOY_SCHEMA, toy_frame
+
+    from privsynth.run.parameters import RunParameters
+    from privsynth.run.prepare import prepare_run
+    from privsynth.schema import parse_schema
 
     values = dict(mechanism="reduced_space", rows=30, unlimited=True, output=str(tmp_path / "run"),
                   ledger=f"sqlite:///{tmp_path / 'ledger.sqlite'}", mechanism_options={"points_per_statistic": 1.0})
@@ -39,7 +40,7 @@ def _context(tmp_path, **overrides):
 
 
 def test_execute_runs_the_stages_in_order_through_the_runner_and_deletes_private_files(tmp_path):
-    from privsynth.pipeline import execute
+    from privsynth.run.stages import execute
 
     ctx = _context(tmp_path)
     assert ctx.private_dir.is_dir() and oct(ctx.private_dir.stat().st_mode & 0o777) == "0o700"
@@ -59,8 +60,8 @@ def test_execute_runs_the_stages_in_order_through_the_runner_and_deletes_private
 
 
 def test_a_failing_stage_still_deletes_the_private_files_and_charges_nothing(tmp_path):
-    from privsynth.pipeline import execute
     from privsynth.privacy.ledger import BudgetLedger, UnknownDatasetError
+    from privsynth.run.stages import execute
 
     ctx = _context(tmp_path)
 
@@ -80,7 +81,8 @@ def test_a_failing_stage_still_deletes_the_private_files_and_charges_nothing(tmp
 def test_keep_private_keeps_the_intermediates_for_debugging(tmp_path):
     import shutil
 
-    from privsynth.pipeline import direct, execute
+    from privsynth.run.context import direct
+    from privsynth.run.stages import execute
 
     ctx = _context(tmp_path, keep_private=True)
     try:
@@ -92,7 +94,7 @@ def test_keep_private_keeps_the_intermediates_for_debugging(tmp_path):
 
 
 def test_output_rows_never_reads_the_private_count():
-    from privsynth.pipeline import output_rows
+    from privsynth.run.stages import output_rows
 
     assert output_rows(None, {"exact_release": True}) is None  # an exact release is published as it is
     assert output_rows(40, {"release_facts": {"n_estimate": 123.4}}) == 40

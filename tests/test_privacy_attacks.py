@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TOY_SCHEMA, toy_frame
 
 import privsynth
-from privsynth.pipeline import InjectedFault
+from privsynth.run.faults import InjectedFault
 from privsynth.schema import parse_schema
-from conftest import TOY_SCHEMA, toy_frame
 
 SCHEMA = parse_schema(TOY_SCHEMA)
 FAST = dict(mechanism="reduced_space", options={"points_per_statistic": 2.0}, rows=50)
@@ -281,7 +281,7 @@ def test_paths_that_climb_out_of_the_working_folder_are_refused(field):
 
 
 def test_a_killed_runs_private_folder_is_swept_by_the_next_run(tmp_path, monkeypatch):
-    from privsynth.pipeline import PRIVATE_PREFIX, sweep_private_leftovers
+    from privsynth.run.context import PRIVATE_PREFIX, sweep_private_leftovers
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = tmp_path / f"{PRIVATE_PREFIX}999999999-abc"  # no process has this id

@@ -9,15 +9,22 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from privsynth.schema.encoding import Domain
-from privsynth.mechanisms.private_sampling import mechanism as ps
-from privsynth.mechanisms.private_sampling.solvers import (fit_density, projection_qp_cvxpy, projection_qp_newton,
-                                                           released_density, shrinkage_feasible, shrinkage_lp_cvxpy,
-                                                           shrinkage_lp_highs, shrinkage_lp_ipm)
 from privsynth.mechanisms.private_sampling import bounds as bounds
-from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
-from privsynth.schema.workload import Histogram
+from privsynth.mechanisms.private_sampling import mechanism as ps
+from privsynth.mechanisms.private_sampling.solvers import (
+    fit_density,
+    projection_qp_cvxpy,
+    projection_qp_newton,
+    released_density,
+    shrinkage_feasible,
+    shrinkage_lp_cvxpy,
+    shrinkage_lp_highs,
+    shrinkage_lp_ipm,
+)
 from privsynth.mechanisms.private_sampling.walsh import n_walsh, walsh_features, walsh_moment_sums
+from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
+from privsynth.schema.encoding import Domain
+from privsynth.schema.workload import Histogram
 
 DELTA, BIG_DELTA = 0.25, 2.0
 

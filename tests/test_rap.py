@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from privsynth.schema.encoding import Domain, one_hot
 from privsynth.mechanisms.rap import mechanism as rap
 from privsynth.mechanisms.rap.backend import (
     MarginalPlan,
@@ -21,10 +20,11 @@ from privsynth.mechanisms.rap.backend import (
     softmax,
     sparsemax,
 )
+from privsynth.mechanisms.rounding import round_release
 from privsynth.privacy.accounting import rho_from_epsilon_delta
-from privsynth.privacy.spending import rho_allowance
 from privsynth.privacy.noise import NoiseSource, SeededNoise
-from privsynth.rounding import round_release
+from privsynth.privacy.spending import rho_allowance
+from privsynth.schema.encoding import Domain, one_hot
 from privsynth.schema.workload import all_marginals, marginal_counts, relaxed_marginal
 
 ADULT_DELTA = 1.0 / 48842**2

@@ -7,14 +7,13 @@ import math
 import numpy as np
 import pydantic
 import pytest
-
 from conftest import StatisticNoise
 
-from privsynth.schema.encoding import Domain
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms import reduced_space as rs
+from privsynth.mechanisms.rounding import round_release
 from privsynth.privacy.noise import BudgetNotChargedError, SeededNoise
-from privsynth.rounding import round_release
+from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram, all_marginals, marginal_counts, relaxed_marginal, total_variation
 
 DOMAIN = Domain(("a", "b", "c", "d"), (3, 4, 2, 3))

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from privsynth.schema.encoding import Domain, one_hot
 from privsynth.mechanisms.base import WEIGHT_COLUMN, Release
-from privsynth.rounding import round_release, sample_levels, systematic_indices
+from privsynth.mechanisms.rounding import round_release, sample_levels, systematic_indices
+from privsynth.schema.encoding import Domain, one_hot
 from privsynth.schema.workload import all_marginals, marginal_counts, relaxed_marginal
 
 DOMAIN = Domain(("a", "b", "c"), (3, 2, 4))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from privsynth.io import atomic_write_bytes
-from privsynth.runfolder import MANIFEST, RunFolder, RunFolderError, new_run_id, package_versions
+from privsynth.run.runfolder import MANIFEST, RunFolder, RunFolderError, new_run_id, package_versions
 
 KEY = {"input": "adult.csv", "mechanism": "rap", "epsilon": 1.0, "seed": 3, "marginals": [[0, 1], [1, 2]]}
 
@@ -131,7 +131,7 @@ def test_record_and_trust(tmp_path):
 def test_run_folder_lists_public_artifacts_only(tmp_path):
     # Private intermediates (typed rows, histogram) live in the run's private temporary folder and the
     # internal audit in internal-audit/: none of them is a run-folder artifact.
-    from privsynth.runfolder import VISIBILITY
+    from privsynth.run.runfolder import VISIBILITY
 
     assert set(VISIBILITY) == {"validation.json", "encoding.json", "release.parquet", "measurements.parquet",
                                "privacy.json", "synthetic.parquet", "report.json", "report.md"}
@@ -161,10 +161,10 @@ def test_run_ids_and_versions():
 # ---------------------------------------------------------------- release store (DESIGN 5.3)
 
 def test_release_store_keeps_the_first_release_under_its_key(tmp_path):
-    from privsynth.schema.encoding import Domain, one_hot
     from privsynth.mechanisms.base import Measurement, Release
     from privsynth.privacy.keys import release_key
-    from privsynth.releases import ReleaseStore
+    from privsynth.run.releases import ReleaseStore
+    from privsynth.schema.encoding import Domain, one_hot
 
     key = release_key(bytes(range(32)), "fingerprint", "schema", "rap", {"epsilon": 1.0}, 1, None)
     domain = Domain(("a", "b"), (2, 3))
@@ -192,7 +192,7 @@ def test_release_store_keeps_the_first_release_under_its_key(tmp_path):
 
 
 def test_release_store_defaults_to_the_per_user_home(tmp_path, monkeypatch):
-    from privsynth.releases import STORE_ENV, ReleaseStore
+    from privsynth.run.releases import STORE_ENV, ReleaseStore
 
     monkeypatch.setenv("PRIVSYNTH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv(STORE_ENV, raising=False)
@@ -207,7 +207,7 @@ def test_release_store_sweeps_a_killed_writers_staging_folder(tmp_path):
     import numpy as np
 
     from privsynth.mechanisms.base import Release
-    from privsynth.releases import ReleaseStore
+    from privsynth.run.releases import ReleaseStore
 
     store = ReleaseStore(tmp_path / "releases")
     stale = store.root / ".k1.deadbeef.partial"

@@ -11,9 +11,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsynth.schema.encoding import encode_codes
+from privsynth.engine.gx_validation import (
+    EXPECT_FINITE,
+    EXPECT_ROWS,
+    EXPECT_UNIQUE_COLUMN_NAMES,
+    EXPECT_WHOLE_NUMBERS,
+    DataValidationError,
+    ValidationReport,
+    build_suite,
+    check_frame,
+    validate_frame,
+)
 from privsynth.schema import load_schema, parse_schema
-from privsynth.engine.gx_validation import (EXPECT_FINITE, EXPECT_ROWS, EXPECT_UNIQUE_COLUMN_NAMES, EXPECT_WHOLE_NUMBERS, DataValidationError, ValidationReport, build_suite, check_frame, validate_frame)
+from privsynth.schema.encoding import encode_codes
 
 ROOT = Path(__file__).resolve().parents[1]
 

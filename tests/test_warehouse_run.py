@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 import yaml
-
-from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
 from conftest import TOY_SCHEMA, toy_frame
+from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
 
 
 def test_postgres_table_in_postgres_table_out_through_the_flow(harness, postgres_url, tmp_path):  # noqa: F811
     from flows.synthesize import synthesize
-    from privsynth.config import RunParameters
     from privsynth.engine import connect_url
+    from privsynth.run.parameters import RunParameters
 
     frame = toy_frame(400)
     con = connect_url(postgres_url)

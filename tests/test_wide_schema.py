@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privsynth.schema.encoding import domain_of, encode_codes
-from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, load_schema
 from privsynth.engine.gx_validation import validate_frame
+from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, load_schema
+from privsynth.schema.encoding import domain_of, encode_codes
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = ROOT / "schemas" / "loans_full_schema.yaml"

@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from privsynth.schema.encoding import Domain, one_hot
-from privsynth.schema.workload import (accumulate_marginals, all_marginals, cell_index, marginal_counts, random_marginals, relaxed_marginal, total_variation)
+from privsynth.schema.workload import (
+    accumulate_marginals,
+    all_marginals,
+    cell_index,
+    marginal_counts,
+    random_marginals,
+    relaxed_marginal,
+    total_variation,
+)
 
 DOMAIN = Domain(("a", "b", "c", "d"), (3, 2, 4, 1))
 

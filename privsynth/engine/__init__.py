@@ -16,8 +16,8 @@ confines user SQL.
 from privsynth.engine.backends import EngineOptions, spark_session
 from privsynth.engine.binning import Fault
 from privsynth.engine.sandbox import SandboxError, check_select
-from privsynth.io.connections import connect_url
 from privsynth.engine.statistics import DEFAULT_MAX_HISTOGRAM_ROWS, Source, open_source
+from privsynth.io.connections import connect_url
 
 __all__ = ["DEFAULT_MAX_HISTOGRAM_ROWS", "EngineOptions", "Fault", "SandboxError", "Source", "check_select",
            "connect_url", "open_source", "spark_session"]

@@ -43,8 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from privsynth.schema import temporal
-from privsynth.schema import Column, Schema
+from privsynth.schema import Column, Schema, temporal
 
 if TYPE_CHECKING:  # GX takes seconds to import: load it only when a suite is built
     import great_expectations as gx

@@ -31,12 +31,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from privsynth.schema import temporal
+from privsynth.io.atomic import DEFAULT_BATCH_ROWS
 from privsynth.io.connections import InputError, duckdb_path, plain_table_name
 from privsynth.io.credentials import expand_credentials, redact_url
+from privsynth.schema import Schema, temporal
 from privsynth.schema.encoding import category_text
-from privsynth.io.atomic import DEFAULT_BATCH_ROWS
-from privsynth.schema import Schema
 
 
 @dataclass(frozen=True)

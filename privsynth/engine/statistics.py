@@ -22,12 +22,12 @@ import ibis
 import numpy as np
 import pyarrow as pa
 
-from privsynth.schema.encoding import Domain, domain_of
 from privsynth.engine.backends import EngineOptions, OpenedTable, backend_error, open_table
 from privsynth.engine.binning import FAULT_ORDER, Binning, Fault, binning, fault_message, type_problem
-from privsynth.io.connections import InputError
 from privsynth.engine.sources import check_input_width
+from privsynth.io.connections import InputError
 from privsynth.schema import Schema
+from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema.workload import Histogram, Marginal
 
 COUNT = "privsynth_count"

@@ -16,9 +16,23 @@ import ibis
 import pandas as pd
 
 from privsynth.engine.binning import Fault, _plural, read_column
+from privsynth.engine.gx_validation import (
+    _KIND_ORDER,
+    EXPECT_FINITE,
+    EXPECT_MOSTLY_IN_DOMAIN,
+    EXPECT_ROWS,
+    EXPECT_UNIQUE_COLUMN_NAMES,
+    EXPECT_WHOLE_NUMBERS,
+    ExpectationOutcome,
+    ValidationReport,
+    _column_set_outcome,
+    _message,
+    _order,
+    _outcome,
+    mostly_in_domain,
+)
 from privsynth.schema import Column
 from privsynth.schema.temporal import TEMPORAL_TYPES
-from privsynth.engine.gx_validation import (_KIND_ORDER, EXPECT_FINITE, EXPECT_MOSTLY_IN_DOMAIN, EXPECT_ROWS, EXPECT_UNIQUE_COLUMN_NAMES, EXPECT_WHOLE_NUMBERS, ExpectationOutcome, ValidationReport, _column_set_outcome, _message, _order, _outcome, mostly_in_domain)
 
 TYPE_LIST = "expect_column_values_to_be_in_type_list"
 BETWEEN = "expect_column_values_to_be_between"

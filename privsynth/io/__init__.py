@@ -11,8 +11,15 @@ Sources (``--input`` forms) belong to the statistics engine (:mod:`privsynth.eng
 counts where the data lives instead of reading rows.
 """
 
-from privsynth.io.atomic import (DEFAULT_BATCH_ROWS, AtomicParquetWriter, atomic_write_bytes,
-                                 atomic_write_json, atomic_write_table, iter_parquet, sha256_file)
+from privsynth.io.atomic import (
+                                 DEFAULT_BATCH_ROWS,
+                                 AtomicParquetWriter,
+                                 atomic_write_bytes,
+                                 atomic_write_json,
+                                 atomic_write_table,
+                                 iter_parquet,
+                                 sha256_file,
+)
 from privsynth.io.connections import InputError
 from privsynth.io.credentials import redact_url
 from privsynth.io.sinks import SinkSpec, parse_sink, portable_table, write_sink

@@ -9,7 +9,7 @@ releases in an object store. A run works in a local folder and mirrors it after 
 * a stored release is complete only once its ``COMPLETE`` marker exists, written after its files.
 
 Only public artifacts and DP releases are ever uploaded; the private intermediates stay in the
-run's local private folder (``privsynth.pipeline``). The backend for a URL scheme comes with its
+run's local private folder (``privsynth.run.stages``). The backend for a URL scheme comes with its
 fsspec package (``s3fs``, ``gcsfs``, ``adlfs``); ``memory://`` needs none (tests).
 """
 

@@ -1,8 +1,10 @@
-"""What each mechanism is, in plain words: the table `privsynth mechanisms` prints and docs/mechanisms.md explains."""
+"""What each mechanism is, in plain words (the table `privsynth mechanisms` prints and docs/mechanisms.md
+explains), and a mechanism's config from run parameters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 
 @dataclass(frozen=True)
@@ -38,3 +40,16 @@ def describe_mechanisms(registered: list[str], default: str) -> str:
     lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(r[:3], widths)), r[3]]).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 5)
     return "\n".join(lines) + "\n\nDetails, and which to pick: docs/mechanisms.md"
+
+
+def mechanism_config(mechanism: ModuleType, epsilon: float, delta: float, rows: int | None, options: dict):
+    """The mechanism's frozen config from run parameters; raises pydantic errors naming the field."""
+    values = dict(options)
+    values.setdefault("epsilon", epsilon)
+    values.setdefault("delta", delta)
+    # A mechanism whose guarantee caps the rows it releases (private sampling) names the config field
+    # that takes --rows; for every other mechanism the row count is free post-processing.
+    rows_option = getattr(mechanism, "ROWS_OPTION", None)
+    if rows_option is not None and rows is not None:
+        values.setdefault(rows_option, rows)
+    return mechanism.Config(**values)

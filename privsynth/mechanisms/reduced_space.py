@@ -66,11 +66,18 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field, field_validator
 
-from privsynth.schema.encoding import Domain, check_codes, one_hot
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
-from privsynth.schema.workload import (Histogram, Marginal, StatisticsInput, accumulate_marginals, all_marginals, cell_index)
+from privsynth.schema.encoding import Domain, check_codes, one_hot
+from privsynth.schema.workload import (
+    Histogram,
+    Marginal,
+    StatisticsInput,
+    accumulate_marginals,
+    all_marginals,
+    cell_index,
+)
 
 NAME = "reduced_space"
 

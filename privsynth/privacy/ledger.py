@@ -46,8 +46,16 @@ from sqlalchemy.engine import Connection, Engine
 from privsynth.io.credentials import expand_credentials
 from privsynth.io.home import default_ledger_path
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
-from privsynth.privacy.spending import (check_budget_delta, check_cost, check_epsilon, epsilon_spent, fits_budget,
-                                       remaining_rho, total_pure_epsilon, total_rho)
+from privsynth.privacy.spending import (
+    check_budget_delta,
+    check_cost,
+    check_epsilon,
+    epsilon_spent,
+    fits_budget,
+    remaining_rho,
+    total_pure_epsilon,
+    total_rho,
+)
 
 LEDGER_URL_ENV = "PRIVSYNTH_LEDGER_URL"
 SQLITE_BUSY_TIMEOUT_S = 60.0

@@ -20,9 +20,9 @@ import math
 
 import numpy as np
 
-from privsynth.schema.encoding import Domain, domain_of
 from privsynth.mechanisms.base import Measurement, Release
 from privsynth.schema import Schema
+from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema.workload import marginal_counts, merge_levels, relaxed_marginal, total_variation
 
 VISIBILITY = "public (DP): computed from the release and the synthetic table only"

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize, sparse
 
-from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema import Schema
+from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema.workload import Marginal, all_marginals, marginal_counts, random_marginals
 
 NOT_PRIVATE_NOTICE = (

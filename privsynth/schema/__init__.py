@@ -5,8 +5,16 @@ Everything here is public: a schema is written from documentation, or drafted un
 (``privsynth.schema_draft``). The model's names are re-exported: ``from privsynth.schema import Schema``.
 """
 
-from privsynth.schema.model import (MISSING_LABEL, OUT_OF_DOMAIN_LABEL, Column, Schema, SchemaError,
-                                    draft_schema_from_data, load_schema, parse_schema)
+from privsynth.schema.model import (
+                                    MISSING_LABEL,
+                                    OUT_OF_DOMAIN_LABEL,
+                                    Column,
+                                    Schema,
+                                    SchemaError,
+                                    draft_schema_from_data,
+                                    load_schema,
+                                    parse_schema,
+)
 
 __all__ = ["MISSING_LABEL", "OUT_OF_DOMAIN_LABEL", "Column", "Schema", "SchemaError", "draft_schema_from_data",
            "load_schema", "parse_schema"]

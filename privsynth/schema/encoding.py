@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from privsynth.schema import temporal
-from privsynth.schema import OUT_OF_DOMAIN_LABEL, Column, Schema
+from privsynth.schema import OUT_OF_DOMAIN_LABEL, Column, Schema, temporal
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,8 @@ import numpy as np
 from scipy.linalg import null_space
 from scipy.optimize import brentq
 
-from privsynth.schema.encoding import Domain
 from privsynth.privacy.noise import NoiseSource
-
+from privsynth.schema.encoding import Domain
 
 # ---------------------------------------------------------------- embedding and second moments
 

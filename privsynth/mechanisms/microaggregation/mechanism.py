@@ -5,7 +5,7 @@ scaled by 1/sqrt(q) onto the unit sphere for the partition. The partition projec
 principal directions of the uncentered second-moment matrix, covers the unit ball of that subspace
 with the lattice (alpha/sqrt t) Z^t, and puts every record in the cell of its lattice point. The
 release is one point per cell (its centroid, every block on the simplex) with a weight; synthetic
-rows come from ``privsynth.rounding.round_release`` (resample cells, then one level per attribute
+rows come from ``privsynth.mechanisms.rounding.round_release`` (resample cells, then one level per attribute
 from the block probabilities: the spec's fix for one-hot validity, section 4 option (a)).
 
 Variants (``Config.variant``):
@@ -57,11 +57,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from privsynth.schema.encoding import Domain, check_codes
-from privsynth.mechanisms.microaggregation import cells as mm
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
+from privsynth.mechanisms.microaggregation import cells as mm
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
+from privsynth.schema.encoding import Domain, check_codes
 from privsynth.schema.workload import Histogram, StatisticsInput
 
 NAME = "microaggregation"

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 
-from privsynth.schema.encoding import domain_of
 from privsynth.mechanisms.private_sampling import bounds as bounds
 from privsynth.schema import Schema
+from privsynth.schema.encoding import domain_of
 
 DEFAULT_M_FACTOR = 8.0  # the mechanism's default: m = ceil(8 N)
 

@@ -68,14 +68,20 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from privsynth.schema.encoding import Domain, check_codes, from_binary, one_hot, to_binary
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
-from privsynth.mechanisms.private_sampling.solvers import fit_density, released_density
 from privsynth.mechanisms.private_sampling import bounds
+from privsynth.mechanisms.private_sampling.solvers import fit_density, released_density
+from privsynth.mechanisms.private_sampling.walsh import (
+    bits_to_signs,
+    n_walsh,
+    signs_to_bits,
+    walsh_features,
+    walsh_moment_sums,
+)
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
+from privsynth.schema.encoding import Domain, check_codes, from_binary, one_hot, to_binary
 from privsynth.schema.workload import Histogram, StatisticsInput
-from privsynth.mechanisms.private_sampling.walsh import bits_to_signs, n_walsh, signs_to_bits, walsh_features, walsh_moment_sums
 
 NAME = "private_sampling"
 # --rows sets k: the guarantee is stated for exactly k released rows.

@@ -68,7 +68,6 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from privsynth.schema.encoding import Domain
 from privsynth.mechanisms.base import MechanismConfig, Release
 from privsynth.mechanisms.rap.backend import (
     AdamState,
@@ -82,6 +81,7 @@ from privsynth.mechanisms.rap.backend import (
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.privacy.spending import rho_allowance
+from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Marginal, accumulate_marginals, all_marginals, random_marginals
 
 NAME = "rap"

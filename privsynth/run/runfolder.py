@@ -9,16 +9,16 @@ artifact that a re-run would read.
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import tempfile
-import platform
 import time
 import uuid
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from privsynth.io.atomic import json_default, atomic_write_json, sha256_file
+from privsynth.io.atomic import atomic_write_json, json_default, sha256_file
 from privsynth.io.storage import RemoteFolder, is_remote
 
 MANIFEST = "manifest.json"

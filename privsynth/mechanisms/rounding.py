@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from privsynth.schema.encoding import Domain, from_one_hot
 from privsynth.mechanisms.base import Release
+from privsynth.schema.encoding import Domain, from_one_hot
 
 ROUNDING_CHUNK_ROWS = 65_536
 

@@ -15,17 +15,16 @@ import shutil
 import tempfile
 import uuid
 import weakref
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from privsynth.io import atomic_write_json, atomic_write_table
 from privsynth.io.home import default_release_store
 from privsynth.io.storage import COMPLETE, RemoteFolder, is_remote
-from privsynth.io import atomic_write_json, atomic_write_table
 from privsynth.mechanisms.base import Measurement, Release
 
 STORE_ENV = "PRIVSYNTH_RELEASE_STORE"

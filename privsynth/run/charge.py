@@ -1,0 +1,90 @@
+"""The release under DESIGN section 5's rules: charged before any noise is drawn, the draw claimed
+in the ledger, the release stored under its key before anyone reads it; and what privacy.json says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from privsynth.mechanisms.base import Release
+from privsynth.privacy.accounting import PrivacyCost
+from privsynth.run.faults import fault_point
+from privsynth.schema.encoding import Domain
+from privsynth.schema.workload import Histogram
+
+
+@dataclass(frozen=True)
+class ReleaseOutcome:
+    release: Release
+    privacy: dict
+    reused: bool
+
+
+def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
+                  dataset: str, delta: float, seed: int | None, column_names: list[str],
+                  require_budget: bool = True) -> ReleaseOutcome:
+    """Produce (or reuse) the DP release under DESIGN section 5's rules.
+
+    1. A release already stored under ``key`` is reused: no noise is drawn and nothing is charged.
+    2. Otherwise the ledger is charged *before* any noise is drawn (idempotent per key, never
+       refunded), then the draw is claimed in the ledger (``claim_noise``: refused if noise was ever
+       drawn for this key, so a lost release is never re-drawn for free), and only then does the
+       noise source accept draws.
+    3. The release is stored atomically under ``key`` before anyone reads it.
+    """
+    from privsynth.privacy.noise import make_noise_source
+
+    found = store.get(key)
+    if found is not None:
+        release, privacy = found
+        return ReleaseOutcome(release, privacy, reused=True)
+    cost = mechanism.privacy_cost(config)
+    receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=require_budget)
+    fault_point("after_charge")
+    ledger.claim_noise(dataset, key)
+    fault_point("after_noise_claimed")
+    noise = make_noise_source(seed, key)
+    noise.authorize(receipt.reference)
+    data = mechanism.collect_statistics(statistics, domain, config)
+    release = mechanism.run(data, domain, config, noise)
+    release.check_domain(domain)
+    privacy = privacy_record(mechanism, config, cost, delta, noise, dataset, charged_now=not receipt.reused,
+                             release=release)
+    store.put(key, release, column_names, privacy)
+    fault_point("after_release_stored")
+    return ReleaseOutcome(release, privacy, reused=False)
+
+
+def privacy_record(mechanism: ModuleType, config, cost: PrivacyCost, delta: float, noise, dataset: str, *,
+                   charged_now: bool, release: Release) -> dict:
+    """privacy.json: what was spent and under which guarantee. No key, hash or count of the data."""
+    record = {
+        "visibility": "public (DP)",
+        "mechanism": mechanism.NAME,
+        "config": config.model_dump(mode="json"),
+        "cost": cost.report(delta),
+        "epsilon_statement": epsilon_statement(cost, delta),
+        "noise": noise.describe(),
+        "ledger": {"dataset": dataset, "charged_now": charged_now},
+        "release_facts": release.public_facts,
+        "exact_release": release.exact,
+        "neighbouring_datasets": getattr(mechanism, "NEIGHBOURS", "add or remove one record"),
+    }
+    if hasattr(mechanism, "check_feasible"):
+        # Private sampling: what its guarantee allows for this p, d, declared n and epsilon (config-only facts).
+        record["feasibility"] = mechanism.check_feasible(config).to_json()
+    return record
+
+
+def epsilon_statement(cost: PrivacyCost, delta: float | None) -> str:
+    """The one wording of a cost used everywhere (summary, privacy.json, budget show)."""
+    if not cost.is_dp:
+        return "NOT differentially private"
+    parts = []
+    if cost.pure_epsilon is not None:
+        parts.append(f"pure epsilon {cost.pure_epsilon:.4g}")
+    if delta is not None:
+        parts.append(f"epsilon {cost.epsilon_at(delta):.4g} at delta {delta:g}")
+    parts.append(f"rho {cost.rho:.4g} (zCDP)")
+    return "; ".join(parts)

@@ -1,0 +1,112 @@
+"""Run parameters: one pydantic model for the CLI, the Prefect flow (the UI's form) and deployments.
+
+Everything here is checked before any data is read and before any budget is spent (the OpenDP
+habit): the numbers are in range, the mechanism exists and accepts its options, the schema loads,
+the input can be located, the output folder can be written.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from privsynth.io.credentials import check_no_literal_password
+from privsynth.mechanisms import MECHANISM_MODULES
+from privsynth.privacy.accounting import DEFAULT_DELTA
+from privsynth.schema.limits import check_safe_path
+
+# aim measured most accurate on Adult at epsilon 0.3, 1 and 3 (benchmarks/README.md, bench_peers.py): the default.
+DEFAULT_MECHANISM = "aim"
+
+
+def bundled_example() -> tuple[str, str]:
+    """Paths of the bundled Adult table (gzip CSV) and its schema."""
+    data = resources.files("privsynth") / "data"
+    return str(data / "adult.csv.gz"), str(data / "adult.yaml")
+
+
+MechanismName = Literal[tuple(sorted(MECHANISM_MODULES))]  # type: ignore[valid-type]
+
+
+class RunParameters(BaseModel):
+    """Parameters of one synthesis run (the same names as the ``privsynth run`` options; the UI's form)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: str | None = Field(None, description="CSV/Parquet path or URL, duckdb:PATH?table=NAME, or a SQLAlchemy URL "
+                                                "with ?table=NAME (password as ${ENV_VAR}). Empty: the bundled Adult example.")
+    schema_file: str | None = Field(None, description="YAML schema of the input (public metadata). Empty: the bundled Adult schema.")
+    # A Literal of the registered names: the UI's form shows a drop-down, not a free-text box.
+    mechanism: MechanismName = Field(DEFAULT_MECHANISM, description="The private mechanism (see `privsynth mechanisms`).")
+    epsilon: float = Field(1.0, gt=0, allow_inf_nan=False, description="Privacy budget epsilon for this release (> 0).")
+    delta: float = Field(DEFAULT_DELTA, gt=0, lt=1, allow_inf_nan=False,
+                         description="delta of the (epsilon, delta) statement; must be below 1/n.")
+    rows: int | None = Field(None, ge=1, description="Synthetic rows to write. Empty: the release's DP estimate of n.")
+    public_rows: int | None = Field(None, ge=1, description="The table's row count if it is PUBLIC knowledge (private "
+                                                              "sampling's guarantee needs it); never read from the data.")
+    seed: int | None = Field(None, ge=0, description="TESTING ONLY: reproducible noise (numpy, not hardened against "
+                                                       "floating-point attacks). Empty: OpenDP's secure samplers.")
+    allow_seed_with_budget: bool = Field(False, description="Accept --seed on a dataset that has a privacy budget.")
+    output: str | None = Field(None, description="Run folder: a path, or an fsspec URL (s3://, gs://, ...) for workers "
+                                                 "without a shared disk. Empty: `runs/<run-id>` in the working folder.")
+    sink: str | None = Field(None, description="Also write the synthetic table here: duckdb:PATH?table=NAME, or a .parquet/.csv path.")
+    dataset: str | None = Field(None, description="Dataset name in the budget ledger. Empty: the schema's name.")
+    ledger: str | None = Field(None, description="Budget ledger SQLAlchemy URL. Empty: $PRIVSYNTH_LEDGER_URL or the "
+                                                 "per-user ledger in $PRIVSYNTH_HOME.")
+    unlimited: bool = Field(False, description="Spend without a budget limit on a dataset that has no budget (logged).")
+    credentials_block: str | None = Field(None, description="Prefect runs only: the name of a Prefect Secret block that "
+                                          "holds the database password. The worker reads it at run time into "
+                                          "`PRIVSYNTH_DB_PASSWORD` and `PGPASSWORD` (write URLs as "
+                                          "`user:${PRIVSYNTH_DB_PASSWORD}@host`); the password is never a parameter.",
+                                          max_length=200)
+    mechanism_options: dict[str, Any] = Field(default_factory=dict, description="Extra settings of the mechanism's config.")
+    audit: bool = Field(False, description="Also write the INTERNAL (not DP) audit against the real data to "
+                                           "internal-audit/ (never sent to Prefect).")
+    audit_target: str | None = Field(None, description="Column for the audit's train-on-synthetic / test-on-real score.")
+    keep_private: bool = Field(False, description="DEBUG: keep the private intermediates (typed rows, histogram).")
+
+    @field_validator("mechanism", mode="before")
+    @classmethod
+    def _known_mechanism(cls, value: str) -> str:
+        if value not in MECHANISM_MODULES:
+            raise ValueError(f"unknown mechanism {value!r}; expected one of {sorted(MECHANISM_MODULES)}")
+        return value
+
+    @field_validator("input", "ledger", "sink")
+    @classmethod
+    def _no_literal_password(cls, value: str | None, info) -> str | None:
+        check_no_literal_password(value, info.field_name)
+        return value
+
+    @field_validator("output", "sink", "schema_file")
+    @classmethod
+    def _no_escape(cls, value: str | None, info) -> str | None:
+        if value is not None:
+            check_safe_path(value, info.field_name)
+        return value
+
+    def public_json(self) -> dict:
+        """The parameters as the manifest records them (URLs carry no password: refused above)."""
+        return self.model_dump(mode="json")
+
+
+class ParameterError(ValueError):
+    """A run parameter is invalid; raised before any data is read."""
+
+
+def describe_validation_error(err: ValidationError, prefix: str = "") -> str:
+    parts = []
+    for e in err.errors():
+        field = ".".join(str(x) for x in e["loc"]) or "value"
+        message = e["msg"].removeprefix("Value error, ").removeprefix(f"{field}: ")
+        parts.append(f"{prefix}{field}: {message}")
+    return "; ".join(parts)
+
+
+def parse_parameters(values: dict) -> RunParameters:
+    try:
+        return RunParameters(**values)
+    except ValidationError as err:
+        raise ParameterError(describe_validation_error(err)) from None

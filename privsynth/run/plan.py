@@ -1,0 +1,146 @@
+"""The checked plan of a run: every parameter resolved and checked before any data is read and
+before any budget is spent (the mechanism's own checks, resource limits, paths, URLs, credentials).
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pydantic import ValidationError
+
+from privsynth.engine.sources import SourceSpec, parse_source
+from privsynth.io import InputError, check_writable_directory, parse_sink
+from privsynth.mechanisms import get_mechanism
+from privsynth.privacy.accounting import PrivacyCost
+from privsynth.run.parameters import ParameterError, RunParameters, bundled_example, describe_validation_error
+from privsynth.schema import Schema, load_schema
+from privsynth.schema.encoding import domain_of
+from privsynth.schema.limits import check_schema_limits
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run: everything resolved before the data is touched."""
+
+    parameters: RunParameters
+    source: SourceSpec | None
+    schema: Schema
+    schema_path: str
+    mechanism: ModuleType
+    mechanism_config: Any
+    output: Path | None
+    dataset: str
+    cost: PrivacyCost
+    bundled_example: bool = False
+
+    @property
+    def delta(self) -> float:
+        return self.parameters.delta
+
+    @property
+    def unlimited(self) -> bool:
+        """Spending without a budget is explicit: asked for, or the bundled (public) example."""
+        return self.parameters.unlimited or self.bundled_example
+
+
+def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memory: bool = False) -> RunPlan:
+    """Resolve and check every parameter; raises ParameterError / InputError / SchemaError on the first problem.
+
+    Everything that needs only the parameters, the schema and the (public) domain is checked here,
+    before any data is read and before any budget is charged: the mechanism's own ``check_config``,
+    the resource limits of ``privsynth.schema.limits``, paths, URLs and credentials.
+    """
+    from privsynth.mechanisms.catalogue import mechanism_config
+
+    example_input, example_schema = bundled_example()
+    bundled = parameters.input is None and not in_memory
+    if schema is None:
+        schema_path = parameters.schema_file or (example_schema if bundled else None)
+        if schema_path is None:
+            raise ParameterError("--schema is required with --input: a schema is public metadata written from documentation")
+        schema = load_schema(schema_path)
+    else:
+        schema_path = parameters.schema_file or f"<schema {schema.name}>"
+    check_schema_limits(schema)
+    source = None
+    if not in_memory:
+        source = parse_source(parameters.input or example_input)
+        local = source.kind in ("csv", "parquet") and "://" not in source.location
+        if local and any(ch in source.location for ch in "*?["):
+            if not glob.glob(source.location):
+                raise InputError(f"input {source.location!r} matches no file")
+        elif local and not Path(source.location).is_file():
+            raise InputError(f"input file {source.location!r} does not exist")
+    mechanism = get_mechanism(parameters.mechanism)
+    options = dict(parameters.mechanism_options)
+    public_rows_option = getattr(mechanism, "PUBLIC_ROWS_OPTION", None)
+    if public_rows_option is not None and parameters.public_rows is not None:
+        options.setdefault(public_rows_option, parameters.public_rows)
+    try:
+        config = mechanism_config(mechanism, parameters.epsilon, parameters.delta, parameters.rows, options)
+        domain = domain_of(schema)
+        if hasattr(mechanism, "configure_for"):
+            config = mechanism.configure_for(config, domain)
+        if hasattr(mechanism, "check_config"):
+            mechanism.check_config(config, domain)
+        if hasattr(mechanism, "check_feasible"):
+            mechanism.check_feasible(config)
+    except ValidationError as err:
+        raise ParameterError(describe_validation_error(err, prefix=f"mechanism {parameters.mechanism} option ")) from None
+    except TypeError as err:
+        raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
+    except ValueError as err:
+        if type(err).__name__ == "InfeasibleRequestError":
+            raise
+        raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
+    if parameters.ledger is not None:
+        check_ledger_url(parameters.ledger)
+    if parameters.rows is None and getattr(mechanism, "ROWS_OPTION", None) is None:
+        releases_estimate = getattr(mechanism, "releases_n_estimate", None)
+        if releases_estimate is None or not releases_estimate(config):
+            raise ParameterError(f"--rows is required with mechanism {parameters.mechanism} and these options: its "
+                                 "release carries no DP estimate of the row count")
+    from privsynth.io.storage import is_remote
+
+    output = check_writable_directory(parameters.output) if parameters.output and not is_remote(parameters.output) else None
+    if parameters.sink:
+        try:
+            parse_sink(parameters.sink)  # the same parser write_sink uses, before any data is read
+        except InputError as err:
+            raise ParameterError(str(err).removeprefix("--")) from None
+    if parameters.audit_target is not None and parameters.audit_target not in [c.name for c in schema.kept_columns]:
+        raise ParameterError(f"audit_target {parameters.audit_target!r} is not a kept column of schema {schema.name!r}")
+    if parameters.audit_target is not None and not parameters.audit:
+        raise ParameterError("audit_target needs audit=True (--audit): the train-on-synthetic score reads the real data")
+    return RunPlan(parameters=parameters, source=source, schema=schema, schema_path=str(schema_path), mechanism=mechanism,
+                   mechanism_config=config, output=output, dataset=parameters.dataset or schema.name,
+                   cost=mechanism.privacy_cost(config), bundled_example=bundled)
+
+
+def check_ledger_url(url: str) -> None:
+    """The ledger URL parses as a SQLAlchemy URL (the value is not echoed: it may hold a password)."""
+    import sqlalchemy as sa
+
+    try:
+        sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        raise ParameterError("ledger: not a SQLAlchemy URL; expected e.g. sqlite:////path/ledger.sqlite or "
+                             "postgresql+psycopg://user@host/db") from None
+
+
+def check_delta_against_rows(delta: float, rows: int) -> None:
+    """delta must be below 1/n: a larger delta allows releasing a whole record outright.
+
+    The message does not state n (the row count is private under add/remove neighbours); a refusal
+    only says that n >= 1/delta does not hold, and it is not a release.
+    """
+    if not math.isfinite(delta):
+        raise ParameterError("delta must be finite")
+    if not delta < 1.0 / rows:
+        raise ParameterError(f"delta {delta:g} is not below 1/n for this input (n = its row count); "
+                             "pick a --delta well below 1/n, e.g. 1e-9; nothing was charged")

@@ -1,0 +1,250 @@
+"""The stages of a run as plain functions, and the one orchestration every caller uses.
+
+``execute(context, runner)`` runs validate -> binarise -> mechanism -> rounding -> report (-> the
+opt-in internal audit). ``privsynth.synthesize`` calls it with ``direct`` (each stage a plain call);
+the Prefect flow calls it with a runner that submits each stage as its task from ``tasks/``; the
+CLI calls the flow. So the privacy rules below are written once:
+
+* every parameter is checked (``privsynth.run.plan.plan_run``) and the budget pre-checked before the
+  data is opened;
+* the ledger is charged before any noise is drawn, and records the draw (``claim_noise``), so no
+  release key is ever drawn twice for one charge; a stored release is reused, never re-drawn;
+* private intermediates (the typed rows, the histogram) live in an owner-only temporary folder
+  deleted when the run ends (kept only with ``keep_private=True``, for debugging); the run folder
+  holds public artifacts only, and the internal audit goes to ``internal-audit/`` when asked for.
+
+Nothing here imports Prefect.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from privsynth.engine.datasource import ValidationFailedError
+from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
+from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.rounding import round_release
+from privsynth.run.charge import epsilon_statement, release_stage
+from privsynth.run.context import RunContext, Runner, direct
+from privsynth.run.faults import fault_point
+from privsynth.schema import Schema
+from privsynth.schema.encoding import Domain, arrow_schema, decode_codes, domain_of, encode_codes, one_hot_names
+from privsynth.schema.workload import Histogram
+
+__all__ = ["ValidationFailedError", "RunContext", "execute", "direct", "STAGES"]
+
+
+def stage_validate(ctx: RunContext) -> dict:
+    """The schema's expectations on the input; validation.json (public: pass/fail, no values).
+
+    Also refuses a delta that is not below 1/n, without stating n (n is private).
+    """
+    from privsynth.run.plan import check_delta_against_rows
+
+    handle = ctx.handle()
+    report = handle.validate()
+    atomic_write_json(ctx.folder.file("validation.json"), report.public_json())
+    ctx.folder.record("validate", ["validation.json"], success=report.success)
+    if not report.success:
+        message = "; ".join(report.public_failure_message().splitlines())
+        raise ValidationFailedError(f"validation failed, nothing was charged: {message} "
+                                    f"(details: {ctx.folder.file('validation.json')})")
+    check_delta_against_rows(ctx.plan.delta, report.row_count)
+    ctx.progress(f"validate: every expectation of schema {ctx.schema.name!r} passed")
+    return {"success": True}
+
+
+def stage_binarise(ctx: RunContext, validation: dict) -> Path:
+    """encoding.json (public layout) and the histogram of level codes (private, in the private folder)."""
+    if not validation.get("success"):
+        raise ValidationFailedError("binarise needs a validated input")
+    domain = ctx.domain
+    atomic_write_json(ctx.folder.file("encoding.json"), {
+        "encoding": "one-hot",
+        "domain": domain.to_json(),
+        "one_hot_columns": one_hot_names(ctx.schema),
+        "columns": [{"name": c.name, "type": c.type, "levels": list(c.labels)} for c in ctx.schema.kept_columns],
+        "numeric_decoding": "a value drawn uniformly inside its bin (integers: uniformly among the bin's integers)",
+    })
+    ctx.folder.record("binarise", ["encoding.json"])
+    histogram = ctx.handle().histogram()
+    path = ctx.private_dir / "histogram.parquet"
+    write_histogram(path, histogram, domain)
+    ctx.progress(f"binarise: {domain.n_attributes} attributes, {domain.width} one-hot levels")
+    return path
+
+
+def write_histogram(path: Path, histogram: Histogram, domain: Domain) -> None:
+    columns = {name: pa.array(histogram.codes[:, j].astype(np.int32)) for j, name in enumerate(domain.names)}
+    columns["__count__"] = pa.array(histogram.counts.astype(np.int64))
+    atomic_write_table(path, pa.table(columns))
+
+
+def read_histogram(path: Path, domain: Domain) -> Histogram:
+    table = pq.read_table(path)
+    codes = np.column_stack([table.column(n).to_numpy() for n in domain.names]) if table.num_rows else \
+        np.zeros((0, domain.n_attributes), dtype=np.int32)
+    return Histogram(codes.astype(np.int64), table.column("__count__").to_numpy().astype(np.int64))
+
+
+def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
+    """Charge, draw (or reuse) and persist the release; release.parquet, measurements, privacy.json."""
+    from privsynth.privacy.keys import data_fingerprint, release_key
+
+    plan = ctx.plan
+    domain = ctx.domain
+    histogram = read_histogram(statistics_path, domain)
+    secret = ctx.ledger.release_secret()
+    key = release_key(secret, data_fingerprint(secret, histogram), ctx.schema.content_hash(), plan.mechanism.NAME,
+                      plan.mechanism_config.model_dump(mode="json"), plan.parameters.seed,
+                      None if plan.parameters.seed is not None else ctx.run_id)
+    ctx.folder.note(release_key=key)  # an HMAC under the ledger's secret: no test of guesses without it
+    names = one_hot_names(ctx.schema)
+    ctx.progress(f"mechanism: {plan.mechanism.NAME} at {epsilon_statement(plan.cost, plan.delta)}")
+    outcome = release_stage(mechanism=plan.mechanism, config=plan.mechanism_config, statistics=histogram,
+                            domain=domain, key=key, store=ctx.store, ledger=ctx.ledger, dataset=plan.dataset,
+                            delta=plan.delta, seed=plan.parameters.seed, column_names=names,
+                            require_budget=not plan.unlimited)
+    atomic_write_table(ctx.folder.file("release.parquet"), outcome.release.to_arrow(names))
+    artifacts = ["release.parquet", "privacy.json"]
+    if outcome.release.measurements:
+        from privsynth.run.releases import measurements_table
+
+        atomic_write_table(ctx.folder.file("measurements.parquet"), measurements_table(outcome.release.measurements))
+        artifacts.append("measurements.parquet")
+    privacy = dict(outcome.privacy, reused_stored_release=outcome.reused)
+    atomic_write_json(ctx.folder.file("privacy.json"), privacy)
+    ctx.folder.record("mechanism", artifacts, privacy_spent=privacy["cost"], reused_stored_release=outcome.reused)
+    ctx.progress("mechanism: reused the stored release of this run; nothing charged" if outcome.reused else
+                 f"mechanism: release charged to dataset {plan.dataset!r} and stored")
+    return privacy
+
+
+def output_rows(rows: int | None, privacy: dict) -> int | None:
+    """Rows to write: the requested count, else the release's own DP estimate of n (never the private n).
+
+    An exact release (private sampling) is published as it is: None.
+    """
+    if privacy.get("exact_release"):
+        return None
+    if rows is not None:
+        return rows
+    estimate = privacy.get("release_facts", {}).get("n_estimate")
+    if estimate is None:
+        raise ValueError(f"mechanism {privacy.get('mechanism')} gives no DP estimate of n; pass rows")
+    return max(1, int(round(estimate)))
+
+
+def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np.random.Generator) -> pa.Table:
+    """Records in the original schema from a release (post-processing, free)."""
+    codes = round_release(release, domain_of(schema), rows, rng)
+    frame = decode_codes(codes, schema, rng)
+    return pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
+
+
+def rounding_rng(seed: int | None, draw: int = 0) -> np.random.Generator:
+    """Post-processing randomness: needs no secrecy, only reproducibility when seeded."""
+    return np.random.default_rng(None if seed is None else [seed, 1, draw])
+
+
+def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
+    """synthetic.parquet in the schema's types (and the optional sink): post-processing of the release."""
+    from privsynth.io import write_sink
+
+    release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
+    table = synthesize_table(release, ctx.schema, output_rows(ctx.plan.parameters.rows, privacy),
+                             rounding_rng(ctx.plan.parameters.seed))
+    atomic_write_table(ctx.folder.file("synthetic.parquet"), table)
+    facts: dict = {"rows": table.num_rows}
+    if ctx.plan.parameters.sink:
+        facts["sink"] = write_sink(table, ctx.plan.parameters.sink)
+    fault_point("during_rounding")
+    ctx.folder.record("rounding", ["synthetic.parquet"], **facts)
+    ctx.progress(f"rounding: wrote {table.num_rows} synthetic rows" + (f" and {facts['sink']}" if "sink" in facts else ""))
+    return facts
+
+
+def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
+    """report.json / report.md: the synthetic table against the release's own noisy measurements (DP, free)."""
+    from privsynth.report.dp_report import dp_report, render_report
+
+    fault_point("before_report")
+    release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
+    measurements = ()
+    if ctx.folder.trusted("measurements.parquet"):
+        from privsynth.run.releases import measurements_from_table
+
+        measurements = measurements_from_table(pq.read_table(ctx.folder.file("measurements.parquet")))
+    synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
+    report = dp_report(release, measurements, synthetic, ctx.schema, privacy)
+    atomic_write_json(ctx.folder.file("report.json"), report)
+    atomic_write_bytes(ctx.folder.file("report.md"), render_report(report).encode())
+    ctx.folder.record("report", ["report.json", "report.md"])
+    return report
+
+
+def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
+    """INTERNAL (not DP), opt-in: the synthetic table against the real one, in ``internal-audit/``."""
+    from privsynth.report.internal_audit import build_audit, render_markdown
+
+    target = ctx.folder.file("internal-audit")
+    target.mkdir(exist_ok=True)
+    histogram = read_histogram(statistics_path, ctx.domain)
+    real = np.concatenate(list(histogram.iter_codes())) if histogram.codes.shape[0] else \
+        np.zeros((0, ctx.domain.n_attributes), dtype=np.int64)
+    synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
+    audit = build_audit(real, synthetic, ctx.schema, ctx.domain, target, target_column=ctx.plan.parameters.audit_target)
+    atomic_write_json(target / "audit.json", audit)
+    atomic_write_bytes(target / "audit.md", render_markdown(audit, audit.get("plots", [])).encode())
+    ctx.folder.publish([f"internal-audit/{p.name}" for p in target.iterdir() if p.is_file()])
+    ctx.progress(f"audit (INTERNAL, not DP): written to {ctx.folder.location}/internal-audit")
+    return audit
+
+
+STAGES = ("validate", "binarise", "mechanism", "rounding", "report", "audit")
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run produced. ``run_dir`` is where the run folder lives (a path, or a URL when remote);
+    ``local_dir`` holds its files until the caller releases the local copy of a remote folder."""
+
+    run_id: str
+    run_dir: str
+    local_dir: Path
+    privacy: dict
+    rounding: dict
+    report: dict
+    audit: dict | None
+
+    @property
+    def reused(self) -> bool:
+        return bool(self.privacy.get("reused_stored_release"))
+
+
+def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
+    """The run, stage by stage; the private folder is deleted whatever happens."""
+    try:
+        validation = runner("validate", stage_validate, ctx)
+        statistics = runner("binarise", stage_binarise, ctx, validation)
+        privacy = runner("mechanism", stage_mechanism, ctx, statistics)
+        rounding = runner("rounding", stage_rounding, ctx, privacy)
+        report = runner("report", stage_report, ctx, privacy, rounding)
+        audit = runner("audit", stage_audit, ctx, statistics, rounding) if ctx.plan.parameters.audit else None
+    finally:
+        ctx.close()
+    folder = ctx.folder
+    folder.manifest["privacy_spent"] = privacy["cost"]
+    folder.manifest["epsilon_statement"] = privacy.get("epsilon_statement")
+    folder.manifest["outputs"] = {"synthetic": "synthetic.parquet", "privacy": "privacy.json", "report": "report.json",
+                                  "sink": rounding.get("sink"),
+                                  "internal_audit": "internal-audit/audit.json" if audit is not None else None}
+    folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    folder.save()
+    return RunOutcome(ctx.run_id, folder.location, folder.path, privacy, rounding, report, audit)
