@@ -1,0 +1,119 @@
+"""The house rules of DESIGN section 1, checked on the source tree: few modules at the top of the
+library, no import circle, and every import pointing down the wings (run -> report -> engine /
+mechanisms -> privacy -> schema -> io)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+LIBRARY = Path(__file__).resolve().parents[1] / "privsynth"
+# A wing may import only wings of a lower rank (or itself); equal ranks may not import each other.
+RANK = {"top": 7, "run": 6, "report": 5, "engine": 4, "mechanisms": 4, "privacy": 3, "schema": 2, "io": 1, "data": 0}
+MAX_TOP_MODULES = 6
+MAX_LINES = 450
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in LIBRARY.rglob("*.py"):
+        name = ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the privsynth modules it imports, anywhere in its body (lazy imports count)."""
+    edges: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("privsynth"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    targets.append(full if full in modules else node.module)
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names if alias.name.startswith("privsynth")]
+            for target in targets:
+                resolved = _resolve(target, modules)
+                if resolved and resolved != name:
+                    edges[name].add(resolved)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def wing(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (LIBRARY / parts[1]).is_dir() else "top"
+
+
+def test_at_most_six_modules_at_the_top_of_the_library():
+    top = sorted(p.name for p in LIBRARY.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+
+
+def test_no_import_circle():
+    assert cycles(import_graph(_modules())) == []
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_imports_point_down_the_wings():
+    upward = sorted(f"{module} -> {target}" for module, targets in import_graph(_modules()).items()
+                    for target in targets
+                    if wing(module) != wing(target) and RANK[wing(target)] >= RANK[wing(module)])
+    assert upward == []
+
+
+def test_every_wing_has_a_rank():
+    wings = {p.name for p in LIBRARY.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert wings == set(RANK) - {"top"}
