@@ -212,3 +212,15 @@ def test_numpy_scalars_accepted():
     with pytest.raises(ValueError, match="epsilon"):
         rho_from_pure_epsilon(np.bool_(True))
     assert epsilon_from_rho(np.float64(0.5), np.float64(1e-6)) == pytest.approx(5.2215344445, abs=1e-9)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.3, 1.0, 3.0, 10.0])
+@pytest.mark.parametrize("delta", [1e-9, 1e-6, 1e-5])
+def test_the_allowance_never_converts_above_the_request_and_reads_as_the_request(epsilon, delta):
+    # Found on a first run: privacy.json said epsilon_at_delta 1.000000000000001 for a request of 1.
+    from privsynth.privacy.spending import rho_allowance
+
+    rho = rho_allowance(epsilon, delta)
+    assert epsilon_from_rho(rho, delta) <= epsilon
+    assert epsilon_from_rho(rho, delta) == pytest.approx(epsilon, rel=1e-9)
+    assert PrivacyCost.zcdp(rho, "g").report(delta)["epsilon_at_delta"] == epsilon

@@ -40,3 +40,17 @@ def test_the_forecast_command_reads_no_data_and_prints_plain_words(capsys):
     assert main(["forecast", "--public-rows", "48842", "--epsilon", "1", "--mechanism", "reduced_space"]) == 0
     out = capsys.readouterr().out
     assert "2-way" in out and "warning" in out and "Laplace: Dwork" in out
+
+
+def test_a_saturated_forecast_never_says_the_noise_is_small():
+    # Found on a first run: `privsynth forecast --public-rows 50000` said "about 1.0000 total-variation error per
+    # marginal" for 3-way marginals and, two lines later, "no warning: the noise is small".
+    from privsynth.report.forecast import format_forecast
+
+    domain = Domain(tuple(f"c{i}" for i in range(15)), (16,) * 15)
+    text = format_forecast(forecast("aim", PrivacyCost.zcdp(0.015, "t"), 1.0, 1e-9, domain, 50_000))
+    assert "1.0000" not in text and "at its maximum of 1" in text
+    assert "noise is small" not in text and "note:" in text
+    small = Domain(("a", "b", "c"), (2, 2, 2))
+    quiet = format_forecast(forecast("aim", PrivacyCost.zcdp(1.0, "t"), 10.0, 1e-9, small, 1_000_000))
+    assert "no warning: the noise is small" in quiet and "note:" not in quiet

@@ -192,6 +192,11 @@ def test_dataset_without_budget(ledger):
     (status,) = ledger.status("adult")
     assert status.epsilon is None and status.remaining_epsilon is None and status.charges == 2
     assert status.spent_rho == pytest.approx(0.125 + 0.001)
+    # Found on a first run: `budget show` said spent eps "-" after a run without a limit spent epsilon 1.
+    # Without a budget the spend is stated at the runs' default delta (pure part + tight zCDP part).
+    assert status.spent_epsilon == pytest.approx(0.5 + epsilon_from_rho(0.001, DEFAULT_DELTA))
+    table = format_status([status])
+    assert f"{status.spent_epsilon:.6g}" in table and f"delta {DEFAULT_DELTA:g}" in table
     # ad-hoc charges count once a budget is set: a pure budget cannot hold the zCDP charge,
     # and a (eps, delta) budget must cover 0.5 + tight(0.001)
     with pytest.raises(BudgetExceededError, match="cannot be expressed in pure epsilon"):

@@ -102,3 +102,41 @@ def test_output_rows_never_reads_the_private_count():
     assert output_rows(None, {"release_facts": {"n_estimate": -3.0}}) == 1
     with pytest.raises(ValueError, match="no DP estimate of n"):
         output_rows(None, {"mechanism": "x", "release_facts": {}})
+
+
+def test_privacy_json_names_measured_marginals_by_column():
+    # Found on a first run: privacy.json listed measured marginals as attribute indices ([3, 4, 8]).
+    from privsynth.run.charge import named_marginals
+
+    facts = {"rounds": 2, "measured_marginals": [[0, 2], [1]]}
+    assert named_marginals(facts, ("age", "sex", "income")) == {"rounds": 2,
+                                                                "measured_marginals": [["age", "income"], ["sex"]]}
+    assert named_marginals({"rounds": 1}, ("age",)) == {"rounds": 1}
+
+
+def test_the_bundled_example_is_said_to_be_public_not_spent_without_a_limit(tmp_path):
+    # Found on a first run: the default `privsynth run` (no flag) said "spending WITHOUT A LIMIT (explicitly allowed)".
+    from privsynth.privacy.accounting import PrivacyCost
+    from privsynth.privacy.ledger import BudgetLedger
+    from privsynth.run.prepare import precheck_budget
+
+    ledger = BudgetLedger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    cost = PrivacyCost.zcdp(0.01, "test")
+    example = precheck_budget(ledger, "adult", cost, unlimited=True, public_example=True, seeded=False,
+                              allow_seed_with_budget=False)
+    assert "bundled example" in example and "public data" in example and "WITHOUT A LIMIT" not in example
+    asked = precheck_budget(ledger, "mine", cost, unlimited=True, seeded=False, allow_seed_with_budget=False)
+    assert "WITHOUT A LIMIT" in asked and "--unlimited" in asked
+
+
+def test_the_manifest_names_the_bundled_example_and_local_paths_without_this_machines_layout(tmp_path, monkeypatch):
+    # Found on a first run: manifest.json held absolute local paths (the site-packages folder of the example).
+    from privsynth.run.parameters import bundled_example
+    from privsynth.run.prepare import public_path
+
+    data, schema = bundled_example()
+    assert public_path(f"csv:{data}") == "csv:<bundled example>/adult.csv.gz"
+    assert public_path(schema) == "<bundled example>/adult.yaml"
+    monkeypatch.chdir(tmp_path)
+    assert public_path(f"csv:{tmp_path / 'in' / 't.csv'}") == "csv:in/t.csv"
+    assert public_path("sql:postgresql://host/db table=t") == "sql:postgresql://host/db table=t"

@@ -134,7 +134,9 @@ class PrivacyCost:
             "pure_epsilon": self.pure_epsilon,
             "rho_zcdp": self.rho,
             "delta": delta,
-            "epsilon_at_delta": self.epsilon_at(delta),
+            # Ten significant digits: the conversion of an allowance is at most the request, and a request of 1
+            # reads 1, not 0.9999999999994791 (the unrounded value is epsilon_at(delta)).
+            "epsilon_at_delta": float(f"{self.epsilon_at(delta):.10g}"),
             "conversion": "tight zCDP -> (eps, delta) (Canonne-Kamath-Steinke 2020)",
             "notes": list(self.notes),
         }

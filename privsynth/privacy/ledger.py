@@ -141,7 +141,7 @@ class BudgetStatus:
     epsilon / delta: the budget (epsilon None: no budget set; delta None: pure-DP budget).
     spent_rho: total zCDP rho (inf if a non-DP release was recorded).
     spent_epsilon: epsilon spent at the budget's delta (pure epsilon for a pure budget); with no
-        budget, the pure total when every charge is pure, else None.
+        budget, the pure total when every charge is pure, else the spend at DEFAULT_DELTA.
     remaining_epsilon: epsilon - spent_epsilon, floored at 0; None with no budget.
     remaining_rho: the zCDP rho one more charge may carry (delta budgets only), else None.
     """
@@ -364,8 +364,11 @@ class BudgetLedger:
         spent_rho = total_rho(costs)
         non_private = sum(1 for r in records if not r.is_dp)
         if budget is None:
+            # No budget, so no delta of its own: the spend is stated at the runs' default delta (pure sum when
+            # every charge is pure), so `budget show` says what a run without a limit spent.
             pure = total_pure_epsilon(costs)
-            return BudgetStatus(dataset, None, None, spent_rho, 0.0 if not costs else pure, None, None, len(costs), non_private)
+            spent = pure if pure is not None else epsilon_spent(costs, DEFAULT_DELTA)
+            return BudgetStatus(dataset, None, None, spent_rho, spent, None, None, len(costs), non_private)
         epsilon, delta = float(budget.epsilon), None if budget.delta is None else float(budget.delta)
         spent = epsilon_spent(costs, delta)
         left_rho = None if delta is None else remaining_rho(costs, epsilon, delta)
@@ -679,7 +682,8 @@ def format_status(statuses: Sequence[BudgetStatus]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = []
     if any(s.epsilon is None for s in statuses):
-        notes.append("budget 'none': charges recorded by ad-hoc runs without a limit")
+        notes.append(f"budget 'none': charges recorded by runs without a limit; their spent eps is stated at delta "
+                     f"{DEFAULT_DELTA:g} (the runs' default; the pure sum when every charge is pure)")
     if any(s.delta is not None and s.epsilon is not None for s in statuses):
         notes.append("spent eps at the budget's delta: tight zCDP composition (pure sum when every charge is pure)")
     return "\n".join(lines + [""] + notes if notes else lines)

@@ -132,7 +132,8 @@ def rho_allowance(epsilon: float, delta: float) -> float:
     if excess(lo) >= 0:
         return lo
     root = brentq(excess, lo, hi, xtol=1e-15, rtol=1e-12)
-    # Never report more room than the rule grants.
-    while excess(root) > epsilon * TOLERANCE:
+    # Never grant more than asked: the conversion of the allowance is at most epsilon, not epsilon plus
+    # a rounding error (a request of 1 must not be stated as 1.000000000000001).
+    while excess(root) > 0:
         root *= 1.0 - 1e-12
     return float(root)

@@ -50,6 +50,7 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
     release = mechanism.run(data, domain, config, noise)
     release.check_domain(domain)
     privacy = privacy_record(mechanism, config, cost, delta, noise, dataset, charged_now=not receipt.reused,
+                             column_names=domain.names,
                              release=release)
     store.put(key, release, column_names, privacy)
     fault_point("after_release_stored")
@@ -57,8 +58,11 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
 
 
 def privacy_record(mechanism: ModuleType, config, cost: PrivacyCost, delta: float, noise, dataset: str, *,
-                   charged_now: bool, release: Release) -> dict:
-    """privacy.json: what was spent and under which guarantee. No key, hash or count of the data."""
+                   charged_now: bool, release: Release, column_names: tuple[str, ...] | list[str] = ()) -> dict:
+    """privacy.json: what was spent and under which guarantee. No key, hash or count of the data.
+
+    Measured marginals are named by their columns (``column_names``), not by attribute index.
+    """
     record = {
         "visibility": "public (DP)",
         "mechanism": mechanism.NAME,
@@ -67,7 +71,7 @@ def privacy_record(mechanism: ModuleType, config, cost: PrivacyCost, delta: floa
         "epsilon_statement": epsilon_statement(cost, delta),
         "noise": noise.describe(),
         "ledger": {"dataset": dataset, "charged_now": charged_now},
-        "release_facts": release.public_facts,
+        "release_facts": named_marginals(release.public_facts, column_names),
         "exact_release": release.exact,
         "neighbouring_datasets": getattr(mechanism, "NEIGHBOURS", "add or remove one record"),
     }
@@ -75,6 +79,14 @@ def privacy_record(mechanism: ModuleType, config, cost: PrivacyCost, delta: floa
         # Private sampling: what its guarantee allows for this p, d, declared n and epsilon (config-only facts).
         record["feasibility"] = mechanism.check_feasible(config).to_json()
     return record
+
+
+def named_marginals(facts: dict, column_names) -> dict:
+    """The release's public facts with ``measured_marginals`` as lists of column names."""
+    if not column_names or "measured_marginals" not in facts:
+        return facts
+    return dict(facts, measured_marginals=[[column_names[i] for i in marginal]
+                                            for marginal in facts["measured_marginals"]])
 
 
 def epsilon_statement(cost: PrivacyCost, delta: float | None) -> str:

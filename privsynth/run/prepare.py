@@ -36,6 +36,25 @@ def resumed_release_key(location: str, run_key: dict) -> str | None:
     return previous.get("facts", {}).get("release_key")
 
 
+def public_path(text: str) -> str:
+    """A path as the manifest shows it: the bundled example by name, a path under the working folder relative
+    to it, anything else as the user gave it (a manifest travels; this machine's folder layout need not)."""
+    from privsynth.run.parameters import bundled_example
+
+    prefix, colon, rest = text.partition(":") if text.startswith(("csv:", "parquet:")) else ("", "", text)
+    path = Path(rest)
+    package_data = Path(bundled_example()[0]).parent
+    if path.is_absolute():
+        if path.parent == package_data:
+            rest = f"<bundled example>/{path.name}"
+        else:
+            try:
+                rest = str(path.relative_to(Path.cwd()))
+            except ValueError:
+                pass
+    return f"{prefix}{colon}{rest}"
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
 
@@ -64,14 +83,15 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
         say(format_forecast(forecast(plan.mechanism.NAME, plan.cost, parameters.epsilon, parameters.delta,
                                      domain_of(plan.schema), parameters.public_rows)))
     say(precheck_budget(ledger, plan.dataset, plan.cost, unlimited=plan.unlimited,
+                        public_example=plan.bundled_example and not parameters.unlimited,
                         seeded=parameters.seed is not None, allow_seed_with_budget=parameters.allow_seed_with_budget,
                         resumed_key=resumed_release_key(location, run_key)))
     folder = RunFolder.open_at(location, run_key, run_id)
     run_id = folder.manifest["run_id"]
     folder.manifest.update(parameters=parameters.public_json(), dataset=plan.dataset,
-                           schema={"name": plan.schema.name, "path": plan.schema_path,
+                           schema={"name": plan.schema.name, "path": public_path(plan.schema_path),
                                    "sha256": plan.schema.content_hash()},
-                           input={"source": plan.source.describe() if plan.source is not None else
+                           input={"source": public_path(plan.source.describe()) if plan.source is not None else
                                   "in-memory table (Python API)"})
     folder.save()
     if data is None:
@@ -83,10 +103,12 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
 
 
 def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool, seeded: bool,
-                    allow_seed_with_budget: bool, resumed_key: str | None = None) -> str:
+                    allow_seed_with_budget: bool, resumed_key: str | None = None,
+                    public_example: bool = False) -> str:
     """Refuse a run the dataset's budget cannot cover, before any data is read; returns a log line.
 
-    * A dataset without a budget is refused unless the spend without limit is explicit (``unlimited``).
+    * A dataset without a budget is refused unless the spend without limit is explicit (``unlimited``), or
+      the input is the bundled example (``public_example``: public data, said as such).
     * A seed on a dataset with a budget is refused unless ``allow_seed_with_budget``: seeded noise is a
       testing feature (reproducible numpy streams, not hardened against floating-point attacks).
     * A resumed run whose release key is already charged is not counted twice.
@@ -109,7 +131,10 @@ def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool,
             raise BudgetNotSetError(
                 f"dataset {dataset!r} has no privacy budget; set one with `privsynth budget set {dataset} --epsilon E` "
                 "or spend without a limit explicitly with --unlimited (nothing was read or charged)")
-        return f"dataset {dataset!r} has no budget: spending WITHOUT A LIMIT (explicitly allowed)"
+        if public_example:
+            return (f"dataset {dataset!r} is the bundled example, public data (UCI Adult): it needs no budget; "
+                    "the spend is recorded in the ledger (`privsynth budget show`)")
+        return f"dataset {dataset!r} has no budget: spending WITHOUT A LIMIT (explicitly allowed by --unlimited)"
     if seeded and not allow_seed_with_budget:
         raise BudgetNotSetError(
             f"dataset {dataset!r} has a privacy budget and --seed was given: seeded noise is a testing feature "
