@@ -180,11 +180,79 @@ def command_run(args: argparse.Namespace) -> int:
     parameters = parse_parameters(values)
     plan_run(parameters)  # every parameter checked here, before Prefect starts or any data is read
     os.environ["PRIVSYNTH_CLI_RUN"] = "1"  # the flow then stops at once on SIGTERM (flows.synthesize)
-    from flows.synthesize import synthesize
+    if prefect_api_url() is None:
+        result = run_in_process(parameters)
+    else:
+        from flows.synthesize import synthesize
 
-    result = synthesize(parameters)
+        result = synthesize(parameters)
     _print_run_summary(result)
     return 0
+
+
+IN_PROCESS_LINE = ("no Prefect API configured: running in this process (nothing is recorded in Prefect). To record runs "
+                   "in a Prefect server, start one (`prefect server start`) and set PREFECT_API_URL "
+                   "(`prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`)")
+
+
+def prefect_api_url() -> str | None:
+    """The Prefect API this process would use: $PREFECT_API_URL, else the active profile's (read from the
+    profiles file, without importing Prefect, whose import alone costs seconds). None: no server."""
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    import tomllib
+    from pathlib import Path
+
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+    try:
+        profiles = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
+    value = profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL")
+    return str(value) if value else None
+
+
+def _console_logging() -> None:
+    """The library's progress lines (stages, the mechanism's rounds) on the console, as Prefect shows them."""
+    import logging
+
+    class ToStandardError(logging.StreamHandler):
+        @property
+        def stream(self):  # whatever sys.stderr is now (a test's capture, a redirect)
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, value):
+            pass
+
+    library = logging.getLogger("privsynth")
+    if not any(isinstance(h, logging.StreamHandler) and getattr(h, "privsynth_console", False) for h in library.handlers):
+        handler = ToStandardError()
+        handler.privsynth_console = True
+        handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d | %(levelname)-7s | %(message)s", "%H:%M:%S"))
+        library.addHandler(handler)
+    if library.getEffectiveLevel() > logging.INFO:
+        library.setLevel(logging.INFO)
+
+
+def run_in_process(parameters) -> dict:
+    """The run without Prefect: the Python API's runner (privsynth.api.run), the same stages and rules."""
+    import logging
+
+    from privsynth.api import run
+    from privsynth.run.parameters import ParameterError
+
+    if parameters.credentials_block:
+        raise ParameterError("credentials_block names a Prefect Secret block, which needs a Prefect server "
+                             "(PREFECT_API_URL); without one, give the password in the environment (PGPASSWORD, or "
+                             "user:${VAR}@host in the URL)")
+    _console_logging()
+    logger = logging.getLogger("privsynth")
+    logger.info("%s", IN_PROCESS_LINE)
+    outcome = run(parameters)  # its progress lines go to the "privsynth" logger, on the console above
+    return outcome.public_summary()
 
 
 def command_forecast(args: argparse.Namespace) -> int:
@@ -278,7 +346,12 @@ def command_mechanisms(_: argparse.Namespace) -> int:
 
 
 _STOP = {"requested": False}
-STOPPED_LINE = "privsynth: stopped by SIGTERM; nothing half-written remains (re-run the same command to resume)"
+
+
+def _stopped_line() -> str:
+    from privsynth.run.phase import stop_message
+
+    return stop_message()
 
 
 def _stop_on_sigterm(signum, frame) -> None:  # noqa: ARG001
@@ -310,13 +383,13 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except _known_errors() as err:
         if _STOP["requested"]:
-            print(STOPPED_LINE, file=sys.stderr)
+            print(_stopped_line(), file=sys.stderr)
             return 143
         print(f"privsynth: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit:
         if _STOP["requested"]:
-            print(STOPPED_LINE, file=sys.stderr)
+            print(_stopped_line(), file=sys.stderr)
             return 143
         raise
 

@@ -29,6 +29,7 @@ from prefect.states import Failed
 from privsynth.errors import KNOWN_ERRORS
 from privsynth.report.dp_report import render_report
 from privsynth.run.parameters import RunParameters
+from privsynth.run.phase import stop_message
 from privsynth.run.prepare import prepare_run
 from privsynth.run.stages import RunOutcome, execute
 from tasks.audit import audit_task
@@ -173,7 +174,7 @@ def stop_at_once_on_sigterm() -> None:
         return
 
     def stop(signum, frame):  # noqa: ARG001
-        os.write(2, b"privsynth: stopped by SIGTERM; nothing half-written remains (re-run the same command to resume)\n")
+        os.write(2, (stop_message() + "\n").encode())
         for child in _child_processes():  # Prefect's temporary API server, if this run started one
             try:
                 os.kill(child, signal.SIGTERM)
@@ -231,14 +232,4 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
         return refused(err, dataset or parameters.dataset)
     publish_artifacts(outcome, dataset)
     ctx.folder.release_local_copy()
-    return summary(outcome)
-
-
-def summary(outcome: RunOutcome) -> dict:
-    """What the flow returns (and Prefect stores): public facts only."""
-    return {"run_id": outcome.run_id, "run_dir": outcome.run_dir,
-            "synthetic": f"{outcome.run_dir}/synthetic.parquet", "rows": outcome.rounding["rows"],
-            "sink": outcome.rounding.get("sink"), "privacy": outcome.privacy["cost"],
-            "epsilon_statement": outcome.privacy.get("epsilon_statement"), "reused_release": outcome.reused,
-            "report": (outcome.report or {}).get("summary"),
-            "internal_audit": f"{outcome.run_dir}/internal-audit" if outcome.audit is not None else None}
+    return outcome.public_summary()

@@ -12,6 +12,9 @@ only without Prefect. ``Synthesizer`` is a smartnoise-style facade over it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,7 +95,8 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
                ledger: str | None = None, seed: int | None = None, options: dict | None = None,
                rows: int | None = None, public_rows: int | None = None, output: str | Path | None = None,
                sink: str | None = None, release_store: str | Path | None = None, unlimited: bool = False,
-               allow_seed_with_budget: bool = False, audit: bool = False, audit_target: str | None = None) -> Release:
+               allow_seed_with_budget: bool = False, audit: bool = False, audit_target: str | None = None,
+               progress: Callable[[str], None] | None = None) -> Release:
     """Release a DP synthetic table of ``data`` (the same run as ``privsynth run``, without Prefect).
 
     data: a source URL or path (every ``--input`` form), a pandas or polars DataFrame, a pyarrow
@@ -100,7 +104,8 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
     the bundled example. Defaults as the CLI's: the default mechanism, delta 1e-9, the per-user
     ledger and release store. The dataset's budget is charged once, before any noise is drawn;
     a dataset without a budget is refused unless ``unlimited=True`` (explicit and logged).
-    Raises the typed errors of ``privsynth.errors`` before anything is charged.
+    Raises the typed errors of ``privsynth.errors`` before anything is charged. ``progress``, if given,
+    receives each progress line (stages, the mechanism's rounds: public facts only) as it happens.
     """
     schema_obj = _schema_of(schema)
     in_memory = data is not None and not isinstance(data, (str, Path))
@@ -113,12 +118,59 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
         rows=rows, public_rows=public_rows, seed=seed, allow_seed_with_budget=allow_seed_with_budget,
         output=None if output is None else str(output), sink=sink, dataset=dataset, ledger=ledger, unlimited=unlimited,
         mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target)
-    ctx = prepare_run(parameters, data=data if in_memory else None, schema=schema_obj, release_store=release_store)
-    outcome = execute(ctx, direct)
+    with forwarded_progress(progress):
+        ctx = prepare_run(parameters, data=data if in_memory else None, schema=schema_obj, release_store=release_store,
+                          progress=progress)
+        outcome = execute(ctx, direct)
     try:
         return _release_of(outcome, ctx.schema, parameters.seed)
     finally:
         ctx.folder.release_local_copy()
+
+
+def run(parameters: RunParameters, *, progress: Callable[[str], None] | None = None,
+        release_store: str | Path | None = None) -> RunOutcome:
+    """One run from its parameters (the ``privsynth run`` options), without Prefect: what the CLI runs when
+    no Prefect API is configured. Returns the run's public outcome; raises the typed errors."""
+    with forwarded_progress(progress):
+        ctx = prepare_run(parameters, release_store=release_store, progress=progress)
+        progress_line = progress or logging.getLogger("privsynth").info
+        progress_line(f"run {ctx.run_id}: {parameters.mechanism} on {ctx.folder.manifest['input']['source']} at "
+                      f"epsilon {parameters.epsilon:g} -> {ctx.folder.location}")
+        outcome = execute(ctx, direct)
+    ctx.folder.release_local_copy()
+    return outcome
+
+
+class _ProgressHandler(logging.Handler):
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        super().__init__(logging.INFO)
+        self.progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.progress(record.getMessage())
+
+
+@contextmanager
+def forwarded_progress(progress: Callable[[str], None] | None) -> Iterator[None]:
+    """While the block runs, the library's own progress lines (``privsynth.*`` loggers below the run's
+    stages: a mechanism's rounds) also go to ``progress``. They carry DP outputs and public facts only."""
+    if progress is None:
+        yield
+        return
+    handler = _ProgressHandler(progress)
+    loggers = [logging.getLogger("privsynth.mechanisms")]
+    previous = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        if lg.getEffectiveLevel() > logging.INFO:
+            lg.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, previous):
+            lg.removeHandler(handler)
+            lg.setLevel(level)
 
 
 def _release_of(outcome: RunOutcome, schema: Schema, seed: int | None) -> Release:

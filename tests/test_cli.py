@@ -275,3 +275,70 @@ def test_run_needs_a_budget_or_unlimited_and_prints_where_everything_went(harnes
     assert "WITHOUT A LIMIT" in out + err + caplog.text  # the run's log says so
     (status,) = BudgetLedger(ledger).status("scratch")
     assert status.epsilon is None and status.charges == 1
+
+
+def _toy_run_arguments(tmp_path) -> list[str]:
+    import yaml
+    from conftest import TOY_SCHEMA, toy_frame
+
+    toy_frame(200).to_csv(tmp_path / "toy.csv", index=False)
+    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(TOY_SCHEMA))
+    return ["run", "--input", str(tmp_path / "toy.csv"), "--schema", str(tmp_path / "toy.yaml"), "--mechanism",
+            "reduced_space", "--epsilon", "1", "--rows", "40", "--option", "points_per_statistic=1", "--ledger",
+            f"sqlite:///{tmp_path / 'ledger.sqlite'}", "--unlimited", "--seed", "3"]
+
+
+def test_without_a_prefect_api_the_run_is_in_process_and_says_how_to_record_it(tmp_path, monkeypatch, capsys):
+    import flows.cli as cli
+    import flows.synthesize
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "no-prefect-home"))  # no profile with an API URL
+    assert cli.prefect_api_url() is None
+
+    def no_flow(*args, **kwargs):
+        raise AssertionError("the flow ran although no Prefect API is configured")
+
+    monkeypatch.setattr(flows.synthesize, "synthesize", no_flow)
+    code, out, err = _run([*_toy_run_arguments(tmp_path), "--output", str(tmp_path / "run")], capsys)
+    assert code == 0, err[-3000:]
+    assert "no Prefect API configured" in err and "PREFECT_API_URL" in err and "Starting temporary server" not in err
+    assert "validate: every expectation" in err and "finished" in out
+    assert (tmp_path / "run" / "synthetic.parquet").is_file()
+
+
+def test_a_prefect_api_in_the_active_profile_counts_as_configured(tmp_path, monkeypatch):
+    import flows.cli as cli
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_PROFILE", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    (tmp_path / "profiles.toml").write_text('active = "work"\n[profiles.work]\nPREFECT_API_URL = "http://h:4200/api"\n'
+                                            '[profiles.local]\n')
+    assert cli.prefect_api_url() == "http://h:4200/api"
+    monkeypatch.setenv("PREFECT_PROFILE", "local")
+    assert cli.prefect_api_url() is None
+    monkeypatch.setenv("PREFECT_API_URL", "http://other/api")
+    assert cli.prefect_api_url() == "http://other/api"
+
+
+def test_with_a_prefect_api_the_run_is_the_flow(harness, tmp_path, monkeypatch, capsys):
+    from prefect.settings import PREFECT_API_URL
+
+    import flows.synthesize
+
+    monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())  # the harness's server, as a user would set it
+    calls = []
+    flow = flows.synthesize.synthesize
+    monkeypatch.setattr(flows.synthesize, "synthesize", lambda *a, **k: calls.append(1) or flow(*a, **k))
+    code, out, err = _run([*_toy_run_arguments(tmp_path), "--output", str(tmp_path / "run")], capsys)
+    assert code == 0, err[-3000:]
+    assert calls == [1] and "no Prefect API configured" not in err and "finished" in out
+
+
+def test_credentials_blocks_need_a_prefect_server(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "no-prefect-home"))
+    code, out, err = _run([*_toy_run_arguments(tmp_path), "--credentials-block", "db", "--output",
+                           str(tmp_path / "run")], capsys)
+    assert code == EXIT_USAGE and "needs a Prefect server" in _one_error_line(err)

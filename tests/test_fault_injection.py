@@ -42,6 +42,7 @@ import yaml
 from conftest import TOY_SCHEMA, private_leftovers
 
 from privsynth.privacy.ledger import BudgetLedger, NoiseAlreadyDrawnError
+from privsynth.run import phase
 from privsynth.run.faults import FAULT_ENV, FAULT_POINTS, InjectedFault, fault_point
 from privsynth.run.parameters import RunParameters
 from privsynth.run.runfolder import RunFolder, RunFolderError
@@ -250,6 +251,9 @@ def test_unseeded_rerun_reuses_its_release_and_is_charged_once(harness, toy, tmp
     monkeypatch.setenv(FAULT_ENV, "raise:after_release_stored")
     with pytest.raises(InjectedFault):
         synthesize(parameters, release_store=store)
+    # A stop here would say that the release is stored and how to resume it (what happens next).
+    assert phase.current() == "stored"
+    assert f"re-run with --output {tmp_path / 'run'} to resume with no new charge" in phase.stop_message()
     stored = _stored_releases(Path(store))
     monkeypatch.delenv(FAULT_ENV)
     result = synthesize(parameters, release_store=store)
@@ -270,6 +274,7 @@ def test_resumed_run_on_a_spent_budget_is_not_charged_twice(harness, toy, tmp_pa
     monkeypatch.setenv(FAULT_ENV, "raise:after_charge")
     with pytest.raises(InjectedFault):
         synthesize(parameters, release_store=store)
+    assert phase.current() == "charged" and "without a second charge" in phase.stop_message()
     (status,) = BudgetLedger(parameters.ledger).status("toy")
     assert status.remaining_epsilon == pytest.approx(0.0)
     monkeypatch.delenv(FAULT_ENV)
@@ -293,6 +298,10 @@ def test_after_a_lost_draw_a_new_run_is_a_new_charged_release(harness, toy, tmp_
     monkeypatch.setenv(FAULT_ENV, "raise:after_noise_claimed")
     with pytest.raises(InjectedFault):
         synthesize(parameters, release_store=store)
+    # Found in review: a run stopped here said "re-run the same command to resume", and the re-run is refused.
+    assert phase.current() == "noise_drawn"
+    message = phase.stop_message()
+    assert "resume" not in message and "refused" in message and "charged again" in message
     monkeypatch.delenv(FAULT_ENV)
     with pytest.raises(NoiseAlreadyDrawnError):
         synthesize(parameters, release_store=store)

@@ -9,6 +9,7 @@ from types import ModuleType
 
 from privsynth.mechanisms.base import Release
 from privsynth.privacy.accounting import PrivacyCost
+from privsynth.run import phase
 from privsynth.run.faults import fault_point
 from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram
@@ -38,11 +39,14 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
     found = store.get(key)
     if found is not None:
         release, privacy = found
+        phase.enter("stored")
         return ReleaseOutcome(release, privacy, reused=True)
     cost = mechanism.privacy_cost(config)
     receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=require_budget)
+    phase.enter("charged")
     fault_point("after_charge")
     ledger.claim_noise(dataset, key)
+    phase.enter("noise_drawn")
     fault_point("after_noise_claimed")
     noise = make_noise_source(seed, key)
     noise.authorize(receipt.reference)
@@ -53,6 +57,7 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
                              column_names=domain.names,
                              release=release)
     store.put(key, release, column_names, privacy)
+    phase.enter("stored")
     fault_point("after_release_stored")
     return ReleaseOutcome(release, privacy, reused=False)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from privsynth.privacy.accounting import PrivacyCost
+from privsynth.run import phase
 from privsynth.run.context import RunContext, logger
 from privsynth.run.runfolder import RunFolder
 from privsynth.schema import Schema
@@ -87,6 +88,7 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
                         seeded=parameters.seed is not None, allow_seed_with_budget=parameters.allow_seed_with_budget,
                         resumed_key=resumed_release_key(location, run_key)))
     folder = RunFolder.open_at(location, run_key, run_id)
+    phase.enter("before_charge", run_dir=folder.location)
     run_id = folder.manifest["run_id"]
     folder.manifest.update(parameters=parameters.public_json(), dataset=plan.dataset,
                            schema={"name": plan.schema.name, "path": public_path(plan.schema_path),

@@ -30,6 +30,7 @@ from privsynth.engine.datasource import ValidationFailedError
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
 from privsynth.mechanisms.base import Release
 from privsynth.mechanisms.rounding import round_release
+from privsynth.run import phase
 from privsynth.run.charge import epsilon_statement, release_stage
 from privsynth.run.context import RunContext, Runner, direct
 from privsynth.run.faults import fault_point
@@ -227,6 +228,15 @@ class RunOutcome:
     def reused(self) -> bool:
         return bool(self.privacy.get("reused_stored_release"))
 
+    def public_summary(self) -> dict:
+        """What a run returns to its caller (and the Prefect flow stores): public facts only."""
+        return {"run_id": self.run_id, "run_dir": self.run_dir,
+                "synthetic": f"{self.run_dir}/synthetic.parquet", "rows": self.rounding["rows"],
+                "sink": self.rounding.get("sink"), "privacy": self.privacy["cost"],
+                "epsilon_statement": self.privacy.get("epsilon_statement"), "reused_release": self.reused,
+                "report": (self.report or {}).get("summary"),
+                "internal_audit": f"{self.run_dir}/internal-audit" if self.audit is not None else None}
+
 
 def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     """The run, stage by stage; the private folder is deleted whatever happens."""
@@ -247,4 +257,5 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
                                   "internal_audit": "internal-audit/audit.json" if audit is not None else None}
     folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     folder.save()
+    phase.enter("finished")
     return RunOutcome(ctx.run_id, folder.location, folder.path, privacy, rounding, report, audit)
