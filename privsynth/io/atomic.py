@@ -2,6 +2,8 @@
 
 Every artifact is written to a temporary sibling, fsynced, then renamed over its final name
 (``os.replace`` is atomic on one file system); a failed write leaves no partial file behind.
+``private=True`` creates the file owner-only (0600) from its first byte: the mode is given to the
+``open`` that creates it, never narrowed by a chmod after the data is in it.
 """
 
 from __future__ import annotations
@@ -32,13 +34,21 @@ def _temporary_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+OWNER_ONLY_FILE = 0o600
+
+
+def create_file(path: Path, private: bool) -> int:
+    """Create ``path`` (it must not exist) and return its descriptor; owner-only when ``private``."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_ONLY_FILE if private else 0o666)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, *, private: bool = False) -> None:
     """Write to a temporary sibling, fsync, then rename: readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temporary_sibling(path)
     try:
-        with open(tmp, "wb") as handle:
+        with os.fdopen(create_file(tmp, private), "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -47,8 +57,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def atomic_write_json(path: str | Path, payload: object) -> None:
-    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=False, default=json_default) + "\n").encode())
+def atomic_write_json(path: str | Path, payload: object, *, private: bool = False) -> None:
+    atomic_write_bytes(path, (json.dumps(payload, indent=2, sort_keys=False, default=json_default) + "\n").encode(),
+                       private=private)
 
 
 def json_default(value: object):
@@ -66,10 +77,11 @@ def json_default(value: object):
 class AtomicParquetWriter:
     """Stream batches into ``path`` through a temporary file renamed on successful close."""
 
-    def __init__(self, path: str | Path, arrow_schema: pa.Schema) -> None:
+    def __init__(self, path: str | Path, arrow_schema: pa.Schema, *, private: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = _temporary_sibling(self.path)
+        os.close(create_file(self._tmp, private))  # created with its mode; the writer reopens it in place
         self._writer = pq.ParquetWriter(self._tmp, arrow_schema, compression="zstd")
         self.schema = arrow_schema
         self.rows = 0
@@ -88,8 +100,8 @@ class AtomicParquetWriter:
         self._tmp.unlink(missing_ok=True)
 
 
-def atomic_write_table(path: str | Path, table: pa.Table) -> None:
-    with AtomicParquetWriter(path, table.schema) as writer:
+def atomic_write_table(path: str | Path, table: pa.Table, *, private: bool = False) -> None:
+    with AtomicParquetWriter(path, table.schema, private=private) as writer:
         writer.write(table)
 
 

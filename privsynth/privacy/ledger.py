@@ -44,7 +44,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from privsynth.io.credentials import expand_credentials
-from privsynth.io.home import default_ledger_path
+from privsynth.io.atomic import create_file
+from privsynth.io.home import default_ledger_path, make_private_dir, privsynth_home, warn_if_open_to_others
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import (
     check_budget_delta,
@@ -246,6 +247,20 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
+def create_private_sqlite(database: Path) -> None:
+    """The ledger file holds the HMAC secret that keeps release keys unlinkable: it is created owner-only
+    (0600; SQLite gives its journal the same mode) in a folder created owner-only when it is privsynth's
+    home. An existing file or home open to other users is warned about, not silently used."""
+    if database.parent == privsynth_home():
+        make_private_dir(database.parent)
+    else:
+        database.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(create_file(database, private=True))  # an empty file is an empty SQLite database
+    except FileExistsError:
+        warn_if_open_to_others(database)
+
+
 def _make_engine(url: str) -> Engine:
     url = expand_credentials(url)
     parsed = sa.engine.make_url(url)
@@ -257,7 +272,7 @@ def _make_engine(url: str) -> Engine:
         return sa.create_engine(url, pool_pre_ping=True)
     database = parsed.database or ""
     if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        create_private_sqlite(Path(database).expanduser())
     engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
     # pysqlite defers BEGIN until the first write, so a check-then-insert would read the total

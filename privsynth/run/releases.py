@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.io import atomic_write_json, atomic_write_table
-from privsynth.io.home import default_release_store
+from privsynth.io.home import OWNER_ONLY_DIR, default_release_store, make_private_dir
 from privsynth.io.storage import COMPLETE, RemoteFolder, is_remote
 from privsynth.mechanisms.base import Measurement, Release
 
@@ -58,7 +58,8 @@ class ReleaseStore:
         # An fsspec URL (s3://, gs://, memory://): releases are staged locally and uploaded, files first
         # and the COMPLETE marker last (privsynth.io.storage), so workers need no shared disk.
         self.remote = RemoteFolder(str(location)) if is_remote(location) else None
-        self.root = Path(tempfile.mkdtemp(prefix="privsynth-store-")) if self.remote else Path(location)
+        # Owner-only: the store's folders are named by release keys and hold releases not yet published.
+        self.root = Path(tempfile.mkdtemp(prefix="privsynth-store-")) if self.remote else make_private_dir(Path(location))
         if self.remote is not None:
             weakref.finalize(self, shutil.rmtree, self.root, True)  # the local staging copy goes with the store
 
@@ -90,12 +91,12 @@ class ReleaseStore:
         for stale in self.root.glob(f".{key}.*.partial") if self.root.is_dir() else ():
             shutil.rmtree(stale, ignore_errors=True)
         staging = self.root / f".{key}.{uuid.uuid4().hex[:8]}.partial"
-        staging.mkdir(parents=True)
+        staging.mkdir(mode=OWNER_ONLY_DIR, parents=True)
         try:
-            atomic_write_table(staging / "release.parquet", release.to_arrow(column_names))
-            atomic_write_json(staging / "privacy.json", privacy)
+            atomic_write_table(staging / "release.parquet", release.to_arrow(column_names), private=True)
+            atomic_write_json(staging / "privacy.json", privacy, private=True)
             if release.measurements:
-                atomic_write_table(staging / MEASUREMENTS, measurements_table(release.measurements))
+                atomic_write_table(staging / MEASUREMENTS, measurements_table(release.measurements), private=True)
             os.replace(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -84,7 +84,7 @@ def stage_binarise(ctx: RunContext, validation: dict) -> Path:
 def write_histogram(path: Path, histogram: Histogram, domain: Domain) -> None:
     columns = {name: pa.array(histogram.codes[:, j].astype(np.int32)) for j, name in enumerate(domain.names)}
     columns["__count__"] = pa.array(histogram.counts.astype(np.int64))
-    atomic_write_table(path, pa.table(columns))
+    atomic_write_table(path, pa.table(columns), private=True)  # private: exact counts
 
 
 def read_histogram(path: Path, domain: Domain) -> Histogram:
@@ -195,14 +195,14 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     from privsynth.report.internal_audit import build_audit, render_markdown
 
     target = ctx.folder.file("internal-audit")
-    target.mkdir(exist_ok=True)
+    target.mkdir(mode=0o700, exist_ok=True)  # not DP: owner-only, like every private part of a run
     histogram = read_histogram(statistics_path, ctx.domain)
     real = np.concatenate(list(histogram.iter_codes())) if histogram.codes.shape[0] else \
         np.zeros((0, ctx.domain.n_attributes), dtype=np.int64)
     synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
     audit = build_audit(real, synthetic, ctx.schema, ctx.domain, target, target_column=ctx.plan.parameters.audit_target)
-    atomic_write_json(target / "audit.json", audit)
-    atomic_write_bytes(target / "audit.md", render_markdown(audit, audit.get("plots", [])).encode())
+    atomic_write_json(target / "audit.json", audit, private=True)
+    atomic_write_bytes(target / "audit.md", render_markdown(audit, audit.get("plots", [])).encode(), private=True)
     ctx.folder.publish([f"internal-audit/{p.name}" for p in target.iterdir() if p.is_file()])
     ctx.progress(f"audit (INTERNAL, not DP): written to {ctx.folder.location}/internal-audit")
     return audit
