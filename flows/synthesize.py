@@ -44,16 +44,20 @@ TASKS = {"validate": validate_task, "binarise": binarise_task, "mechanism": mech
 
 
 class ExpectedRefusalsOnOneLine(logging.Filter):
-    """An expected refusal (budget, validation, infeasible request, bad input) is the user's to fix and
-    its message already names what is wrong: Prefect logs it as one WARNING line, without traceback."""
+    """An expected refusal (budget, validation, infeasible request, bad input) is the user's to fix and its
+    message already names what is wrong. The flow's ``refused`` logs it once, as a WARNING; so Prefect's own
+    records of it are not repeated: a task's exception record of a refusal is dropped (no traceback), and the
+    "Finished in state Failed(...)" lines of a refused task or flow are INFO, not ERROR. Anything else (a
+    bug) keeps its ERROR line and traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         if isinstance(error, KNOWN_ERRORS):
-            record.exc_info = None
-            record.exc_text = None
-            if record.levelno > logging.WARNING:
-                record.levelno, record.levelname = logging.WARNING, "WARNING"
+            return False
+        if record.levelno >= logging.ERROR and not record.exc_info:
+            message = record.getMessage()
+            if message.startswith("Finished in state Failed") and any(mark in message for mark in REFUSAL_MARKS):
+                record.levelno, record.levelname = logging.INFO, "INFO"
         return True
 
 
@@ -64,6 +68,9 @@ for _name in ("prefect.flow_runs", "prefect.task_runs"):
 REFUSAL_KINDS = {"BudgetExceededError": "budget-exceeded", "BudgetNotSetError": "budget-not-set",
                  "NonPrivateChargeError": "budget-not-dp", "NoiseAlreadyDrawnError": "release-lost",
                  "ValidationFailedError": "validation-failed", "InfeasibleRequestError": "infeasible-request"}
+# What a refused task's or flow's final state message holds: the error's class, or the flow's "kind: ".
+REFUSAL_MARKS = tuple(f"{cls.__name__}:" for cls in KNOWN_ERRORS) + tuple(
+    f"{kind}: " for kind in (*REFUSAL_KINDS.values(), "invalid-input"))
 
 
 def prefect_runner(name, stage, *args):  # noqa: ARG001  (the stage function is the task's own)

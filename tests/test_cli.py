@@ -214,10 +214,18 @@ def test_known_errors_lose_their_traceback_in_prefect_logs_others_keep_it():
             return logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
 
     for error in (InputError("input file 'x.csv' is empty"), BudgetNotSetError("dataset 'x' has no privacy budget")):
-        known = record(error)
-        assert one_line.filter(known) and known.exc_info is None
-        assert known.levelname == "WARNING" and known.levelno == logging.WARNING  # a refusal, not a crash
-        assert "Traceback" not in logging.Formatter().format(known)
+        # Dropped: the flow's `refused` logs a refusal once, as one WARNING line (issue 21: no ERROR task line).
+        assert not one_line.filter(record(error))
+
+    def finished(message: str) -> logging.LogRecord:
+        return logging.LogRecord("prefect.task_runs", logging.ERROR, __file__, 1, message, None, None)
+
+    for refusal in ("Finished in state Failed('Task run encountered an exception ValidationFailedError: validation "
+                    "failed, nothing was charged')", "Finished in state Failed('budget-not-set: dataset x has none')"):
+        line = finished(refusal)
+        assert one_line.filter(line) and line.levelno == logging.INFO and line.levelname == "INFO"
+    crash = finished("Finished in state Failed('Task run encountered an exception RuntimeError: a bug')")
+    assert one_line.filter(crash) and crash.levelname == "ERROR"
     unexpected = record(RuntimeError("a bug"))
     assert one_line.filter(unexpected) and unexpected.exc_info is not None and unexpected.levelname == "ERROR"
     assert "Traceback" in logging.Formatter().format(unexpected)

@@ -58,8 +58,7 @@ class ReleaseStore:
         # An fsspec URL (s3://, gs://, memory://): releases are staged locally and uploaded, files first
         # and the COMPLETE marker last (privsynth.io.storage), so workers need no shared disk.
         self.remote = RemoteFolder(str(location)) if is_remote(location) else None
-        # Owner-only: the store's folders are named by release keys and hold releases not yet published.
-        self.root = Path(tempfile.mkdtemp(prefix="privsynth-store-")) if self.remote else make_private_dir(Path(location))
+        self.root = Path(tempfile.mkdtemp(prefix="privsynth-store-")) if self.remote else Path(location)
         if self.remote is not None:
             weakref.finalize(self, shutil.rmtree, self.root, True)  # the local staging copy goes with the store
 
@@ -87,6 +86,8 @@ class ReleaseStore:
         target = self.folder(key)
         if target.exists():
             return target
+        # Owner-only, made on the first release: its folders are named by release keys and hold releases.
+        make_private_dir(self.root)
         # A killed writer leaves its staging folder behind; reads never trust one, and this sweeps them.
         for stale in self.root.glob(f".{key}.*.partial") if self.root.is_dir() else ():
             shutil.rmtree(stale, ignore_errors=True)
