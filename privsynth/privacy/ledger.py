@@ -32,261 +32,50 @@ row). Two processes racing for the last of a budget therefore cannot both be acc
 from __future__ import annotations
 
 import math
-import os
 import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
-from privsynth.io.credentials import expand_credentials
-from privsynth.io.atomic import create_file
-from privsynth.io.home import default_ledger_path, make_private_dir, privsynth_home, warn_if_open_to_others
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
+from privsynth.privacy.ledger_records import (
+    BudgetExceededError,
+    BudgetNotSetError,
+    BudgetStatus,
+    ChargeReceipt,
+    ChargeRecord,
+    LedgerError,
+    NoiseAlreadyDrawnError,
+    NonPrivateChargeError,
+    ReleaseKeyConflictError,
+    UnknownDatasetError,
+    check_name,
+    format_status,
+    status_of,
+)
+from privsynth.privacy.ledger_store import (
+    BUDGETS,
+    CHARGES,
+    LEDGER_URL_ENV,
+    METADATA,
+    SECRETS,
+    default_ledger_url,
+    display_url,
+    make_engine,
+    now_iso,
+    resolve_ledger_url,
+)
 from privsynth.privacy.spending import (
     check_budget_delta,
     check_cost,
     check_epsilon,
     epsilon_spent,
     fits_budget,
-    remaining_rho,
-    total_pure_epsilon,
     total_rho,
 )
-
-LEDGER_URL_ENV = "PRIVSYNTH_LEDGER_URL"
-SQLITE_BUSY_TIMEOUT_S = 60.0
-_MAX_NAME = 200
-
-
-# --------------------------------------------------------------------------------------------
-# Errors
-
-
-class LedgerError(ValueError):
-    """Base class of the ledger's refusals (a ValueError so callers and the CLI can catch one type)."""
-
-
-class BudgetExceededError(LedgerError):
-    """The charge would take the dataset over its budget; nothing was recorded."""
-
-
-class BudgetNotSetError(LedgerError):
-    """The dataset has no budget and the caller required one."""
-
-
-class NonPrivateChargeError(LedgerError):
-    """A charge with no DP guarantee was made against a dataset guarded by a budget."""
-
-
-class UnknownDatasetError(LedgerError):
-    """The ledger holds neither a budget nor a charge for this dataset."""
-
-
-class NoiseAlreadyDrawnError(LedgerError):
-    """Noise was already drawn for this release key; drawing again would be a second release for one charge."""
-
-
-class ReleaseKeyConflictError(LedgerError):
-    """A release key is already charged with a different cost: the key does not identify the release."""
-
-
-# --------------------------------------------------------------------------------------------
-# URL selection
-
-
-def default_ledger_url() -> str:
-    """The per-user ledger (``privsynth.io.home``), used when neither a URL nor PRIVSYNTH_LEDGER_URL is given.
-
-    Never relative to the working folder: running from another folder must not start a fresh,
-    unlimited ledger that has forgotten what was spent.
-    """
-    return f"sqlite:///{default_ledger_path()}"
-
-
-def resolve_ledger_url(url: str | None = None) -> str:
-    """Precedence: explicit ``url`` > environment variable PRIVSYNTH_LEDGER_URL > ``default_ledger_url()``."""
-    if url is not None:
-        if not isinstance(url, str) or not url.strip():
-            raise ValueError(f"ledger URL must be a non-empty SQLAlchemy URL string, got {url!r}")
-        return url.strip()
-    from_env = os.environ.get(LEDGER_URL_ENV, "").strip()
-    return from_env or default_ledger_url()
-
-
-def display_url(url: str) -> str:
-    """The URL with any password masked, for logs and the CLI."""
-    return sa.engine.make_url(url).render_as_string(hide_password=True)
-
-
-def _check_name(kind: str, value: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{kind} must be a non-empty string, got {value!r}")
-    if len(value) > _MAX_NAME or any(ord(ch) < 32 for ch in value):
-        raise ValueError(f"{kind} must be at most {_MAX_NAME} printable characters, got {value!r}")
-    return value
-
-
-# --------------------------------------------------------------------------------------------
-# Records
-
-
-@dataclass(frozen=True)
-class BudgetStatus:
-    """One dataset's allowance and what it has spent.
-
-    epsilon / delta: the budget (epsilon None: no budget set; delta None: pure-DP budget).
-    spent_rho: total zCDP rho (inf if a non-DP release was recorded).
-    spent_epsilon: epsilon spent at the budget's delta (pure epsilon for a pure budget); with no
-        budget, the pure total when every charge is pure, else the spend at DEFAULT_DELTA.
-    remaining_epsilon: epsilon - spent_epsilon, floored at 0; None with no budget.
-    remaining_rho: the zCDP rho one more charge may carry (delta budgets only), else None.
-    """
-
-    dataset: str
-    epsilon: float | None
-    delta: float | None
-    spent_rho: float
-    spent_epsilon: float | None
-    remaining_epsilon: float | None
-    remaining_rho: float | None
-    charges: int
-    non_private_charges: int = 0
-
-
-@dataclass(frozen=True)
-class ChargeRecord:
-    """One stored charge (never deleted)."""
-
-    charge_id: int
-    dataset: str
-    release_key: str
-    rho: float
-    pure_epsilon: float | None
-    is_dp: bool
-    guarantee: str
-    description: str
-    created_at: str
-
-    def cost(self) -> PrivacyCost:
-        if not self.is_dp:
-            return PrivacyCost.not_private(self.guarantee)
-        return PrivacyCost(rho=self.rho, pure_epsilon=self.pure_epsilon, guarantee=self.guarantee)
-
-
-@dataclass(frozen=True)
-class ChargeReceipt:
-    """Proof that a release is paid for; ``reference`` is what NoiseSource.authorize expects.
-
-    reused: True when the release key was already charged, so this call charged nothing.
-    """
-
-    charge: ChargeRecord
-    reused: bool
-    status: BudgetStatus
-
-    @property
-    def dataset(self) -> str:
-        return self.charge.dataset
-
-    @property
-    def release_key(self) -> str:
-        return self.charge.release_key
-
-    @property
-    def reference(self) -> str:
-        return f"ledger:{self.charge.dataset}:{self.charge.charge_id}:{self.charge.release_key}"
-
-
-# --------------------------------------------------------------------------------------------
-# Storage
-
-_metadata = sa.MetaData()
-
-_budgets = sa.Table(
-    "privsynth_budgets",
-    _metadata,
-    sa.Column("dataset", sa.String(_MAX_NAME), primary_key=True),
-    sa.Column("epsilon", sa.Double, nullable=False),
-    sa.Column("delta", sa.Double, nullable=True),
-    sa.Column("created_at", sa.String(40), nullable=False),
-    sa.Column("updated_at", sa.String(40), nullable=False),
-)
-
-_charges = sa.Table(
-    "privsynth_charges",
-    _metadata,
-    sa.Column("charge_id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("dataset", sa.String(_MAX_NAME), nullable=False, index=True),
-    sa.Column("release_key", sa.String(_MAX_NAME), nullable=False),
-    # NULL for a release without a DP guarantee (rho would be infinite).
-    sa.Column("rho", sa.Double, nullable=True),
-    sa.Column("pure_epsilon", sa.Double, nullable=True),
-    sa.Column("is_dp", sa.Boolean, nullable=False),
-    sa.Column("guarantee", sa.Text, nullable=False),
-    sa.Column("description", sa.Text, nullable=False),
-    sa.Column("created_at", sa.String(40), nullable=False),
-    # Set (once) when the noise of this release is drawn; see claim_noise.
-    sa.Column("noise_drawn_at", sa.String(40), nullable=True),
-    sa.UniqueConstraint("dataset", "release_key", name="uq_privsynth_charges_release"),
-)
-
-_secrets = sa.Table(
-    "privsynth_secrets",
-    _metadata,
-    sa.Column("name", sa.String(64), primary_key=True),
-    sa.Column("value", sa.String(128), nullable=False),
-)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
-
-
-def create_private_sqlite(database: Path) -> None:
-    """The ledger file holds the HMAC secret that keeps release keys unlinkable: it is created owner-only
-    (0600; SQLite gives its journal the same mode) in a folder created owner-only when it is privsynth's
-    home. An existing file or home open to other users is warned about, not silently used."""
-    if database.parent == privsynth_home():
-        make_private_dir(database.parent)
-    else:
-        database.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.close(create_file(database, private=True))  # an empty file is an empty SQLite database
-    except FileExistsError:
-        warn_if_open_to_others(database)
-
-
-def _make_engine(url: str) -> Engine:
-    url = expand_credentials(url)
-    parsed = sa.engine.make_url(url)
-    if parsed.drivername == "postgresql":
-        # A plain postgresql:// URL would need psycopg2; psycopg (3) is the driver we install.
-        parsed = parsed.set(drivername="postgresql+psycopg")
-        url = parsed.render_as_string(hide_password=False)
-    if parsed.get_backend_name() != "sqlite":
-        return sa.create_engine(url, pool_pre_ping=True)
-    database = parsed.database or ""
-    if database and database != ":memory:" and not database.startswith("file:"):
-        create_private_sqlite(Path(database).expanduser())
-    engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
-
-    # pysqlite defers BEGIN until the first write, so a check-then-insert would read the total
-    # outside any lock. Take transaction control from the driver (SQLAlchemy's documented recipe)
-    # and emit BEGIN IMMEDIATE, which takes the write lock before the budget is read.
-    @sa.event.listens_for(engine, "connect")
-    def _no_implicit_begin(dbapi_connection, connection_record):  # noqa: ARG001
-        dbapi_connection.isolation_level = None
-
-    @sa.event.listens_for(engine, "begin")
-    def _begin_immediate(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-    return engine
 
 
 class BudgetLedger:
@@ -298,7 +87,7 @@ class BudgetLedger:
 
     def __init__(self, url: str | None = None) -> None:
         self._url = resolve_ledger_url(url)
-        self._engine = _make_engine(self._url)
+        self._engine = make_engine(self._url)
         self._backend = self._engine.dialect.name
         self._create_tables()
 
@@ -322,11 +111,11 @@ class BudgetLedger:
 
     def _create_tables(self) -> None:
         try:
-            _metadata.create_all(self._engine)
+            METADATA.create_all(self._engine)
         except sa.exc.DBAPIError:
             # Another process created them between our check and our CREATE (servers without
             # transactional serialisation of DDL); a second checked pass finds them.
-            _metadata.create_all(self._engine)
+            METADATA.create_all(self._engine)
         self._add_missing_columns()
 
     def _add_missing_columns(self) -> None:
@@ -348,7 +137,7 @@ class BudgetLedger:
             yield conn
 
     def _budget_row(self, conn: Connection, dataset: str, lock: bool):
-        query = sa.select(_budgets.c.epsilon, _budgets.c.delta).where(_budgets.c.dataset == dataset)
+        query = sa.select(BUDGETS.c.epsilon, BUDGETS.c.delta).where(BUDGETS.c.dataset == dataset)
         if lock and self._backend != "sqlite":
             query = query.with_for_update()
         return conn.execute(query).first()
@@ -356,7 +145,7 @@ class BudgetLedger:
     @staticmethod
     def _charge_rows(conn: Connection, dataset: str) -> list[ChargeRecord]:
         rows = conn.execute(
-            sa.select(_charges).where(_charges.c.dataset == dataset).order_by(_charges.c.charge_id)
+            sa.select(CHARGES).where(CHARGES.c.dataset == dataset).order_by(CHARGES.c.charge_id)
         ).mappings()
         return [
             ChargeRecord(
@@ -373,26 +162,6 @@ class BudgetLedger:
             for r in rows
         ]
 
-    @staticmethod
-    def _status_of(dataset: str, budget, records: Sequence[ChargeRecord]) -> BudgetStatus:
-        costs = [r.cost() for r in records]
-        spent_rho = total_rho(costs)
-        non_private = sum(1 for r in records if not r.is_dp)
-        if budget is None:
-            # No budget, so no delta of its own: the spend is stated at the runs' default delta (pure sum when
-            # every charge is pure), so `budget show` says what a run without a limit spent.
-            pure = total_pure_epsilon(costs)
-            spent = pure if pure is not None else epsilon_spent(costs, DEFAULT_DELTA)
-            return BudgetStatus(dataset, None, None, spent_rho, spent, None, None, len(costs), non_private)
-        epsilon, delta = float(budget.epsilon), None if budget.delta is None else float(budget.delta)
-        spent = epsilon_spent(costs, delta)
-        left_rho = None if delta is None else remaining_rho(costs, epsilon, delta)
-        return BudgetStatus(
-            dataset, epsilon, delta, spent_rho, spent, max(epsilon - spent, 0.0), left_rho, len(costs), non_private
-        )
-
-    # ---- public API -------------------------------------------------------------------------
-
     def set_budget(self, dataset: str, epsilon: float, delta: float | None = DEFAULT_DELTA, *,
                    pure: bool = False) -> BudgetStatus:
         """Create or change a dataset's (epsilon, delta) allowance.
@@ -402,7 +171,7 @@ class BudgetLedger:
         Refused (BudgetExceededError) when the charges already recorded would not fit the new
         allowance: a budget can be raised, never lowered below what is spent.
         """
-        dataset = _check_name("dataset", dataset)
+        dataset = check_name("dataset", dataset)
         epsilon = check_epsilon(epsilon)
         if pure:
             delta = None
@@ -424,18 +193,18 @@ class BudgetLedger:
                     f"cannot set the budget of dataset {dataset!r} to epsilon {epsilon:g}, delta {delta!r}: {why}; "
                     "budgets are never lowered below what is spent"
                 )
-            now = _now()
+            now = now_iso()
             if existing is None:
                 conn.execute(
-                    _budgets.insert().values(dataset=dataset, epsilon=epsilon, delta=delta, created_at=now, updated_at=now)
+                    BUDGETS.insert().values(dataset=dataset, epsilon=epsilon, delta=delta, created_at=now, updated_at=now)
                 )
             else:
                 conn.execute(
-                    _budgets.update()
-                    .where(_budgets.c.dataset == dataset)
+                    BUDGETS.update()
+                    .where(BUDGETS.c.dataset == dataset)
                     .values(epsilon=epsilon, delta=delta, updated_at=now)
                 )
-            return self._status_of(dataset, _Budget(epsilon, delta), records)
+            return status_of(dataset, _Budget(epsilon, delta), records)
 
     def charge(
         self,
@@ -456,8 +225,8 @@ class BudgetLedger:
         without a limit (ad-hoc runs), so a budget set later still counts it.
         ``description`` is stored and shown by `privsynth budget show`: put no data values in it.
         """
-        dataset = _check_name("dataset", dataset)
-        release_key = _check_name("release_key", release_key)
+        dataset = check_name("dataset", dataset)
+        release_key = check_name("release_key", release_key)
         check_cost(cost)
         if not isinstance(description, str):
             raise ValueError(f"description must be a string, got {type(description).__name__}")
@@ -487,7 +256,7 @@ class BudgetLedger:
                 f"pure epsilon {cost.pure_epsilon!r}); a release key must identify one release"
             )
         budget = self._budget_row(conn, dataset, lock=False)
-        return ChargeReceipt(match, True, self._status_of(dataset, budget, records))
+        return ChargeReceipt(match, True, status_of(dataset, budget, records))
 
     def _charge_once(
         self, dataset: str, key: str, cost: PrivacyCost, description: str, require_budget: bool
@@ -513,14 +282,14 @@ class BudgetLedger:
                 is_dp=bool(cost.is_dp),
                 guarantee=cost.guarantee,
                 description=description,
-                created_at=_now(),
+                created_at=now_iso(),
             )
-            charge_id = conn.execute(_charges.insert().values(**values)).inserted_primary_key[0]
+            charge_id = conn.execute(CHARGES.insert().values(**values)).inserted_primary_key[0]
             record = ChargeRecord(
                 charge_id=int(charge_id),
                 **{**values, "rho": math.inf if not cost.is_dp else values["rho"]},
             )
-            return ChargeReceipt(record, False, self._status_of(dataset, budget, [*records, record]))
+            return ChargeReceipt(record, False, status_of(dataset, budget, [*records, record]))
 
     def _check_fits(self, dataset: str, budget, records: Sequence[ChargeRecord], cost: PrivacyCost) -> None:
         epsilon, delta = float(budget.epsilon), None if budget.delta is None else float(budget.delta)
@@ -538,7 +307,7 @@ class BudgetLedger:
             )
         if fits_budget([*costs, cost], epsilon, delta):
             return
-        status = self._status_of(dataset, budget, records)
+        status = status_of(dataset, budget, records)
         spent = status.spent_epsilon
         requested = cost.pure_epsilon if delta is None else cost.epsilon_at(delta)
         after = epsilon_spent([*costs, cost], delta)
@@ -563,20 +332,20 @@ class BudgetLedger:
         was drawn for this key before (its release should have been stored: re-running after a lost
         release must be a new release, charged again), LedgerError when the key was never charged.
         """
-        dataset = _check_name("dataset", dataset)
-        release_key = _check_name("release_key", release_key)
+        dataset = check_name("dataset", dataset)
+        release_key = check_name("release_key", release_key)
         with self._transaction(dataset) as conn:
             result = conn.execute(
-                _charges.update()
-                .where(_charges.c.dataset == dataset, _charges.c.release_key == release_key,
-                       _charges.c.noise_drawn_at.is_(None))
-                .values(noise_drawn_at=_now())
+                CHARGES.update()
+                .where(CHARGES.c.dataset == dataset, CHARGES.c.release_key == release_key,
+                       CHARGES.c.noise_drawn_at.is_(None))
+                .values(noise_drawn_at=now_iso())
             )
             if result.rowcount == 1:
                 return
             charged = conn.execute(
-                sa.select(_charges.c.charge_id).where(_charges.c.dataset == dataset,
-                                                      _charges.c.release_key == release_key)
+                sa.select(CHARGES.c.charge_id).where(CHARGES.c.dataset == dataset,
+                                                      CHARGES.c.release_key == release_key)
             ).first()
         if charged is None:
             raise LedgerError(f"dataset {dataset!r}: no charge is recorded for this release; charge before drawing noise")
@@ -590,37 +359,37 @@ class BudgetLedger:
         """Whether noise was drawn for this release key (read-only)."""
         with self._transaction(None) as conn:
             row = conn.execute(
-                sa.select(_charges.c.noise_drawn_at).where(_charges.c.dataset == dataset,
-                                                           _charges.c.release_key == release_key)
+                sa.select(CHARGES.c.noise_drawn_at).where(CHARGES.c.dataset == dataset,
+                                                           CHARGES.c.release_key == release_key)
             ).first()
         return bool(row and row[0])
 
     def release_secret(self) -> bytes:
         """This ledger's release-key secret (32 random bytes, created once, never shown)."""
         with self._transaction("\x00secret") as conn:
-            row = conn.execute(sa.select(_secrets.c.value).where(_secrets.c.name == "release-key")).first()
+            row = conn.execute(sa.select(SECRETS.c.value).where(SECRETS.c.name == "release-key")).first()
             if row is None:
                 value = secrets.token_hex(32)
                 try:
-                    conn.execute(_secrets.insert().values(name="release-key", value=value))
+                    conn.execute(SECRETS.insert().values(name="release-key", value=value))
                 except sa.exc.IntegrityError:
                     row = None
                 else:
                     return bytes.fromhex(value)
         if row is None:
             with self._transaction(None) as conn:
-                row = conn.execute(sa.select(_secrets.c.value).where(_secrets.c.name == "release-key")).first()
+                row = conn.execute(sa.select(SECRETS.c.value).where(SECRETS.c.name == "release-key")).first()
         return bytes.fromhex(row[0])
 
     def status(self, dataset: str | None = None) -> list[BudgetStatus]:
         """Budget and spending per dataset (all datasets, sorted by name, when ``dataset`` is None)."""
         if dataset is not None:
-            dataset = _check_name("dataset", dataset)
+            dataset = check_name("dataset", dataset)
         with self._transaction(None) as conn:
             if dataset is None:
                 names = sorted(
-                    set(conn.execute(sa.select(_budgets.c.dataset)).scalars())
-                    | set(conn.execute(sa.select(_charges.c.dataset).distinct()).scalars())
+                    set(conn.execute(sa.select(BUDGETS.c.dataset)).scalars())
+                    | set(conn.execute(sa.select(CHARGES.c.dataset).distinct()).scalars())
                 )
             else:
                 names = [dataset]
@@ -630,20 +399,20 @@ class BudgetLedger:
                 records = self._charge_rows(conn, name)
                 if budget is None and not records:
                     raise UnknownDatasetError(self._unknown_message(conn, name))
-                result.append(self._status_of(name, budget, records))
+                result.append(status_of(name, budget, records))
             return result
 
     def find_charge(self, dataset: str, release_key: str) -> ChargeRecord | None:
         """The stored charge of this release key, or None; charges nothing (a read-only lookup)."""
-        dataset = _check_name("dataset", dataset)
-        release_key = _check_name("release_key", release_key)
+        dataset = check_name("dataset", dataset)
+        release_key = check_name("release_key", release_key)
         with self._transaction(None) as conn:
             row = next((r for r in self._charge_rows(conn, dataset) if r.release_key == release_key), None)
         return row
 
     def history(self, dataset: str) -> list[ChargeRecord]:
         """Every charge of ``dataset``, oldest first."""
-        dataset = _check_name("dataset", dataset)
+        dataset = check_name("dataset", dataset)
         with self._transaction(None) as conn:
             records = self._charge_rows(conn, dataset)
             if not records and self._budget_row(conn, dataset, lock=False) is None:
@@ -653,8 +422,8 @@ class BudgetLedger:
     @staticmethod
     def _unknown_message(conn: Connection, dataset: str) -> str:
         known = sorted(
-            set(conn.execute(sa.select(_budgets.c.dataset)).scalars())
-            | set(conn.execute(sa.select(_charges.c.dataset).distinct()).scalars())
+            set(conn.execute(sa.select(BUDGETS.c.dataset)).scalars())
+            | set(conn.execute(sa.select(CHARGES.c.dataset).distinct()).scalars())
         )
         listing = ", ".join(repr(k) for k in known[:20]) if known else "none"
         return f"the ledger has no budget or charge for dataset {dataset!r} (known datasets: {listing})"
@@ -666,39 +435,7 @@ class _Budget:
     delta: float | None
 
 
-# --------------------------------------------------------------------------------------------
-# Display
-
-
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if math.isinf(value):
-        return "inf"
-    return f"{value:.6g}"
-
-
-def format_status(statuses: Sequence[BudgetStatus]) -> str:
-    """A plain-text table for `privsynth budget show`."""
-    if not statuses:
-        return "the ledger holds no budgets or charges"
-    header = ("dataset", "budget eps", "delta", "spent eps", "remaining eps", "spent rho", "remaining rho", "charges")
-    rows = [header]
-    for s in statuses:
-        budget = "none" if s.epsilon is None else _fmt(s.epsilon)
-        delta = "-" if s.epsilon is None else ("pure" if s.delta is None else f"{s.delta:g}")
-        charges = str(s.charges) + (f" ({s.non_private_charges} not DP)" if s.non_private_charges else "")
-        rows.append(
-            (s.dataset, budget, delta, _fmt(s.spent_epsilon), _fmt(s.remaining_epsilon), _fmt(s.spent_rho),
-             _fmt(s.remaining_rho), charges)
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = []
-    if any(s.epsilon is None for s in statuses):
-        notes.append(f"budget 'none': charges recorded by runs without a limit; their spent eps is stated at delta "
-                     f"{DEFAULT_DELTA:g} (the runs' default; the pure sum when every charge is pure)")
-    if any(s.delta is not None and s.epsilon is not None for s in statuses):
-        notes.append("spent eps at the budget's delta: tight zCDP composition (pure sum when every charge is pure)")
-    return "\n".join(lines + [""] + notes if notes else lines)
+# The ledger's names, wherever they are defined (records and storage are modules of their own).
+__all__ = ["BudgetExceededError", "BudgetLedger", "BudgetNotSetError", "BudgetStatus", "ChargeReceipt", "ChargeRecord",
+           "LEDGER_URL_ENV", "LedgerError", "NoiseAlreadyDrawnError", "NonPrivateChargeError", "ReleaseKeyConflictError",
+           "UnknownDatasetError", "default_ledger_url", "display_url", "format_status", "resolve_ledger_url"]

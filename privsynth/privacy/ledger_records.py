@@ -1,0 +1,173 @@
+"""What the ledger returns and refuses with: its errors, a dataset's status, a stored charge, a
+charge's receipt, and the plain-text table of `privsynth budget show`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
+from privsynth.privacy.spending import epsilon_spent, remaining_rho, total_pure_epsilon, total_rho
+
+
+class LedgerError(ValueError):
+    """Base class of the ledger's refusals (a ValueError so callers and the CLI can catch one type)."""
+
+
+class BudgetExceededError(LedgerError):
+    """The charge would take the dataset over its budget; nothing was recorded."""
+
+
+class BudgetNotSetError(LedgerError):
+    """The dataset has no budget and the caller required one."""
+
+
+class NonPrivateChargeError(LedgerError):
+    """A charge with no DP guarantee was made against a dataset guarded by a budget."""
+
+
+class UnknownDatasetError(LedgerError):
+    """The ledger holds neither a budget nor a charge for this dataset."""
+
+
+class NoiseAlreadyDrawnError(LedgerError):
+    """Noise was already drawn for this release key; drawing again would be a second release for one charge."""
+
+
+class ReleaseKeyConflictError(LedgerError):
+    """A release key is already charged with a different cost: the key does not identify the release."""
+
+
+MAX_NAME = 200
+
+
+def check_name(kind: str, value: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{kind} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_NAME or any(ord(ch) < 32 for ch in value):
+        raise ValueError(f"{kind} must be at most {MAX_NAME} printable characters, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """One dataset's allowance and what it has spent.
+
+    epsilon / delta: the budget (epsilon None: no budget set; delta None: pure-DP budget).
+    spent_rho: total zCDP rho (inf if a non-DP release was recorded).
+    spent_epsilon: epsilon spent at the budget's delta (pure epsilon for a pure budget); with no
+        budget, the pure total when every charge is pure, else the spend at DEFAULT_DELTA.
+    remaining_epsilon: epsilon - spent_epsilon, floored at 0; None with no budget.
+    remaining_rho: the zCDP rho one more charge may carry (delta budgets only), else None.
+    """
+
+    dataset: str
+    epsilon: float | None
+    delta: float | None
+    spent_rho: float
+    spent_epsilon: float | None
+    remaining_epsilon: float | None
+    remaining_rho: float | None
+    charges: int
+    non_private_charges: int = 0
+
+
+@dataclass(frozen=True)
+class ChargeRecord:
+    """One stored charge (never deleted)."""
+
+    charge_id: int
+    dataset: str
+    release_key: str
+    rho: float
+    pure_epsilon: float | None
+    is_dp: bool
+    guarantee: str
+    description: str
+    created_at: str
+
+    def cost(self) -> PrivacyCost:
+        if not self.is_dp:
+            return PrivacyCost.not_private(self.guarantee)
+        return PrivacyCost(rho=self.rho, pure_epsilon=self.pure_epsilon, guarantee=self.guarantee)
+
+
+@dataclass(frozen=True)
+class ChargeReceipt:
+    """Proof that a release is paid for; ``reference`` is what NoiseSource.authorize expects.
+
+    reused: True when the release key was already charged, so this call charged nothing.
+    """
+
+    charge: ChargeRecord
+    reused: bool
+    status: BudgetStatus
+
+    @property
+    def dataset(self) -> str:
+        return self.charge.dataset
+
+    @property
+    def release_key(self) -> str:
+        return self.charge.release_key
+
+    @property
+    def reference(self) -> str:
+        return f"ledger:{self.charge.dataset}:{self.charge.charge_id}:{self.charge.release_key}"
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:.6g}"
+
+
+def format_status(statuses: Sequence[BudgetStatus]) -> str:
+    """A plain-text table for `privsynth budget show`."""
+    if not statuses:
+        return "the ledger holds no budgets or charges"
+    header = ("dataset", "budget eps", "delta", "spent eps", "remaining eps", "spent rho", "remaining rho", "charges")
+    rows = [header]
+    for s in statuses:
+        budget = "none" if s.epsilon is None else _fmt(s.epsilon)
+        delta = "-" if s.epsilon is None else ("pure" if s.delta is None else f"{s.delta:g}")
+        charges = str(s.charges) + (f" ({s.non_private_charges} not DP)" if s.non_private_charges else "")
+        rows.append(
+            (s.dataset, budget, delta, _fmt(s.spent_epsilon), _fmt(s.remaining_epsilon), _fmt(s.spent_rho),
+             _fmt(s.remaining_rho), charges)
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    notes = []
+    if any(s.epsilon is None for s in statuses):
+        notes.append(f"budget 'none': charges recorded by runs without a limit; their spent eps is stated at delta "
+                     f"{DEFAULT_DELTA:g} (the runs' default; the pure sum when every charge is pure)")
+    if any(s.delta is not None and s.epsilon is not None for s in statuses):
+        notes.append("spent eps at the budget's delta: tight zCDP composition (pure sum when every charge is pure)")
+    return "\n".join(lines + [""] + notes if notes else lines)
+
+
+def status_of(dataset: str, budget, records: Sequence[ChargeRecord]) -> BudgetStatus:
+    """A dataset's status: its allowance (or none) and what its charges have spent (the spending rule's figures)."""
+    costs = [r.cost() for r in records]
+    spent_rho = total_rho(costs)
+    non_private = sum(1 for r in records if not r.is_dp)
+    if budget is None:
+        # No budget, so no delta of its own: the spend is stated at the runs' default delta (pure sum when
+        # every charge is pure), so `budget show` says what a run without a limit spent.
+        pure = total_pure_epsilon(costs)
+        spent = pure if pure is not None else epsilon_spent(costs, DEFAULT_DELTA)
+        return BudgetStatus(dataset, None, None, spent_rho, spent, None, None, len(costs), non_private)
+    epsilon, delta = float(budget.epsilon), None if budget.delta is None else float(budget.delta)
+    spent = epsilon_spent(costs, delta)
+    left_rho = None if delta is None else remaining_rho(costs, epsilon, delta)
+    return BudgetStatus(
+        dataset, epsilon, delta, spent_rho, spent, max(epsilon - spent, 0.0), left_rho, len(costs), non_private
+    )
+
+# ---- public API -------------------------------------------------------------------------
