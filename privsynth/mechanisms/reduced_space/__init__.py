@@ -1,0 +1,92 @@
+"""Reduced space (Boedihardjo, Strohmer, Vershynin: the statistical framework); the module contract of
+privsynth.mechanisms.base.
+
+The mechanism and its guarantee are in ``mechanism.py``; its config in ``config.py``; the reduced
+space and its samplers in ``space.py``; the density's fit in ``fit.py`` (post-processing).
+"""
+
+from privsynth.mechanisms.reduced_space.config import TREE_MIN_EPSILON, Config, ObjectiveName, SpaceName, WorkloadName
+from privsynth.mechanisms.reduced_space.fit import (
+    LPFailedError,
+    fit_error,
+    fit_least_squares,
+    fit_lp,
+    fit_weights,
+    project_simplex,
+    spectral_norm_squared,
+)
+from privsynth.mechanisms.reduced_space.mechanism import (
+    NAME,
+    Statistics,
+    check_config,
+    collect_statistics,
+    forecast,
+    l1_sensitivity,
+    laplace_scale,
+    memory_estimate_bytes,
+    n_statistics,
+    privacy_cost,
+    releases_n_estimate,
+    resolved_space,
+    run,
+    workload_marginals,
+)
+from privsynth.mechanisms.reduced_space.space import (
+    Sampler,
+    TreeDensity,
+    cell_offsets,
+    design_matrix,
+    draw_reduced_space,
+    estimate_total,
+    mutual_information,
+    noisy_one_way,
+    noisy_tree,
+    product_sampler,
+    reduced_space_size,
+    space_sampler,
+    tree_sampler,
+    whole_domain,
+)
+
+__all__ = [
+    "Config",
+    "LPFailedError",
+    "NAME",
+    "ObjectiveName",
+    "Sampler",
+    "SpaceName",
+    "Statistics",
+    "TREE_MIN_EPSILON",
+    "TreeDensity",
+    "WorkloadName",
+    "cell_offsets",
+    "check_config",
+    "collect_statistics",
+    "design_matrix",
+    "draw_reduced_space",
+    "estimate_total",
+    "fit_error",
+    "fit_least_squares",
+    "fit_lp",
+    "fit_weights",
+    "forecast",
+    "l1_sensitivity",
+    "laplace_scale",
+    "memory_estimate_bytes",
+    "mutual_information",
+    "n_statistics",
+    "noisy_one_way",
+    "noisy_tree",
+    "privacy_cost",
+    "product_sampler",
+    "project_simplex",
+    "reduced_space_size",
+    "releases_n_estimate",
+    "resolved_space",
+    "run",
+    "space_sampler",
+    "spectral_norm_squared",
+    "tree_sampler",
+    "whole_domain",
+    "workload_marginals",
+]
