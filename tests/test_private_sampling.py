@@ -11,6 +11,7 @@ from scipy.stats import chisquare
 
 from privsynth.mechanisms.private_sampling import bounds as bounds
 from privsynth.mechanisms.private_sampling import mechanism as ps
+from privsynth.mechanisms.private_sampling import space as ps_space
 from privsynth.mechanisms.private_sampling.solvers import (
     fit_density,
     projection_qp_cvxpy,
@@ -41,7 +42,7 @@ def skewed_data(n, p, seed, skew=0.7):
 
 
 def reduced_space(p, d, m, seed):
-    return ps.draw_reduced_space(np.random.default_rng(seed), m, p, d, max_redraws=20)
+    return ps_space.draw_reduced_space(np.random.default_rng(seed), m, p, d, max_redraws=20)
 
 
 def authorized(seed=0):
@@ -54,23 +55,23 @@ def authorized(seed=0):
 
 def test_threshold_and_rank_deficiency():  # T5
     assert bounds.well_conditioning_threshold(100, 2) == pytest.approx(10 / (2 * math.e ** 2))
-    with pytest.raises(ps.ReducedSpaceError, match="m=10 < N=16"):
-        ps.draw_reduced_space(np.random.default_rng(0), 10, 5, 2, 5)
+    with pytest.raises(ps_space.ReducedSpaceError, match="m=10 < N=16"):
+        ps_space.draw_reduced_space(np.random.default_rng(0), 10, 5, 2, 5)
     # duplicated S rows cannot raise the rank: s_min of a rank-deficient M is 0 -> the test fails
     S = np.repeat(full_cube(3), 4, axis=0)[:, [0, 1, 2, 0]]  # a repeated coordinate duplicates Walsh columns
     M = walsh_features(S, 2)
-    assert ps.smallest_singular_value(M.T @ M) < bounds.well_conditioning_threshold(len(S), 2)
+    assert ps_space.smallest_singular_value(M.T @ M) < bounds.well_conditioning_threshold(len(S), 2)
 
 
 def test_full_cube_is_well_conditioned():  # T2/T5
     M = walsh_features(full_cube(6), 2)
-    assert ps.smallest_singular_value(M.T @ M) == pytest.approx(8.0)
+    assert ps_space.smallest_singular_value(M.T @ M) == pytest.approx(8.0)
 
 
 def test_redraws_are_bounded_and_reported():
     # m just above N rarely passes: we must fail cleanly after max_redraws
-    with pytest.raises(ps.ReducedSpaceError, match="no well-conditioned reduced space in 3 draws"):
-        ps.draw_reduced_space(np.random.default_rng(0), 57, 10, 2, 3)
+    with pytest.raises(ps_space.ReducedSpaceError, match="no well-conditioned reduced space in 3 draws"):
+        ps_space.draw_reduced_space(np.random.default_rng(0), 57, 10, 2, 3)
     space = reduced_space(10, 2, 120, 0)
     assert space.s_min >= space.threshold and 1 <= space.attempts <= 20
 
@@ -409,7 +410,7 @@ def test_release_contract_and_public_facts():
     assert facts["rows"] == 3 and facts["epsilon_used"] <= 7.0
     assert not any("lambda" in key.lower() or "moment" in key.lower() for key in facts)
     # lambda and h* never reach the facts: no fact equals the fitted values
-    space = ps.draw_reduced_space(np.random.default_rng(5), facts["m"], 5, 2, cfg.max_redraws)
+    space = ps_space.draw_reduced_space(np.random.default_rng(5), facts["m"], 5, 2, cfg.max_redraws)
     fit = fit_density(space.M, stats.moments(), DELTA, BIG_DELTA)
     numbers = [v for v in facts.values() if isinstance(v, float)]
     assert all(not math.isclose(v, fit.lam) for v in numbers)
@@ -425,10 +426,10 @@ def test_sampling_follows_h_and_rows_come_from_S():  # T15, T16
     release = ps.run(stats, domain, cfg, authorized(2))
     assert release.points.shape[0] == k
     m = release.public_facts["m"]
-    space = ps.draw_reduced_space(np.random.default_rng(11), m, 4, 2, cfg.max_redraws)
+    space = ps_space.draw_reduced_space(np.random.default_rng(11), m, 4, 2, cfg.max_redraws)
     h = released_density(fit_density(space.M, stats.moments(), DELTA, BIG_DELTA, gram=space.gram).q, DELTA, BIG_DELTA)
     # aggregate h* over the distinct cube points of S, in code space
-    s_codes, invalid = ps.decode_points(space.signs, domain)
+    s_codes, invalid = ps_space.decode_points(space.signs, domain)
     assert not invalid.any()
     s_cells = s_codes[:, 0] * 4 + s_codes[:, 1]
     expected = np.bincount(s_cells, weights=h, minlength=16)
@@ -446,7 +447,7 @@ def test_sampling_follows_h_and_rows_come_from_S():  # T15, T16
 
 def test_invalid_codes_decode_deterministically():
     signs = np.array([[1, 1, 1, 1, -1]], dtype=np.int8)  # a = 3, b = 3 (invalid: size 3), c = 0
-    codes, invalid = ps.decode_points(signs, DOMAIN)
+    codes, invalid = ps_space.decode_points(signs, DOMAIN)
     np.testing.assert_array_equal(codes, [[3, 0, 0]])
     np.testing.assert_array_equal(invalid, [[False, True, False]])
 

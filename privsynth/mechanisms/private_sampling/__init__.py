@@ -1,7 +1,7 @@
 """Private sampling (paper 004) with the practical limits of paper 002, in one place.
 
 Modules: ``mechanism`` (config, accounting, statistics, release), ``solvers`` (shrinkage LP and proximal
-QP), ``walsh`` (Walsh features on the cube), ``bounds`` (the privacy accountant), ``feasibility`` (the
+QP), ``walsh`` (Walsh features on the cube), ``bounds`` (the privacy accountant), ``space`` (the random reduced space), ``feasibility`` (the
 user-facing report behind ``privsynth feasibility``). This package re-exports the mechanism's module
 contract (see ``privsynth.mechanisms.base``), so ``get_mechanism("private_sampling")`` returns it.
 """
@@ -14,7 +14,6 @@ from privsynth.mechanisms.private_sampling.mechanism import (
     FeasibilityReport,
     InfeasibleRequestError,
     PrivateSamplingStatistics,
-    ReducedSpaceError,
     check_config,
     check_feasible,
     collect_statistics,
@@ -24,6 +23,7 @@ from privsynth.mechanisms.private_sampling.mechanism import (
     privacy_cost,
     run,
 )
+from privsynth.mechanisms.private_sampling.space import ReducedSpaceError
 
 __all__ = ["NAME", "PUBLIC_ROWS_OPTION", "ROWS_OPTION", "Config", "FeasibilityReport", "InfeasibleRequestError",
            "PrivateSamplingStatistics", "ReducedSpaceError", "check_config", "check_feasible",

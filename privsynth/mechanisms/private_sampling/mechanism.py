@@ -71,31 +71,33 @@ from pydantic import Field, field_validator, model_validator
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.mechanisms.private_sampling import bounds
 from privsynth.mechanisms.private_sampling.solvers import fit_density, released_density
+from privsynth.mechanisms.private_sampling.space import (
+    decode_points,
+    draw_reduced_space,
+)
 from privsynth.mechanisms.private_sampling.walsh import (
     bits_to_signs,
     n_walsh,
-    signs_to_bits,
-    walsh_features,
     walsh_moment_sums,
 )
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
-from privsynth.schema.encoding import Domain, check_codes, from_binary, one_hot, to_binary
+from privsynth.schema.encoding import Domain, check_codes, one_hot, to_binary
 from privsynth.schema.workload import Histogram, StatisticsInput
 
 NAME = "private_sampling"
+
+
 # --rows sets k: the guarantee is stated for exactly k released rows.
 ROWS_OPTION = "k"
+
+
 # --public-rows (the user's declaration that n is public knowledge) sets n_public; never read from the data.
 PUBLIC_ROWS_OPTION = "n_public"
 
 
 class InfeasibleRequestError(ValueError):
     """The requested rows exceed what the privacy guarantee allows at this epsilon (or it allows none)."""
-
-
-class ReducedSpaceError(RuntimeError):
-    """No well-conditioned reduced space was found within the allowed number of draws."""
 
 
 class Config(MechanismConfig):
@@ -182,8 +184,6 @@ def resolved_m(config: Config, bits: int | None = None) -> int | None:
     p = bits if bits is not None else config.bits
     return None if p is None else math.ceil(config.m_factor * n_walsh(p, config.degree))
 
-
-# ------------------------------------------------------------------------------------ privacy
 
 @dataclass(frozen=True)
 class FeasibilityReport:
@@ -323,8 +323,6 @@ def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dic
     }
 
 
-# ------------------------------------------------------------------------------------ statistics
-
 @dataclass(frozen=True, repr=False)
 class PrivateSamplingStatistics:
     """Sums of the Walsh features of the encoded rows and the row count (private: never logged)."""
@@ -378,57 +376,6 @@ def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) ->
 
 _HISTOGRAM_BATCH = 65_536
 
-
-# ------------------------------------------------------------------------------------ reduced space
-
-@dataclass(frozen=True, repr=False)
-class ReducedSpace:
-    """S (m x p signs), its Walsh matrix M, M^T M, s_min(M) and how many draws it took (all data-independent)."""
-
-    signs: np.ndarray
-    M: np.ndarray
-    gram: np.ndarray
-    s_min: float
-    threshold: float
-    attempts: int
-
-    def __repr__(self) -> str:
-        return f"ReducedSpace(m={self.signs.shape[0]}, p={self.signs.shape[1]}, s_min={self.s_min:.4g}, attempts={self.attempts})"
-
-
-def smallest_singular_value(gram: np.ndarray) -> float:
-    """s_min(M) = sqrt(lambda_min(M^T M)) (O(N^3) on the N x N Gram matrix instead of an m x N SVD)."""
-    return float(math.sqrt(max(float(np.linalg.eigvalsh(gram)[0]), 0.0)))
-
-
-def draw_reduced_space(rng: np.random.Generator, m: int, p: int, d: int, max_redraws: int) -> ReducedSpace:
-    """S uniform i.i.d. on {-1,1}^p, redrawn until s_min(M) >= sqrt(m)/(2e^d) ([PS] (9.1), section 3.3).
-
-    Takes no data: S is independent of X by construction."""
-    N = n_walsh(p, d)
-    if m < N:
-        raise ReducedSpaceError(f"m={m} < N={N} Walsh features: s_min(M) = 0 for every S; use m >= {2 * N}")
-    threshold = bounds.well_conditioning_threshold(m, d)
-    best = 0.0
-    for attempt in range(1, max_redraws + 1):
-        signs = (2 * rng.integers(0, 2, size=(m, p), dtype=np.int8) - 1).astype(np.int8)
-        M = walsh_features(signs, d)
-        gram = M.T @ M
-        s_min = smallest_singular_value(gram)
-        if s_min >= threshold:
-            return ReducedSpace(signs=signs, M=M, gram=gram, s_min=s_min, threshold=threshold, attempts=attempt)
-        best = max(best, s_min)
-    raise ReducedSpaceError(
-        f"no well-conditioned reduced space in {max_redraws} draws (m={m}, N={N}, best s_min={best:.4g} < "
-        f"threshold sqrt(m)/(2e^d)={threshold:.4g}); increase m (m >= 2N usually passes at once) or max_redraws")
-
-
-def decode_points(signs: np.ndarray, domain: Domain) -> tuple[np.ndarray, np.ndarray]:
-    """Codes of cube points (invalid binary codes -> code mod size) and the mask of invalid fields."""
-    return from_binary(signs_to_bits(signs), domain)
-
-
-# ------------------------------------------------------------------------------------ run
 
 def run(statistics: PrivateSamplingStatistics, domain: Domain, config: Config, noise: NoiseSource) -> Release:
     """The DP release: exactly k records drawn from h* (pure eps_used-DP for datasets of any size, see the
