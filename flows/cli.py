@@ -366,8 +366,6 @@ def _stop_on_sigterm(signum, frame) -> None:  # noqa: ARG001
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    # The library's progress lines (privsynth.* loggers: stages, mechanism rounds) go to Prefect's run logs.
-    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "privsynth")
     # Without a Prefect server, runs use Prefect's ephemeral API; on a busy 2-core machine it can take
     # longer to start than Prefect's 20 s default.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

@@ -26,6 +26,7 @@ from prefect.events import emit_event
 from prefect.runtime import flow_run
 from prefect.states import Failed
 
+from privsynth.api import forwarded_progress
 from privsynth.errors import KNOWN_ERRORS
 from privsynth.report.dp_report import render_report
 from privsynth.run.parameters import RunParameters
@@ -234,7 +235,10 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
         dataset = ctx.plan.dataset
         logger.info("run %s: %s on %s at epsilon %g -> %s", ctx.run_id, parameters.mechanism,
                     ctx.folder.manifest["input"]["source"], parameters.epsilon, ctx.folder.path)
-        outcome = run_with_dataset_slot(ctx, dataset)
+        # The mechanism's own progress lines (its rounds, time left: public facts only) go to the run's logs in
+        # any process, a worker's included, without relying on PREFECT_LOGGING_EXTRA_LOGGERS there.
+        with forwarded_progress(lambda line: logger.info("%s", line)):
+            outcome = run_with_dataset_slot(ctx, dataset)
     except KNOWN_ERRORS as err:
         return refused(err, dataset or parameters.dataset)
     publish_artifacts(outcome, dataset)

@@ -198,3 +198,29 @@ def test_credentials_come_from_a_prefect_secret_block_never_from_parameters(harn
     assert expand_credentials(parameters.ledger) == "postgresql+psycopg://analyst:s3cr3t-pw@db/ledger"
     with pytest.raises(CredentialError, match="no Prefect Secret block"):
         load_credentials("no-such-block")
+
+
+def test_the_mechanisms_rounds_reach_the_prefect_run_logs(harness, toy):
+    # Issue 20: nothing of the aim stage was printed; its per-round lines never reached the Prefect run logs.
+    import logging
+
+    from flows.synthesize import synthesize
+
+    class Keep(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.INFO)
+            self.records = []
+
+        def emit(self, record):
+            self.records.append(record)
+
+    kept = Keep()
+    run_logs = logging.getLogger("prefect.flow_runs")  # Prefect's run logger (it does not propagate to root)
+    run_logs.addHandler(kept)
+    try:
+        synthesize(_parameters(toy, mechanism="aim", rows=None, mechanism_options={}))
+    finally:
+        run_logs.removeHandler(kept)
+    rounds = [r for r in kept.records if "aim round" in r.getMessage()]
+    assert rounds, [r.getMessage() for r in kept.records][-20:]
+    assert all("sigma" in r.getMessage() and "of rho spent" in r.getMessage() for r in rounds)
