@@ -126,16 +126,13 @@ def report_markdown(report: dict, html_link: str) -> str:
 
 
 def publish_report(outcome: RunOutcome, dataset: str) -> None:
-    """The DP report's artifacts (public): headline markdown, the columns' bounds as a table, report.html's link."""
+    """The DP report's artifacts (public): the headline and every column's bound (markdown), and report.html's link."""
     report = outcome.report or {}
     html_link = _run_file(outcome, "report.html")
     create_markdown_artifact(key=_artifact_key(dataset, "report"), markdown=report_markdown(report, html_link),
                              description="DP report: which columns and pairs can be trusted, and how far off (public)")
     create_link_artifact(key=_artifact_key(dataset, "report-html"), link=html_link,
                          link_text="report.html (pictures, offline)", description="The DP report with its pictures")
-    create_table_artifact(key=_artifact_key(dataset, "accuracy"), table=[
-        {"column": c["column"], "tv_bound_95": c.get("tv_bound"), "status": c["status"], "levels": c.get("levels")}
-        for c in report.get("columns", [])], description="95% bound on each column's TV distance to the real one (public)")
 
 
 def dataset_concurrency_limit(dataset: str) -> str:
