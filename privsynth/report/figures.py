@@ -127,6 +127,8 @@ def budget_figure(budget: dict, path: Path) -> Path:
     names = [s["stage"] for s in stages]
     values = [s["rho"] for s in stages]
     ax.barh(np.arange(len(names)), values, color="#4c72b0")
+    for i, v in enumerate(values):
+        ax.text(v, i, f" {v:.4g}" if v > 0 else " free", va="center", fontsize=7)
     ax.set_yticks(np.arange(len(names)))
     ax.set_yticklabels(names, fontsize=8)
     ax.invert_yaxis()
