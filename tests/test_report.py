@@ -246,3 +246,24 @@ def test_pictures_stay_one_image_for_many_columns(tmp_path):
 
     path = pairs_heatmap(names, columns, pairs, tmp_path / "pairs.png")
     assert path.stat().st_size < 400_000
+
+
+def test_prefect_artifacts_link_report_html_and_carry_no_audit(aim_run, monkeypatch):
+    import flows.synthesize as flow
+    from privsynth.run.stages import RunOutcome
+
+    run, _ = aim_run
+    report = json.loads((run / "report.json").read_text())
+    published = []
+    monkeypatch.setattr(flow, "create_markdown_artifact", lambda **kw: published.append(("markdown", kw)))
+    monkeypatch.setattr(flow, "create_link_artifact", lambda **kw: published.append(("link", kw)))
+    audit = {"visibility": "internal", "marginals": {"1": {"mean_tv": 0.123456789}}}
+    outcome = RunOutcome("r", str(run), run, {}, {"rows": 300}, report, audit)
+    flow.publish_report(outcome, "toy")
+    (kind, md), (_, link) = published
+    assert kind == "markdown" and link["link"] == (run / "report.html").resolve().as_uri()
+    assert link["link"] in md["markdown"] and "0.123456789" not in json.dumps(published)
+    for column in report["columns"]:
+        assert column["column"] in md["markdown"]
+    remote = RunOutcome("r", "s3://bucket/runs/r", run, {}, {"rows": 300}, report, None)
+    assert flow._run_file(remote, "report.html") == "s3://bucket/runs/r/report.html"

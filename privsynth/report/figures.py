@@ -105,7 +105,8 @@ def pairs_heatmap(names: list[str], columns: list[dict], pairs: list[dict], path
     ax = fig.add_subplot()
     cmap = colormaps["viridis_r"].with_extremes(bad=UNMEASURED_COLOUR)
     # The scale stops at the 90th percentile so one loose (or vacuous) bound does not wash out the rest.
-    top = max(0.05, float(np.nanpercentile(grid, 90))) if np.isfinite(grid).any() else 1.0
+    bounded = grid[np.isfinite(grid)]
+    top = max(0.05, float(np.percentile(bounded, 90))) if bounded.size else 1.0
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0.0, vmax=top, interpolation="nearest")
     if d <= 20:
         for i, j in zip(*np.nonzero(np.isfinite(grid))):
@@ -116,7 +117,7 @@ def pairs_heatmap(names: list[str], columns: list[dict], pairs: list[dict], path
     ax.set_yticks(np.arange(d))
     ax.set_xticklabels([short(n) for n in names], rotation=90, fontsize=fontsize)
     ax.set_yticklabels([short(n) for n in names], fontsize=fontsize)
-    bar = fig.colorbar(image, ax=ax, fraction=0.045, pad=0.03, extend="max" if top < np.nanmax(grid) else "neither")
+    bar = fig.colorbar(image, ax=ax, fraction=0.045, pad=0.03, extend="max" if bounded.size and top < bounded.max() else "neither")
     bar.set_label("95% bound on the TV distance to the real marginal", fontsize=8)
     measured = int(np.isfinite(grid[np.triu_indices(d, 1)]).sum())
     ax.set_title(f"pairs: {measured} of {d * (d - 1) // 2} bounded; grey: not measured", fontsize=9)
