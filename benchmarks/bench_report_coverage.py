@@ -68,7 +68,8 @@ def main() -> int:
     for r in results:
         pairs = r["accuracy"]["pairs"]
         pooled += r["coverage"]["checks"]
-        print(row(str(r["seed"]), r["coverage"]["checks"], f"{pairs['bounded']}/{pairs['total']}", f"{r['wall_s']:.0f}"))
+        bounded = f"{pairs['bounded']}/{pairs['total']}"
+        print(row(str(r["seed"]), r["coverage"]["checks"], bounded, f"{r['wall_s']:.0f}"))
     print(row("all", pooled, None, "-"))
     shares = []
     for k in (1, 2):

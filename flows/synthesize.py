@@ -120,7 +120,7 @@ def report_markdown(report: dict, html_link: str) -> str:
              "pairs heatmap coloured by the 95% bound, the budget per stage (one self-contained file).", "",
              f"{acc.get('applies', '')}. Each bound: {acc.get('coverage', '')}.", "",
              "| column | 95% TV bound |", "|---|---|"]
-    lines += [f"| {c['column']} | {c['tv_bound']:.3f} |" if c["status"] == "bound" else f"| {c['column']} | {NOT_MEASURED} |"
+    lines += [f"| {c['column']} | " + (f"{c['tv_bound']:.3f}" if c["status"] == "bound" else NOT_MEASURED) + " |"
               for c in report.get("columns", [])]
     return "\n".join(lines) + "\n"
 

@@ -35,7 +35,8 @@ AIM_FAST = dict(mechanism="aim", options={"max_rounds": 6, "iterations_per_round
 # ---------------------------------------------------------------- formulas against hand-computed values
 
 def test_gaussian_l1_bound_by_hand_and_by_simulation():
-    assert u.gaussian_l1_quantile(2.0, 4) == pytest.approx(2.0 * (4 * math.sqrt(2 / math.pi) + math.sqrt(8 * math.log(20))))
+    by_hand = 2.0 * (4 * math.sqrt(2 / math.pi) + math.sqrt(8 * math.log(20)))
+    assert u.gaussian_l1_quantile(2.0, 4) == pytest.approx(by_hand)
     z = np.random.default_rng(0).normal(0.0, 3.0, size=(20_000, 12))
     assert np.mean(np.abs(z).sum(axis=1) > u.gaussian_l1_quantile(3.0, 12)) <= 0.05
 
@@ -86,11 +87,12 @@ def test_bounds_cover_the_real_marginals_in_simulation():
     rng = np.random.default_rng(3)
     domain = Domain(("a", "b", "c"), (3, 4, 2))
     real = np.column_stack([rng.integers(0, s, 2000) for s in domain.sizes])
-    synthetic = np.column_stack([rng.integers(0, s, 1500) for s in domain.sizes])  # a poor fit: the bound must still hold
+    # A poor fit (independent of the real table): the bound must still hold.
+    synthetic = np.column_stack([rng.integers(0, s, 1500) for s in domain.sizes])
     covered = {1: [], 2: []}
     for _ in range(300):
-        ms = [Measurement((a,), marginal_counts(real, domain, (a,)) + rng.normal(0, 30, domain.sizes[a]), "gaussian", 30.0)
-              for a in range(3)]
+        ms = [Measurement((a,), marginal_counts(real, domain, (a,)) + rng.normal(0, 30, domain.sizes[a]),
+                          "gaussian", 30.0) for a in range(3)]
         ms.append(Measurement((0, 1), marginal_counts(real, domain, (0, 1)) + rng.normal(0, 20, 12), "gaussian", 20.0))
         columns, pairs, _ = u.marginal_statements(ms, synthetic, domain)
         for r, entry in [((a,), c) for a, c in enumerate(columns)] + [((0, 1), pairs[0])]:
@@ -146,7 +148,8 @@ def test_every_run_writes_report_html_with_embedded_figures(aim_run):
 
 def test_the_report_builder_takes_no_real_data():
     """Its inputs are the release's outputs: release, measurements, synthetic codes, schema, privacy.json."""
-    assert list(inspect.signature(dp_report).parameters) == ["release", "measurements", "synthetic", "schema", "privacy"]
+    inputs = ["release", "measurements", "synthetic", "schema", "privacy"]
+    assert list(inspect.signature(dp_report).parameters) == inputs
     assert list(inspect.signature(write_public_figures).parameters) == ["report", "folder"]
     assert list(inspect.signature(render_html).parameters) == ["report", "figures", "root"]
 

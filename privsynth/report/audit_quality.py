@@ -74,8 +74,8 @@ def bound_coverage(report: dict, real: np.ndarray, synthetic: np.ndarray, domain
             continue
         groups = entry.get("level_groups")
         real_tv = _tv(_proportions(real, domain, marginal, groups), _proportions(synthetic, domain, marginal, groups))
-        checks.append({"columns": [domain.names[a] for a in marginal], "k": len(marginal), "tv_bound": entry["tv_bound"],
-                       "real_tv": real_tv, "covered": bool(real_tv <= entry["tv_bound"] + 1e-12)})
+        checks.append({"columns": [domain.names[a] for a in marginal], "k": len(marginal),
+                       "tv_bound": entry["tv_bound"], "real_tv": real_tv, "covered": bool(real_tv <= entry["tv_bound"] + 1e-12)})
     out: dict = {"checks": checks}
     for k in (1, 2):
         mine = [c for c in checks if c["k"] == k]
@@ -181,7 +181,8 @@ def write_quality(real: np.ndarray, synthetic: np.ndarray, schema, domain: Domai
     if coverage:
         body.append(table(["k", "bounded", "covered", "fraction"],
                           [[k, str(coverage[k]["bounded"]), str(coverage[k]["covered"]),
-                            "-" if coverage[k]["fraction"] is None else f"{coverage[k]['fraction']:.3f}"] for k in ("1", "2")]))
+                            "-" if coverage[k]["fraction"] is None else f"{coverage[k]['fraction']:.3f}"]
+                           for k in ("1", "2")]))
     for key, path in figures.items():
         body.append(img(path, key.replace("_", " "), f"figure-{key}"))
     for i, path in enumerate(columns):

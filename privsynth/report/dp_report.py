@@ -225,7 +225,8 @@ def render_report(report: dict, figures: dict | None = None) -> str:
     if summary:
         lines += ["", "## Fit to the mechanism's noisy measurements", "",
                   f"{summary['measurements']} measured marginals: mean TV {summary['mean_tv_to_measurements']:.4f} "
-                  f"(noise alone would explain about {summary['mean_expected_tv_from_noise_alone']:.4f}); largest excess "
+                  f"(noise alone would explain about {summary['mean_expected_tv_from_noise_alone']:.4f}); "
+                  "largest excess "
                   f"on {', '.join(summary['largest_excess']['marginal'])}: TV {summary['largest_excess']['tv']:.4f} vs "
                   f"{summary['largest_excess']['expected_from_noise']:.4f} from noise (every one in report.json)."]
     fit = report.get("fit_to_release")

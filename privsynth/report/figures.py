@@ -117,7 +117,8 @@ def pairs_heatmap(names: list[str], columns: list[dict], pairs: list[dict], path
     ax.set_yticks(np.arange(d))
     ax.set_xticklabels([short(n) for n in names], rotation=90, fontsize=fontsize)
     ax.set_yticklabels([short(n) for n in names], fontsize=fontsize)
-    bar = fig.colorbar(image, ax=ax, fraction=0.045, pad=0.03, extend="max" if bounded.size and top < bounded.max() else "neither")
+    extend = "max" if bounded.size and top < bounded.max() else "neither"
+    bar = fig.colorbar(image, ax=ax, fraction=0.045, pad=0.03, extend=extend)
     bar.set_label("95% bound on the TV distance to the real marginal", fontsize=8)
     measured = int(np.isfinite(grid[np.triu_indices(d, 1)]).sum())
     ax.set_title(f"pairs: {measured} of {d * (d - 1) // 2} bounded; grey: not measured", fontsize=9)

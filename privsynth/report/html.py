@@ -14,10 +14,12 @@ from pathlib import Path
 from privsynth.report.uncertainty import NOT_MEASURED
 
 STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222;
+padding:0 1em}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{border:1px solid #ddd;padding:.2em .5em;text-align:left}
-th{background:#f4f4f4}.nm{color:#888}.internal{background:#fde2e1;border:2px solid #c0392b;padding:.8em;font-weight:bold}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:.2em .5em;text-align:left}th{background:#f4f4f4}.nm{color:#888}
+.internal{background:#fde2e1;border:2px solid #c0392b;padding:.8em;font-weight:bold}
 .public{background:#e8f4ea;border:1px solid #6a9f6f;padding:.6em}figure{display:inline-block;margin:.4em}
 img{max-width:100%;height:auto}figcaption{font-size:.8em;color:#555}
 """
@@ -34,7 +36,8 @@ def img(path: Path, alt: str, figure_id: str) -> str:
 
 def page(title: str, body: list[str]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -87,6 +90,7 @@ def render_html(report: dict, figures: dict, root: Path) -> str:
     if fits:
         body.append("<h2>Fit to the mechanism's noisy measurements</h2>")
         body.append(table(["marginal", "cells", "noise", "scale", "TV to measurement", "expected from noise alone"],
-                          [[escape(" x ".join(f["marginal"])), str(f["cells"]), escape(f["noise"]), f"{f['noise_scale']:.3g}",
-                            f"{f['tv_to_measurement']:.4f}", f"{f['expected_tv_from_noise_alone']:.4f}"] for f in fits]))
+                          [[escape(" x ".join(f["marginal"])), str(f["cells"]), escape(f["noise"]),
+                            f"{f['noise_scale']:.3g}", f"{f['tv_to_measurement']:.4f}",
+                            f"{f['expected_tv_from_noise_alone']:.4f}"] for f in fits]))
     return page("privsynth DP report", body)

@@ -67,7 +67,9 @@ def gaussian_l1_quantile(sigma: float, cells: int, confidence: float = CONFIDENC
 
 
 def laplace_l1_quantile(scale: float, cells: int, confidence: float = CONFIDENCE) -> float:
-    """B with P(||z||_1 > B) = 1 - confidence for z of ``cells`` i.i.d. Laplace(scale): ||z||_1 ~ Gamma(cells, scale)."""
+    """B with P(||z||_1 > B) = 1 - confidence for z of ``cells`` i.i.d. Laplace(scale).
+
+    Exact: ||z||_1 ~ Gamma(cells, scale)."""
     from scipy.stats import gamma
 
     return float(gamma.ppf(confidence, a=cells, scale=scale))
