@@ -26,7 +26,15 @@ import math
 import numpy as np
 
 from privsynth.mechanisms.base import Measurement, Release
-from privsynth.report.uncertainty import CONFIDENCE, NOT_MEASURED, SOURCE, Estimate, marginal_statements, synthetic_at
+from privsynth.report.uncertainty import (
+    ASSUMPTION,
+    CONFIDENCE,
+    NOT_MEASURED,
+    SOURCE,
+    Estimate,
+    marginal_statements,
+    synthetic_at,
+)
 from privsynth.schema import Schema
 from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema.workload import marginal_counts, merge_levels, relaxed_marginal, total_variation
@@ -131,6 +139,7 @@ def accuracy_summary(columns: list[dict], pairs: list[dict], measured: bool) -> 
         "confidence": CONFIDENCE,
         "coverage": "per marginal: each bound holds with probability >= 95% on its own, not all at once",
         "analysis": SOURCE if measured else None,
+        "assumption": ASSUMPTION if measured else None,
         "applies": ("bounds for marginals contained in a measured marginal; unsupported marginals: " + NOT_MEASURED)
         if measured else ("this release publishes no noisy measurements, so nothing bounds the distance to the "
                           "real marginals: " + NOT_MEASURED),
@@ -206,7 +215,7 @@ def render_report(report: dict, figures: dict | None = None) -> str:
               "between the synthetic table's marginal and the real one is at most this "
               f"({acc.get('coverage', '')}). {acc.get('applies', '')}. See docs/report.md.", ""]
     if acc.get("analysis"):
-        lines += [f"Analysis: {acc['analysis']}.", ""]
+        lines += [f"Analysis: {acc['analysis']}; {acc['assumption']}.", ""]
     if figures:
         lines += [f"![pairs of columns]({figures['pairs']})", "", f"![privacy budget]({figures['budget']})", ""]
     lines += ["| column | 95% TV bound | fit to measurement (TV) | measurements |", "|---|---|---|---|"]

@@ -67,7 +67,7 @@ def render_html(report: dict, figures: dict, root: Path) -> str:
             "between the synthetic table's marginal and the real one (as proportions) is at most this number "
             f"({escape(acc.get('coverage', ''))}). {escape(acc.get('applies', ''))}.</p>"]
     if acc.get("analysis"):
-        body.append(f"<p>Analysis: {escape(acc['analysis'])}.</p>")
+        body.append(f"<p>Analysis: {escape(acc['analysis'])}; {escape(acc.get('assumption') or '')}.</p>")
     for what in ("columns", "pairs"):
         s = acc.get(what)
         if s:

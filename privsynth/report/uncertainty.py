@@ -54,6 +54,8 @@ from privsynth.schema.workload import marginal_counts, merge_levels
 
 CONFIDENCE = 0.95
 NOT_MEASURED = "not measured: no accuracy statement"
+ASSUMPTION = ("as in the paper, each measurement's noise is treated as independent N(0, sigma^2) given which "
+              "marginals were measured; the mechanism's adaptive choice of later measurements is not accounted for")
 SOURCE = ("AIM (McKenna, Mullins, Sheldon & Miklau, VLDB 2022), section 5 'Uncertainty quantification': "
           "the confidence bound for supported marginals")
 
