@@ -140,8 +140,8 @@ def accuracy_summary(columns: list[dict], pairs: list[dict], measured: bool) -> 
         "coverage": "per marginal: each bound holds with probability >= 95% on its own, not all at once",
         "analysis": SOURCE if measured else None,
         "assumption": ASSUMPTION if measured else None,
-        "applies": ("bounds for marginals contained in a measured marginal; unsupported marginals: " + NOT_MEASURED)
-        if measured else ("this release publishes no noisy measurements, so nothing bounds the distance to the "
+        "applies": ("Bounds for marginals contained in a measured marginal; unsupported marginals: " + NOT_MEASURED)
+        if measured else ("This release publishes no noisy measurements, so nothing bounds the distance to the "
                           "real marginals: " + NOT_MEASURED),
         "columns": stats(columns), "pairs": stats(pairs),
     }
