@@ -207,7 +207,7 @@ def headline(report: dict) -> list[str]:
 
 
 def render_report(report: dict, figures: dict | None = None) -> str:
-    """Markdown for report.md and the Prefect artifact (public figures only); ``figures``: relative image paths."""
+    """Markdown for report.md (public figures only); ``figures``: the images' paths relative to the run folder."""
     lines = ["# privsynth DP report", "", f"*{report['visibility']}*", ""] + headline(report)
     acc = report.get("accuracy") or {}
     lines += ["", "## Which marginals can I trust?", "",
