@@ -161,7 +161,7 @@ def _print_run_summary(result: dict) -> None:
     if report:
         print(f"  DP report       : mean TV {report['mean_tv_to_measurements']:.4f} to the {report['measurements']} noisy "
               f"measurements (noise alone: about {report['mean_expected_tv_from_noise_alone']:.4f})")
-    print(f"  reports         : {result['run_dir']}/report.md, privacy.json, manifest.json")
+    print(f"  reports         : {result['run_dir']}/report.html (report.md, report.json), privacy.json, manifest.json")
     if result.get("internal_audit"):
         print(f"  INTERNAL audit  : {result['internal_audit']}/audit.md (not DP: compares with the real data)")
 

@@ -28,7 +28,8 @@ from prefect.states import Failed
 
 from privsynth.api import forwarded_progress
 from privsynth.errors import KNOWN_ERRORS
-from privsynth.report.dp_report import render_report
+from privsynth.report.dp_report import headline
+from privsynth.report.uncertainty import NOT_MEASURED
 from privsynth.run.parameters import RunParameters
 from privsynth.run.phase import stop_message
 from privsynth.run.prepare import prepare_run
@@ -109,8 +110,38 @@ def publish_artifacts(outcome: RunOutcome, dataset: str) -> None:
     if outcome.rounding.get("sink"):
         create_markdown_artifact(key=_artifact_key(dataset, "sink"), markdown=f"Written to `{outcome.rounding['sink']}`",
                                  description="Where the synthetic table was also written")
-    create_markdown_artifact(key=_artifact_key(dataset, "report"), markdown=render_report(outcome.report),
-                             description="DP report: fit to the mechanism's own noisy measurements (public)")
+    publish_report(outcome, dataset)
+
+
+def _run_file(outcome: RunOutcome, name: str) -> str:
+    """Where a run-folder file lives for a reader of the artifact: its URL on the run's storage, or a file URI."""
+    return f"{outcome.run_dir}/{name}" if "://" in outcome.run_dir else Path(outcome.run_dir, name).resolve().as_uri()
+
+
+def report_markdown(report: dict, html_link: str) -> str:
+    """The report artifact: the headline figures and a link to report.html (pictures embedded there).
+
+    Built from the DP report alone (public); the internal audit is never read here.
+    """
+    acc = report.get("accuracy") or {}
+    lines = ["# privsynth DP report", "", *headline(report), "",
+             f"**[Open report.html]({html_link})**: per-column pictures with the DP measurement's error bars, the "
+             "pairs heatmap coloured by the 95% bound, the budget per stage (one self-contained file).", "",
+             f"{acc.get('applies', '')}. Each bound: {acc.get('coverage', '')}.", "",
+             "| column | 95% TV bound |", "|---|---|"]
+    lines += [f"| {c['column']} | " + (f"{c['tv_bound']:.3f}" if c["status"] == "bound" else NOT_MEASURED) + " |"
+              for c in report.get("columns", [])]
+    return "\n".join(lines) + "\n"
+
+
+def publish_report(outcome: RunOutcome, dataset: str) -> None:
+    """The DP report's artifacts (public): the headline and every column's bound (markdown), and report.html's link."""
+    report = outcome.report or {}
+    html_link = _run_file(outcome, "report.html")
+    create_markdown_artifact(key=_artifact_key(dataset, "report"), markdown=report_markdown(report, html_link),
+                             description="DP report: which columns and pairs can be trusted, and how far off (public)")
+    create_link_artifact(key=_artifact_key(dataset, "report-html"), link=html_link,
+                         link_text="report.html (pictures, offline)", description="The DP report with its pictures")
 
 
 def dataset_concurrency_limit(dataset: str) -> str:

@@ -269,3 +269,52 @@ def test_build_audit_rejects_mismatches(tmp_path):
         build_audit(codes, codes, schema, Domain(domain.names, (9,) * 4), tmp_path)
     with pytest.raises(ValueError, match="target_column"):
         build_audit(codes, codes, schema, domain, tmp_path, target_column="nope")
+
+
+# ---------------------------------------------------------------- quality report and bound coverage (audit_quality)
+
+def test_column_shapes_and_pair_trends_by_hand():
+    from privsynth.report.audit_quality import column_pair_trends, column_shapes
+
+    domain = Domain(("a", "b"), (2, 2))
+    real = np.array([[0, 0], [0, 0], [1, 1], [1, 1]])
+    synth = np.array([[0, 1], [0, 1], [1, 0], [1, 0]])  # same columns, opposite dependence
+    shapes = column_shapes(real, synth, domain)
+    assert shapes["columns"] == {"a": 1.0, "b": 1.0} and shapes["score"] == 1.0
+    trends = column_pair_trends(real, synth, domain)
+    (pair,) = trends["pairs"]
+    assert pair["columns"] == ["a", "b"] and pair["synthetic"] == pytest.approx(0.0)   # TV 1
+    assert pair["independent"] == pytest.approx(0.5)  # real [.5,0,0,.5] vs product [.25]*4: TV 0.5
+
+
+def test_bound_coverage_checks_each_bound_at_its_granularity():
+    from privsynth.report.audit_quality import bound_coverage
+
+    domain = Domain(("a", "b"), (3, 2))
+    real = np.array([[0, 0], [1, 0], [2, 1], [2, 1]])
+    synth = np.array([[0, 0], [2, 0], [1, 1], [2, 1]])
+    report = {"columns": [{"column": "a", "status": "bound", "tv_bound": 0.3, "level_groups": [[0, 1, 1]]},
+                          {"column": "b", "status": "not measured"}],
+              "pairs": [{"columns": ["a", "b"], "status": "bound", "tv_bound": 0.4, "level_groups": None}]}
+    cov = bound_coverage(report, real, synth, domain)
+    # a on merged levels {0}, {1, 2}: real [.25, .75] = synthetic: TV 0, covered
+    # (a, b) on original levels: real {00:.25, 10:.25, 21:.5}, synth {00:.25, 20:.25, 11:.25, 21:.25}: TV 0.5 > 0.4
+    assert [(c["columns"], c["real_tv"], c["covered"]) for c in cov["checks"]] == [
+        (["a"], 0.0, True), (["a", "b"], 0.5, False)]
+    assert cov["1"] == {"bounded": 1, "covered": 1, "fraction": 1.0} and cov["2"]["fraction"] == 0.0
+
+
+def test_quality_pictures_and_audit_html_are_labelled_internal(tmp_path):
+    from privsynth.report.audit_quality import write_quality
+
+    schema = parse_schema({"name": "q", "columns": [
+        {"name": "x", "type": "categorical", "categories": ["u", "v"]},
+        {"name": "y", "type": "categorical", "categories": ["p", "q", "r"]}]})
+    domain = domain_of(schema)
+    real, synth = _random_codes(domain, 300, 2), _random_codes(domain, 200, 3)
+    quality = write_quality(real, synth, schema, domain, None, tmp_path)
+    assert quality["visibility"] == "internal" and quality["bound_coverage"] is None
+    page = (tmp_path / "audit.html").read_text()
+    assert "INTERNAL" in page and page.count("data:image/png;base64,") == 2 + domain.n_attributes
+    for rel in [quality["figures"]["column_shapes"], quality["figures"]["pair_trends"], *quality["figures"]["columns"]]:
+        assert (tmp_path / rel).read_bytes()[:8] == PNG_SIGNATURE

@@ -45,7 +45,12 @@ def _parameters(toy: dict, **overrides) -> RunParameters:
 
 
 PUBLIC_ARTIFACTS = {"validation.json", "encoding.json", "release.parquet", "privacy.json", "synthetic.parquet",
-                    "report.json", "report.md"}
+                    "report.json", "report.md", "report.html"}
+
+
+def _public_artifact(name: str) -> bool:
+    """A run-folder artifact that may be published: the files above and the DP report's pictures."""
+    return name in PUBLIC_ARTIFACTS | {"measurements.parquet"} or (name.startswith("figures/") and name.endswith(".png"))
 
 
 
@@ -64,7 +69,7 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     names = {p.name for p in run.iterdir()}
     assert PUBLIC_ARTIFACTS | {"manifest.json"} <= names
     # only public artifacts: no private intermediates, and no internal audit unless asked for
-    assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet"}, names
+    assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet", "figures"}, names
     assert private_leftovers(private_tmp) == []
 
     synthetic = pq.read_table(run / "synthetic.parquet").to_pandas()
@@ -75,7 +80,7 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     assert str(synthetic["member"].dtype) == "boolean"
 
     manifest = json.loads((run / "manifest.json").read_text())
-    assert set(manifest["artifacts"]) <= PUBLIC_ARTIFACTS | {"measurements.parquet"}
+    assert all(_public_artifact(name) for name in manifest["artifacts"]), manifest["artifacts"]
     assert all(a["visibility"].startswith("public") for a in manifest["artifacts"].values())
     assert manifest["privacy_spent"]["pure_epsilon"] == pytest.approx(1.0)
     assert "sha256" not in manifest["input"]  # no hash of the private data anywhere
@@ -116,7 +121,8 @@ def test_internal_audit_is_opt_in_and_kept_apart(harness, toy, private_tmp):
     assert list(audit_dir.glob("*.png"))
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["outputs"]["internal_audit"] == "internal-audit/audit.json"
-    assert not any(name.startswith("audit") or name.endswith(".png") for name in manifest["artifacts"])
+    assert all(_public_artifact(name) for name in manifest["artifacts"])  # no audit file, no audit picture
+    assert (audit_dir / "audit.html").is_file() and audit["quality"]["visibility"] == "internal"
     # what the flow returns (and Prefect stores) holds no audit figure, only where it is
     assert "marginals" not in json.dumps(result) and "tstr" not in json.dumps(result)
     assert private_leftovers(private_tmp) == []

@@ -11,6 +11,11 @@ E[TV] ~ 0.5 * c * sigma * sqrt(2/pi) / n_hat (Laplace of scale b: 0.5 * c * b / 
 that figure means the model, not the noise, is the limit. For mechanisms that publish no
 measurements, the report compares the synthetic table with the release it was rounded from (the
 rounding error alone).
+
+Beside that fit, the accuracy statement an analyst needs (``privsynth.report.uncertainty``): for every
+column and every pair of columns, a 95% bound on the TV distance between the synthetic marginal and the
+real one where a measurement supports it, else "not measured: no accuracy statement". The figures
+(``figures``) and report.html (``html``) are drawn from this dict alone.
 """
 
 from __future__ import annotations
@@ -21,6 +26,15 @@ import math
 import numpy as np
 
 from privsynth.mechanisms.base import Measurement, Release
+from privsynth.report.uncertainty import (
+    ASSUMPTION,
+    CONFIDENCE,
+    NOT_MEASURED,
+    SOURCE,
+    Estimate,
+    marginal_statements,
+    synthetic_at,
+)
 from privsynth.schema import Schema
 from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema.workload import marginal_counts, merge_levels, relaxed_marginal, total_variation
@@ -74,9 +88,73 @@ def rounding_fit(release: Release, synthetic: np.ndarray, domain: Domain, k_max:
     return out
 
 
+def _level_labels(labels: tuple, groups) -> list[str]:
+    if groups is None:
+        return [str(x) for x in labels]
+    merged: dict[int, list[str]] = {}
+    for level, group in enumerate(groups):
+        merged.setdefault(int(group), []).append(str(labels[level]))
+    return ["|".join(merged[g]) for g in sorted(merged)]
+
+
+def column_view(entry: dict, a: int, schema: Schema, synthetic: np.ndarray, domain: Domain,
+                est: Estimate | None) -> dict:
+    """A column's entry with what its picture needs: labels, synthetic and DP-measured proportions, 95% bars."""
+    labels = schema.kept_columns[a].labels
+    if est is None:
+        counts = np.bincount(synthetic[:, a], minlength=domain.sizes[a]).astype(np.float64)
+        return {**entry, "labels": [str(x) for x in labels], "synthetic": _normalised(counts).tolist(),
+                "measured": None, "error_bar": None}
+    total = max(float(est.values.sum()), 1e-12)
+    half_width = 1.959964 * est.cell_sd if est.cell_sd is not None else est.noise_l1
+    return {**entry, "labels": _level_labels(labels, est.groups[0]),
+            "synthetic": _normalised(synthetic_at(synthetic, domain, est)).tolist(),
+            "measured": (est.values / total).tolist(), "error_bar": [half_width / total] * int(est.values.size)}
+
+
+def budget(privacy: dict) -> dict:
+    """Privacy spent per stage (only the mechanism spends), and per step where the mechanism publishes it."""
+    cost = privacy.get("cost") or {}
+    rho = float(cost.get("rho_zcdp") or 0.0)
+    stages = [{"stage": s, "rho": rho if s == "mechanism" else 0.0}
+              for s in ("validate", "binarise", "mechanism", "rounding", "report")]
+    facts = privacy.get("release_facts") or {}
+    steps = []
+    if "rho_per_round" in facts:
+        if facts.get("rho_initial_one_way") is not None:
+            steps.append({"step": "initial 1-way measurements", "rho": float(facts["rho_initial_one_way"])})
+        steps += [{"step": f"round {i + 1}", "rho": float(r)} for i, r in enumerate(facts["rho_per_round"])]
+    return {"statement": privacy.get("epsilon_statement"), "total_rho": rho, "stages": stages,
+            "mechanism_steps": steps, "reused_stored_release": bool(privacy.get("reused_stored_release"))}
+
+
+def accuracy_summary(columns: list[dict], pairs: list[dict], measured: bool) -> dict:
+    def stats(entries):
+        bounds = np.array([e["tv_bound"] for e in entries if e["status"] == "bound"])
+        return {"total": len(entries), "bounded": int(bounds.size),
+                "not_measured": len(entries) - int(bounds.size),
+                "median_tv_bound": float(np.median(bounds)) if bounds.size else None,
+                "max_tv_bound": float(bounds.max()) if bounds.size else None}
+    return {
+        "confidence": CONFIDENCE,
+        "coverage": "per marginal: each bound holds with probability >= 95% on its own, not all at once",
+        "analysis": SOURCE if measured else None,
+        "assumption": ASSUMPTION if measured else None,
+        "applies": ("Bounds for marginals contained in a measured marginal; unsupported marginals: " + NOT_MEASURED)
+        if measured else ("This release publishes no noisy measurements, so nothing bounds the distance to the "
+                          "real marginals: " + NOT_MEASURED),
+        "columns": stats(columns), "pairs": stats(pairs),
+    }
+
+
 def dp_report(release: Release, measurements, synthetic: np.ndarray, schema: Schema, privacy: dict) -> dict:
-    """The report as a JSON-serialisable dict (see the module docstring)."""
+    """The report as a JSON-serialisable dict (see the module docstring).
+
+    Its inputs are the release's outputs only (release, measurements, synthetic codes, privacy.json, the
+    public schema): it takes no real data, so everything in it, and everything drawn from it, is public.
+    """
     domain = domain_of(schema)
+    synthetic = np.asarray(synthetic, dtype=np.int64)
     fits = measurement_fit(measurements, synthetic, domain)
     summary = None
     if fits:
@@ -87,6 +165,8 @@ def dp_report(release: Release, measurements, synthetic: np.ndarray, schema: Sch
                    "mean_expected_tv_from_noise_alone": float(floor.mean()),
                    "largest_excess": {"marginal": fits[worst]["marginal"], "tv": float(tv[worst]),
                                       "expected_from_noise": float(floor[worst])}}
+    columns, pairs, estimates = marginal_statements(measurements, synthetic, domain)
+    columns = [column_view(c, a, schema, synthetic, domain, estimates.get((a,))) for a, c in enumerate(columns)]
     return {
         "visibility": VISIBILITY,
         "mechanism": release.mechanism,
@@ -94,28 +174,70 @@ def dp_report(release: Release, measurements, synthetic: np.ndarray, schema: Sch
         "synthetic_rows": int(synthetic.shape[0]),
         "release_points": int(release.points.shape[0]),
         "exact_release": release.exact,
+        "accuracy": accuracy_summary(columns, pairs, bool(measurements)),
+        "columns": columns,
+        "pairs": pairs,
+        "budget": budget(privacy),
         "fit_to_measurements": fits,
         "summary": summary,
         "fit_to_release": rounding_fit(release, synthetic, domain),
     }
 
 
-def render_report(report: dict) -> str:
-    """Markdown for report.md and the Prefect artifact (public figures only)."""
-    lines = ["# privsynth DP report", "", f"*{report['visibility']}*", "",
-             f"- mechanism: `{report['mechanism']}`", f"- privacy: {report['privacy']}",
+def _bound_text(entry: dict) -> str:
+    if entry["status"] != "bound":
+        return NOT_MEASURED
+    text = f"{entry['tv_bound']:.3f}"
+    if entry.get("levels") == "merged":
+        text += " (merged levels of " + ", ".join(entry["merged_columns"]) + ")"
+    return text
+
+
+def headline(report: dict) -> list[str]:
+    """The few lines an analyst reads first (public): how many marginals are bounded, and how tightly."""
+    acc = report.get("accuracy") or {}
+    lines = [f"- mechanism: `{report['mechanism']}`", f"- privacy: {report['privacy']}",
              f"- synthetic rows: {report['synthetic_rows']}"]
+    for what in ("columns", "pairs"):
+        s = acc.get(what)
+        if s:
+            median = f", median 95% TV bound {s['median_tv_bound']:.3f}" if s["median_tv_bound"] is not None else ""
+            lines.append(f"- {what}: {s['bounded']} of {s['total']} bounded{median}; {s['not_measured']} not measured")
+    return lines
+
+
+def render_report(report: dict, figures: dict | None = None) -> str:
+    """Markdown for report.md (public figures only); ``figures``: the images' paths relative to the run folder."""
+    lines = ["# privsynth DP report", "", f"*{report['visibility']}*", ""] + headline(report)
+    acc = report.get("accuracy") or {}
+    lines += ["", "## Which marginals can I trust?", "",
+              f"Each bound: with probability >= {acc.get('confidence', CONFIDENCE):.0%}, the total-variation distance "
+              "between the synthetic table's marginal and the real one is at most this "
+              f"({acc.get('coverage', '')}). {acc.get('applies', '')}. See docs/report.md.", ""]
+    if acc.get("analysis"):
+        lines += [f"Analysis: {acc['analysis']}; {acc['assumption']}.", ""]
+    if figures:
+        lines += [f"![pairs of columns]({figures['pairs']})", "", f"![privacy budget]({figures['budget']})", ""]
+    lines += ["| column | 95% TV bound | fit to measurement (TV) | measurements |", "|---|---|---|---|"]
+    for c in report.get("columns", []):
+        fit = f"{c['fit_tv']:.4f}" if c["status"] == "bound" else "-"
+        lines.append(f"| {c['column']} | {_bound_text(c)} | {fit} | {c.get('measurements', 0)} |")
+    bounded = sorted((p for p in report.get("pairs", []) if p["status"] == "bound"), key=lambda p: -p["tv_bound"])
+    if bounded:
+        lines += ["", f"Loosest bounded pairs ({len(bounded)} bounded in all; every pair is in report.json):", "",
+                  "| pair | 95% TV bound |", "|---|---|"]
+        lines += [f"| {' x '.join(p['columns'])} | {_bound_text(p)} |" for p in bounded[:15]]
+    if figures:
+        lines += ["", "## Columns: synthetic vs the DP measurement", ""]
+        lines += [f"![{c['column']}]({path})" for c, path in zip(report.get("columns", []), figures["columns"])]
     summary = report.get("summary")
     if summary:
         lines += ["", "## Fit to the mechanism's noisy measurements", "",
                   f"{summary['measurements']} measured marginals: mean TV {summary['mean_tv_to_measurements']:.4f} "
-                  f"(noise alone would explain about {summary['mean_expected_tv_from_noise_alone']:.4f}); largest excess "
+                  f"(noise alone would explain about {summary['mean_expected_tv_from_noise_alone']:.4f}); "
+                  "largest excess "
                   f"on {', '.join(summary['largest_excess']['marginal'])}: TV {summary['largest_excess']['tv']:.4f} vs "
-                  f"{summary['largest_excess']['expected_from_noise']:.4f} from noise.", "",
-                  "| marginal | cells | noise | scale | TV to measurement | expected from noise |", "|---|---|---|---|---|---|"]
-        for f in report["fit_to_measurements"][:50]:
-            lines.append(f"| {' x '.join(f['marginal'])} | {f['cells']} | {f['noise']} | {f['noise_scale']:.3g} | "
-                         f"{f['tv_to_measurement']:.4f} | {f['expected_tv_from_noise_alone']:.4f} |")
+                  f"{summary['largest_excess']['expected_from_noise']:.4f} from noise (every one in report.json)."]
     fit = report.get("fit_to_release")
     if fit:
         lines += ["", "## Rounding: synthetic table vs the release it was drawn from", "",

@@ -37,7 +37,18 @@ VISIBILITY = {
     "synthetic.parquet": "public (DP)",
     "report.json": "public (DP)",
     "report.md": "public (DP)",
+    "report.html": "public (DP)",
+    "synthetic-validation.json": "public (DP)",
 }
+
+
+def visibility_of(name: str) -> str:
+    """What an artifact is: public (DP) outputs, public metadata, or INTERNAL (the opt-in audit, not DP)."""
+    if name.startswith("internal-audit/"):
+        return "internal (not DP)"
+    if name.startswith("figures/"):
+        return "public (DP)"  # drawn from the release and the synthetic table only
+    return VISIBILITY.get(name, "public")
 
 
 def new_run_id() -> str:
@@ -167,7 +178,7 @@ class RunFolder:
         for name in artifacts:
             self.manifest["artifacts"][name] = {
                 "path": name, "sha256": sha256_file(self.file(name)),
-                "visibility": VISIBILITY.get(name, "public")}
+                "visibility": visibility_of(name)}
         self.manifest["stages"][stage] = {"status": "done", "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                           "artifacts": artifacts, **facts}
         self.save()

@@ -18,6 +18,7 @@ Nothing here imports Prefect.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,8 +173,11 @@ def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
 
 
 def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
-    """report.json / report.md: the synthetic table against the release's own noisy measurements (DP, free)."""
+    """report.json / report.md / report.html and figures/: the synthetic table against the release's own
+    noisy measurements, with a 95% bound per column and pair (DP, free: built from the release only)."""
     from privsynth.report.dp_report import dp_report, render_report
+    from privsynth.report.figures import write_public_figures
+    from privsynth.report.html import render_html
 
     fault_point("before_report")
     release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
@@ -184,14 +188,20 @@ def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
         measurements = measurements_from_table(pq.read_table(ctx.folder.file("measurements.parquet")))
     synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
     report = dp_report(release, measurements, synthetic, ctx.schema, privacy)
+    root = ctx.folder.file("report.json").parent
+    figures = write_public_figures(report, root / "figures")
+    report["figures"] = figures
     atomic_write_json(ctx.folder.file("report.json"), report)
-    atomic_write_bytes(ctx.folder.file("report.md"), render_report(report).encode())
-    ctx.folder.record("report", ["report.json", "report.md"])
+    atomic_write_bytes(ctx.folder.file("report.md"), render_report(report, figures).encode())
+    atomic_write_bytes(ctx.folder.file("report.html"), render_html(report, figures, root).encode())
+    images = [figures["pairs"], figures["budget"], *figures["columns"]]
+    ctx.folder.record("report", ["report.json", "report.md", "report.html", *images])
     return report
 
 
 def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     """INTERNAL (not DP), opt-in: the synthetic table against the real one, in ``internal-audit/``."""
+    from privsynth.report.audit_quality import write_quality
     from privsynth.report.internal_audit import build_audit, render_markdown
 
     target = ctx.folder.file("internal-audit")
@@ -201,9 +211,12 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
         np.zeros((0, ctx.domain.n_attributes), dtype=np.int64)
     synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
     audit = build_audit(real, synthetic, ctx.schema, ctx.domain, target, target_column=ctx.plan.parameters.audit_target)
+    # The public report's bounds, checked against the real marginals (coverage), and the quality pictures.
+    report = json.loads(ctx.folder.require("report.json").read_text()) if ctx.folder.trusted("report.json") else None
+    audit["quality"] = write_quality(real, synthetic, ctx.schema, ctx.domain, report, target)
     atomic_write_json(target / "audit.json", audit, private=True)
     atomic_write_bytes(target / "audit.md", render_markdown(audit, audit.get("plots", [])).encode(), private=True)
-    ctx.folder.publish([f"internal-audit/{p.name}" for p in target.iterdir() if p.is_file()])
+    ctx.folder.publish([p.relative_to(ctx.folder.path).as_posix() for p in target.rglob("*") if p.is_file()])
     ctx.progress(f"audit (INTERNAL, not DP): written to {ctx.folder.location}/internal-audit")
     return audit
 
