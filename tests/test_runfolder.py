@@ -131,11 +131,14 @@ def test_record_and_trust(tmp_path):
 def test_run_folder_lists_public_artifacts_only(tmp_path):
     # Private intermediates (typed rows, histogram) live in the run's private temporary folder and the
     # internal audit in internal-audit/: none of them is a run-folder artifact.
-    from privsynth.run.runfolder import VISIBILITY
+    from privsynth.run.runfolder import VISIBILITY, visibility_of
 
     assert set(VISIBILITY) == {"validation.json", "encoding.json", "release.parquet", "measurements.parquet",
-                               "privacy.json", "synthetic.parquet", "report.json", "report.md"}
+                               "privacy.json", "synthetic.parquet", "report.json", "report.md", "report.html",
+                               "synthetic-validation.json"}
     assert all(v.startswith("public") for v in VISIBILITY.values())
+    assert visibility_of("figures/columns.png") == "public (DP)"
+    assert visibility_of("internal-audit/audit.json") == "internal (not DP)"
     folder = RunFolder.open(tmp_path, KEY, "run-1")
     atomic_write_bytes(folder.file("release.parquet"), b"rel")
     atomic_write_bytes(folder.file("encoding.json"), b"{}")
