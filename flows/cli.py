@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 EXIT_USAGE = 2
@@ -214,33 +217,39 @@ def prefect_api_url() -> str | None:
     return str(value) if value else None
 
 
-def _console_logging() -> None:
-    """The library's progress lines (stages, the mechanism's rounds) on the console, as Prefect shows them."""
-    import logging
+class _ToStandardError(logging.StreamHandler):
+    """The library's progress lines on whatever sys.stderr is when a line is written (a redirect, a capture)."""
 
-    class ToStandardError(logging.StreamHandler):
-        @property
-        def stream(self):  # whatever sys.stderr is now (a test's capture, a redirect)
-            return sys.stderr
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d | %(levelname)-7s | %(message)s", "%H:%M:%S"))
 
-        @stream.setter
-        def stream(self, value):
-            pass
+    @property
+    def stream(self):
+        return sys.stderr
 
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+@contextmanager
+def _console_logging() -> Iterator[None]:
+    """While a run is in process: the library's progress lines (stages, the mechanism's rounds) on the console."""
     library = logging.getLogger("privsynth")
-    if not any(isinstance(h, logging.StreamHandler) and getattr(h, "privsynth_console", False) for h in library.handlers):
-        handler = ToStandardError()
-        handler.privsynth_console = True
-        handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d | %(levelname)-7s | %(message)s", "%H:%M:%S"))
-        library.addHandler(handler)
+    handler, level = _ToStandardError(), library.level
+    library.addHandler(handler)
     if library.getEffectiveLevel() > logging.INFO:
         library.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+        library.setLevel(level)
 
 
 def run_in_process(parameters) -> dict:
     """The run without Prefect: the Python API's runner (privsynth.api.run), the same stages and rules."""
-    import logging
-
     from privsynth.api import run
     from privsynth.run.parameters import ParameterError
 
@@ -248,10 +257,10 @@ def run_in_process(parameters) -> dict:
         raise ParameterError("credentials_block names a Prefect Secret block, which needs a Prefect server "
                              "(PREFECT_API_URL); without one, give the password in the environment (PGPASSWORD, or "
                              "user:${VAR}@host in the URL)")
-    _console_logging()
-    logger = logging.getLogger("privsynth")
-    logger.info("%s", IN_PROCESS_LINE)
-    outcome = run(parameters)  # its progress lines go to the "privsynth" logger, on the console above
+    with _console_logging():
+        logger = logging.getLogger("privsynth")
+        logger.info("%s", IN_PROCESS_LINE)
+        outcome = run(parameters)  # its progress lines go to the "privsynth" logger, on the console
     return outcome.public_summary()
 
 
