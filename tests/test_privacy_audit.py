@@ -245,3 +245,10 @@ def test_every_mechanism_end_to_end_stays_under_its_claim(name):
     result = run_audit(TARGETS[name](), 300, seeded_noise(21))
     assert result.within_claim, result
     assert result.claim_at_release == pytest.approx(1.0 if name != "private_sampling" else 1.132, abs=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["reduced_space", "microaggregation", "schema_draft"])
+def test_end_to_end_audits_catch_a_noise_scale_off_by_ten(name):
+    result = run_audit(TARGETS[name](), 300, scaled(seeded_noise(22), 0.1), variant="noise x 0.1")
+    assert result.exceeds_claim, result
