@@ -1,0 +1,255 @@
+"""The registry of audit targets: name -> builder(epsilon, copies) -> ``AuditTarget``.
+
+End-to-end targets call a mechanism exactly as the pipeline does (``Config``, ``collect_statistics``,
+``run``; the claim from ``privacy_cost(config)``) on a tiny table with small configs, so that thousands
+of runs fit in minutes, and score what the release publishes:
+
+* aim: the likelihood ratio of the published noisy measurements (``Release.measurements``) at the
+  canary's cell, sum_m (y_m - c_m) / sigma_m^2 with c_m D's count of that (possibly merged) cell;
+* rap, reduced_space, microaggregation: the expected count of the canary record in the synthetic table
+  (n_estimate x the release's mass on the canary's levels);
+* private_sampling: how many released rows are the canary;
+* schema_draft: whether the canary's category passes the threshold (``dp_categories``).
+
+Step targets (``steps``) audit one Gaussian or Laplace step in isolation with many more runs.
+
+Adding a target is a builder here: ``TARGETS["name"] = builder``. The schema draft's DP pass is used
+through its pure function ``dp_categories(values, counts, rho, delta_tau, noise)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from privsynth import schema_draft
+from privsynth.encoding import Domain
+from privsynth.mechanisms import get_mechanism
+from privsynth.mechanisms.aim import mechanism as aim
+from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.microaggregation import cells as mm
+from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost, epsilon_from_rho
+from privsynth.privacy.audit.canaries import TINY_DOMAIN, Neighbours, neighbours
+from privsynth.privacy.audit.core import AuditTarget, NoiseFactory, loop_runs
+from privsynth.privacy.audit.steps import NoisyStatistic, step_target, zcdp_claim
+from privsynth.workload import Histogram, merge_levels
+
+Builder = Callable[..., AuditTarget]
+
+# Small configs: few rounds and iterations (post-processing only: no effect on the claim).
+AIM_CONFIG = dict(k=2, max_rounds=4, iterations_per_round=5, final_iterations=10, sample_rows=100,
+                  compress_threshold=0.0)
+RAP_CONFIG = dict(k=2, rounds=2, picks_per_round=1, synthetic_rows=50, max_iterations=30)
+REDUCED_SPACE_CONFIG: dict = {}
+# t = 0 (one cell, no PCA): with t > 0 on 60 records most lattice cells fall under the count threshold
+# and the synthetic table keeps almost nothing of the canary; the PCA step is audited on its own.
+MICROAGGREGATION_CONFIG = dict(t=0)
+# ln(1.52 / 0.49) = 1.132 per row: the narrowest box allowed, so one row fits below epsilon 1.2. At
+# epsilon 1 the box bound allows no row at all (each row costs more than ln 3).
+PRIVATE_SAMPLING_CONFIG = dict(box_lower=0.49, box_upper=1.52, k=1, reduced_space_seed=0)
+PRIVATE_SAMPLING_EPSILON = 1.2
+CATEGORY_DOMAIN = Domain(("color",), (2,))
+CATEGORY_COMMON = 200  # records of the first value; the canary's value sits at the threshold
+
+
+def canary_mass(release: Release, nb: Neighbours) -> float:
+    """Expected count of the canary record in the synthetic table: rows x sum_i w_i prod_a p_i(a = canary_a)
+    (rows: n_estimate, or the k published rows of an exact release)."""
+    offsets = nb.domain.offsets
+    columns = [int(offsets[a] + level) for a, level in enumerate(nb.canary)]
+    mass = float(release.weights @ np.prod(release.points[:, columns], axis=1))
+    rows = release.points.shape[0] if release.exact else float(release.public_facts.get("n_estimate", 1.0))
+    return rows * mass
+
+
+def measurement_ratio(release: Release, nb: Neighbours) -> float:
+    """sum over published Gaussian measurements of (y - c) / sigma^2 at the canary's cell, c from D."""
+    total = 0.0
+    for m in release.measurements:
+        table = nb.table.marginal(nb.domain, m.attributes).reshape([nb.domain.sizes[a] for a in m.attributes])
+        if m.level_groups:
+            table = merge_levels(table, m.level_groups)
+        cell = nb.canary_cell(m.attributes, table.shape, m.level_groups)
+        total += (float(m.noisy_counts[cell]) - float(table.ravel()[cell])) / m.scale ** 2
+    return total
+
+
+def mechanism_target(name: str, config, nb: Neighbours, score: Callable[[Release, Neighbours], float],
+                     statistic: str, claim: PrivacyCost | None = None) -> AuditTarget:
+    """A whole mechanism, run as the pipeline runs it, scored on its release."""
+    module = get_mechanism(name)
+
+    def sample(table: Histogram, runs: int, noise: NoiseFactory, tag: str) -> np.ndarray:
+        statistics = module.collect_statistics(table, nb.domain, config)
+        return loop_runs(runs, noise, f"{name}/{tag}",
+                         lambda source: score(module.run(statistics, nb.domain, config, source), nb))
+    return AuditTarget(name=name, scope="end-to-end", claim=claim or module.privacy_cost(config),
+                       release_delta=config.delta, neighbours=nb, sample=sample, statistic=statistic)
+
+
+def _aim(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
+    config = aim.Config(epsilon=epsilon, **AIM_CONFIG)
+    return mechanism_target("aim", config, neighbours(copies=copies), measurement_ratio,
+                            "likelihood ratio of the published measurements at the canary's cells")
+
+
+def _rap(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
+    config = get_mechanism("rap").Config(epsilon=epsilon, **RAP_CONFIG)
+    return mechanism_target("rap", config, neighbours(copies=copies), canary_mass, "canary count in the synthetic table")
+
+
+def _reduced_space(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
+    config = get_mechanism("reduced_space").Config(epsilon=epsilon, **REDUCED_SPACE_CONFIG)
+    return mechanism_target("reduced_space", config, neighbours(copies=copies), canary_mass,
+                            "canary count in the synthetic table")
+
+
+def _microaggregation(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
+    config = get_mechanism("microaggregation").Config(epsilon=epsilon, **MICROAGGREGATION_CONFIG)
+    return mechanism_target("microaggregation", config, neighbours(copies=copies), canary_mass,
+                            "canary count in the synthetic table")
+
+
+def _private_sampling(epsilon: float = PRIVATE_SAMPLING_EPSILON, copies: int = 1) -> AuditTarget:
+    module = get_mechanism("private_sampling")
+    config = module.configure_for(module.Config(epsilon=epsilon, **PRIVATE_SAMPLING_CONFIG), TINY_DOMAIN)
+    return mechanism_target("private_sampling", config, neighbours(copies=copies), canary_mass,
+                            "released rows equal to the canary")
+
+
+def category_neighbours(epsilon: float, delta: float, copies: int = 1) -> tuple[Neighbours, float, float]:
+    """One categorical column: a common value and the canary's value with as many records as the
+    threshold tau (rounded), so that one more record moves its release probability the most."""
+    rho = schema_draft.draft_cost(epsilon, delta, 1).rho
+    delta_tau = schema_draft.THRESHOLD_DELTA_FRACTION * delta
+    tau = schema_draft.threshold(schema_draft.gaussian_sigma(rho, 2.0), delta_tau)
+    codes = np.concatenate([np.zeros(CATEGORY_COMMON), np.ones(int(round(tau)))]).astype(np.int32)[:, None]
+    return neighbours(codes, CATEGORY_DOMAIN, copies), rho, delta_tau
+
+
+def _category_counts(table: Histogram) -> np.ndarray:
+    return table.marginal(CATEGORY_DOMAIN, (0,))
+
+
+def _schema_draft(epsilon: float = 1.0, copies: int = 1, delta: float = DEFAULT_DELTA) -> AuditTarget:
+    nb, rho, delta_tau = category_neighbours(epsilon, delta, copies)
+    values = ["common", "canary"]
+
+    def sample(table: Histogram, runs: int, noise: NoiseFactory, tag: str) -> np.ndarray:
+        counts = _category_counts(table)
+        return loop_runs(runs, noise, f"schema_draft/{tag}", lambda source: float(
+            "canary" in schema_draft.dp_categories(values, counts, rho, delta_tau, source).categories))
+    # Per column: (epsilon(rho, delta'), delta' + delta_tau)-DP for every delta' (module docstring).
+    return AuditTarget(name="schema_draft", scope="end-to-end", claim=schema_draft.draft_cost(epsilon, delta, 1),
+                       release_delta=delta, neighbours=nb, sample=sample,
+                       statistic="the canary's category released (one column, dp_categories)",
+                       claim_at=lambda d: epsilon_from_rho(rho, d - delta_tau) if d > delta_tau else float("inf"))
+
+
+# ---------------------------------------------------------------- isolated steps
+
+def _aim_one_way(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
+    config = aim.Config(epsilon=epsilon, **AIM_CONFIG)
+    nb = neighbours(copies=copies)
+    d = nb.domain.n_attributes
+    # The accounting side: the start spends MEASURE_SHARE * rho / T per 1-way marginal.
+    rho = aim.MEASURE_SHARE * aim.rho_of_config(config) * d / aim.rounds_parameter(config, d)
+    sigma = aim.initial_sigma(config, d)
+
+    def statistics_of(table: Histogram) -> list[NoisyStatistic]:
+        tables = aim.collect_statistics(table, nb.domain, config).tables([(a,) for a in range(d)])
+        return [NoisyStatistic("gaussian", sigma, tables[(a,)].ravel()) for a in range(d)]
+    claim, claim_at = zcdp_claim(rho, f"AIM start: {d} one-way marginals, {rho:.6g}-zCDP")
+    return step_target("aim: 1-way Gaussian", claim, config.delta, nb, statistics_of,
+                       "likelihood ratio of the 1-way measurements", claim_at)
+
+
+def _rap_measure(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
+    rap = get_mechanism("rap")
+    config = rap.Config(epsilon=epsilon, **RAP_CONFIG)
+    nb = neighbours(copies=copies)
+    budget = rap.budget(config)
+    marginal = (0, nb.domain.n_attributes - 1)
+
+    def statistics_of(table: Histogram) -> list[NoisyStatistic]:
+        counts = rap.collect_statistics(table, nb.domain, config).counts[marginal]
+        return [NoisyStatistic("gaussian", budget.sigma, counts)]
+    claim, claim_at = zcdp_claim(budget.rho0, f"RAP: one marginal measured at rho0 = {budget.rho0:.6g}")
+    return step_target("rap: marginal Gaussian", claim, config.delta, nb, statistics_of,
+                       "likelihood ratio of one measured marginal", claim_at)
+
+
+def _schema_draft_counts(epsilon: float = 1.0, copies: int = 1, delta: float = DEFAULT_DELTA) -> AuditTarget:
+    nb, rho, _ = category_neighbours(epsilon, delta, copies)
+    sigma = schema_draft.gaussian_sigma(rho, 2.0)
+
+    def statistics_of(table: Histogram) -> list[NoisyStatistic]:
+        counts = _category_counts(table)
+        return [NoisyStatistic("gaussian", sigma, np.concatenate([counts, [counts.sum()]]))]
+    claim, claim_at = zcdp_claim(rho, f"schema draft: one categorical column at {rho:.6g}-zCDP")
+    return step_target("schema_draft: counts Gaussian", claim, delta, nb, statistics_of,
+                       "likelihood ratio of the noisy value counts and total", claim_at)
+
+
+def _reduced_space_laplace(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
+    rs = get_mechanism("reduced_space")
+    config = rs.Config(epsilon=epsilon, **REDUCED_SPACE_CONFIG)
+    nb = neighbours(copies=copies)
+    scale = rs.laplace_scale(config.epsilon, rs.workload_marginals(nb.domain, config.workload))
+
+    def statistics_of(table: Histogram) -> list[NoisyStatistic]:
+        return [NoisyStatistic("laplace", scale, rs.collect_statistics(table, nb.domain, config).counts)]
+    return step_target("reduced_space: Laplace", rs.privacy_cost(config), config.delta, nb, statistics_of,
+                       "likelihood ratio of the noisy workload counts")
+
+
+def _microaggregation_laplace(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
+    micro = get_mechanism("microaggregation")
+    config = micro.Config(epsilon=epsilon, t=0)
+    nb = neighbours(copies=copies)
+    _, eps_weights, eps_centroids = micro.budget_shares(config)
+    q = nb.domain.n_attributes
+
+    def statistics_of(table: Histogram) -> list[NoisyStatistic]:
+        stats = micro.collect_statistics(table, nb.domain, config)
+        # t = 0: one cell holding every record; its sum of one-hot rows is the diagonal of C.
+        return [NoisyStatistic("laplace", 1.0 / eps_weights, np.array([float(stats.n)])),
+                NoisyStatistic("laplace", mm.sum_l1_sensitivity(q) / eps_centroids, np.diag(stats.cooccurrence))]
+    return step_target("microaggregation: Laplace (t=0)", micro.privacy_cost(config), config.delta, nb,
+                       statistics_of, "likelihood ratio of the noisy cell count and cell sums")
+
+
+def _microaggregation_pca(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
+    micro = get_mechanism("microaggregation")
+    config = micro.Config(epsilon=epsilon)
+    nb = neighbours(copies=copies)
+    eps_pca, _, _ = micro.budget_shares(config)
+    scale = mm.cooccurrence_l1_sensitivity(nb.domain.n_attributes) / eps_pca
+    mask = mm.second_moment_mask(nb.domain)
+
+    def statistics_of(table: Histogram) -> list[NoisyStatistic]:
+        return [NoisyStatistic("laplace", scale, micro.collect_statistics(table, nb.domain, config).cooccurrence[mask])]
+    claim = PrivacyCost.pure(eps_pca, f"microaggregation PCA share: pure {eps_pca:g}-DP")
+    return step_target("microaggregation: PCA Laplace", claim, config.delta, nb, statistics_of,
+                       "likelihood ratio of the noisy co-occurrence counts (upper triangle)")
+
+
+TARGETS: dict[str, Builder] = {
+    "aim": _aim,
+    "rap": _rap,
+    "reduced_space": _reduced_space,
+    "microaggregation": _microaggregation,
+    "private_sampling": _private_sampling,
+    "schema_draft": _schema_draft,
+}
+STEP_TARGETS: dict[str, Builder] = {
+    "aim: 1-way Gaussian": _aim_one_way,
+    "rap: marginal Gaussian": _rap_measure,
+    "schema_draft: counts Gaussian": _schema_draft_counts,
+    "reduced_space: Laplace": _reduced_space_laplace,
+    "microaggregation: Laplace (t=0)": _microaggregation_laplace,
+    "microaggregation: PCA Laplace": _microaggregation_pca,
+}
+GAUSSIAN_STEPS = ("aim: 1-way Gaussian", "rap: marginal Gaussian", "schema_draft: counts Gaussian")
+LAPLACE_STEPS = ("reduced_space: Laplace", "microaggregation: Laplace (t=0)", "microaggregation: PCA Laplace")
