@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
-from privsynth.encoding import one_hot
 from privsynth.mechanisms.base import Measurement, Release
 from privsynth.privacy.audit import (
     GAUSSIAN_STEPS,
@@ -36,6 +35,7 @@ from privsynth.privacy.audit.bounds import (
 from privsynth.privacy.audit.steps import NoisyStatistic, step_sampler
 from privsynth.privacy.audit.targets import canary_mass, measurement_ratio
 from privsynth.privacy.noise import SeededNoise
+from privsynth.schema.encoding import one_hot
 
 STEP_RUNS = 400_000
 

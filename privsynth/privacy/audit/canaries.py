@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privsynth.encoding import Domain
-from privsynth.workload import Histogram, Marginal
+from privsynth.schema.encoding import Domain
+from privsynth.schema.workload import Histogram, Marginal
 
 TINY_DOMAIN = Domain(("a", "b", "c"), (2, 2, 3))
 TINY_ROWS = 60
@@ -38,7 +38,7 @@ class Neighbours:
 
     def canary_cell(self, marginal: Marginal, sizes: tuple[int, ...] | None = None,
                     groups: tuple[tuple[int, ...] | None, ...] = ()) -> int:
-        """The flat cell of ``marginal`` (row-major, as ``privsynth.workload``) that holds the canary;
+        """The flat cell of ``marginal`` (row-major, as ``privsynth.schema.workload``) that holds the canary;
         with ``groups`` (a measurement's ``level_groups``) on the merged levels of ``sizes``."""
         levels = [self.canary[a] if not groups or groups[i] is None else groups[i][self.canary[a]]
                   for i, a in enumerate(marginal)]

@@ -28,7 +28,7 @@ from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.audit.bounds import Bound, ChosenTest, bound_of, choose_test, split_halves
 from privsynth.privacy.audit.canaries import Neighbours
 from privsynth.privacy.noise import NoiseSource, make_noise_source
-from privsynth.workload import Histogram
+from privsynth.schema.workload import Histogram
 
 NoiseFactory = Callable[[str], NoiseSource]
 # The delta' grid: where a few thousand runs have power (1e-2 .. 5e-2) down to where they have none.

@@ -24,7 +24,7 @@ import numpy as np
 from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
 from privsynth.privacy.audit.canaries import Neighbours
 from privsynth.privacy.audit.core import AuditTarget, NoiseFactory
-from privsynth.workload import Histogram
+from privsynth.schema.workload import Histogram
 
 BATCH_ENTRIES = 2_000_000  # noise entries drawn per call (bounds memory at tens of MB)
 

@@ -24,7 +24,6 @@ from collections.abc import Callable
 import numpy as np
 
 from privsynth import schema_draft
-from privsynth.encoding import Domain
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms.aim import mechanism as aim
 from privsynth.mechanisms.base import Release
@@ -33,7 +32,8 @@ from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost, epsilon_fro
 from privsynth.privacy.audit.canaries import TINY_DOMAIN, Neighbours, neighbours
 from privsynth.privacy.audit.core import AuditTarget, NoiseFactory, loop_runs
 from privsynth.privacy.audit.steps import NoisyStatistic, step_target, zcdp_claim
-from privsynth.workload import Histogram, merge_levels
+from privsynth.schema.encoding import Domain
+from privsynth.schema.workload import Histogram, merge_levels
 
 Builder = Callable[..., AuditTarget]
 
