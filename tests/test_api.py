@@ -119,10 +119,11 @@ def test_the_flow_and_the_api_run_the_same_orchestration():
             assert stage is getattr(privsynth.run.stages, f"stage_{name}")
 
 
-def test_the_cli_calls_the_flow(monkeypatch, tmp_path):
+def test_with_a_prefect_api_the_cli_calls_the_flow(monkeypatch, tmp_path):
     import flows.cli
     import flows.synthesize
 
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # a server is configured (never reached here)
     seen = {}
 
     def fake_flow(parameters, release_store=None):
