@@ -87,7 +87,9 @@ def gx_validate(frame: pd.DataFrame, schema: Schema) -> ValidationReport:
         raise RuntimeError(f"Great Expectations failed while validating against schema {schema.name!r} "
                            f"({type(err).__name__})") from None
     order = {(e.kind, e.column): i for i, e in enumerate(ex.schema_expectations(schema))}
-    results = sorted((_reduce(r, schema, names) for r in result.results),
+    # As in the engine: a missing column is the column-set check's to report, and column checks need a row.
+    results = sorted((_reduce(r, schema, names) for r in result.results
+                      if (column := r.expectation_config.kwargs.get("column")) is None or (column in names and len(frame))),
                      key=lambda o: order.get((o.expectation_type, o.column), len(order)))
     return ValidationReport(success=all(r.success for r in results), results=tuple(results),
                             schema_name=schema.name, schema_hash=schema.content_hash())
