@@ -101,14 +101,23 @@ def _column_expectations(col: Column) -> list[Expectation]:
     return out
 
 
-def schema_expectations(schema: Schema) -> tuple[Expectation, ...]:
+def expected_columns(schema: Schema, synthetic: bool = False) -> list[str]:
+    """The columns a table must have: the schema's (dropped ones included), or for a synthetic table the
+    kept ones (a release never holds a dropped column)."""
+    return [c.name for c in schema.kept_columns] if synthetic else list(schema.column_names)
+
+
+def schema_expectations(schema: Schema, synthetic: bool = False) -> tuple[Expectation, ...]:
     """Every expectation of ``schema``, in report order: the table's, then each kept column's (type first,
-    since other failures often follow from it, then domain, then missing values)."""
+    since other failures often follow from it, then domain, then missing values). ``synthetic``: for a
+    synthetic table, which holds the kept columns only and nothing else."""
     table = [
         Expectation(UNIQUE_COLUMN_NAMES, None, engine_only="a pandas frame GX validates cannot tell repeated names apart"),
         Expectation(ROWS, None, "ExpectTableRowCountToBeBetween", {"min_value": 1}),
+        # other_columns: ignore: the schema's columns must be there, others may be too
         Expectation(COLUMN_SET, None, "ExpectTableColumnsToMatchSet",
-                    {"column_set": list(schema.column_names), "exact_match": True}),
+                    {"column_set": expected_columns(schema, synthetic),
+                     "exact_match": synthetic or schema.other_columns == "fail"}),
     ]
     return tuple(table + [e for col in schema.kept_columns for e in _column_expectations(col)])
 
@@ -128,15 +137,16 @@ def gx_module():
     return great_expectations
 
 
-def gx_suite(schema: Schema):
+def gx_suite(schema: Schema, synthetic: bool = False):
     """The schema's expectations GX can run, as a GX ``ExpectationSuite`` (each carries its privsynth
     kind in ``meta``, so results map back to the engine's report)."""
     gx = gx_module()
     expectations = [getattr(gx.expectations, e.gx)(**({"column": e.column} if e.column else {}), **e.gx_kwargs,
                                                      meta={"privsynth": e.kind})
-                    for e in schema_expectations(schema) if e.gx]
+                    for e in schema_expectations(schema, synthetic) if e.gx]
     # Built in the constructor: add_expectation would look for an active data context's store.
-    suite = gx.ExpectationSuite(name=f"privsynth-{schema.name}", expectations=expectations,
+    name = f"privsynth-{schema.name}" + ("-synthetic" if synthetic else "")
+    suite = gx.ExpectationSuite(name=name, expectations=expectations,
                                 meta={"privsynth_schema": schema.name, "privsynth_schema_hash": schema.content_hash()})
     if len(suite.expectations) != len(expectations):  # GX logs and skips invalid ones; we refuse
         raise RuntimeError(f"GX rejected {len(expectations) - len(suite.expectations)} expectation(s) of schema {schema.name!r}")
@@ -270,11 +280,13 @@ def outcome(kind: str, column: str | None, success: bool, schema: Schema, unexpe
     return ExpectationOutcome(kind, column, bool(success), unexpected, percent, elements, text_full, text)
 
 
-def column_set_outcome(names: list[str], schema: Schema) -> ExpectationOutcome:
-    """Exactly the schema's columns. Unexpected names are listed only when some schema name is present:
-    otherwise the "names" may be a data row (a headerless CSV), and are counted instead."""
-    missing = sorted(c for c in schema.column_names if c not in names)
-    unexpected = sorted(set(names) - set(schema.column_names))
+def column_set_outcome(names: list[str], schema: Schema, synthetic: bool = False) -> ExpectationOutcome:
+    """Exactly the schema's columns (see ``expected_columns``; others allowed with ``other_columns:
+    ignore``). Unexpected names are listed only when some schema name is present: otherwise the "names"
+    may be a data row (a headerless CSV), and are counted instead."""
+    expected = expected_columns(schema, synthetic)
+    missing = sorted(c for c in expected if c not in names)
+    unexpected = sorted(set(names) - set(expected)) if synthetic or schema.other_columns == "fail" else []
     if not missing and not unexpected:
         return outcome(COLUMN_SET, None, True, schema)
     parts = [f"missing column(s) {missing}"] if missing else []
@@ -283,7 +295,7 @@ def column_set_outcome(names: list[str], schema: Schema) -> ExpectationOutcome:
         parts.append(f"unexpected column(s) {unexpected!r}" if named else
                      f"unexpected column(s) {len(unexpected)} (names withheld)")
     return outcome(COLUMN_SET, None, False, schema,
-                   text=f"table: {'; '.join(parts)}; expected exactly the schema's {len(schema.columns)} columns")
+                   text=f"table: {'; '.join(parts)}; expected exactly the schema's {len(expected)} columns")
 
 
 __all__ = ["BOOLEAN_VALUES", "NUMERIC_TYPES", "Expectation", "ExpectationOutcome", "ValidationReport",

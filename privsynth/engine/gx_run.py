@@ -52,13 +52,13 @@ def _whole(x: Any) -> int | None:
     return None if x is None else int(x)
 
 
-def _reduce(r: Any, schema: Schema, names: list[str]) -> ExpectationOutcome:
+def _reduce(r: Any, schema: Schema, names: list[str], synthetic: bool) -> ExpectationOutcome:
     config = r.expectation_config
     kind = (config.meta or {}).get("privsynth", config.type)
     column = config.kwargs.get("column")
     if kind == ex.COLUMN_SET:
         # GX's observed value lists the names; ours withholds names that may be a data row
-        return ex.column_set_outcome(names, schema)
+        return ex.column_set_outcome(names, schema, synthetic)
     if _raised(r.exception_info):
         return outcome(kind, column, False, schema,
                        text=f"{'table' if column is None else f'column {column!r}'}: {kind} could not be evaluated "
@@ -72,8 +72,9 @@ def _reduce(r: Any, schema: Schema, names: list[str]) -> ExpectationOutcome:
                    None if percent is None else float(percent), elements)
 
 
-def gx_validate(frame: pd.DataFrame, schema: Schema) -> ValidationReport:
-    """Validate ``frame`` with GX against the schema's suite; engine-only expectations are not in it."""
+def gx_validate(frame: pd.DataFrame, schema: Schema, synthetic: bool = False) -> ValidationReport:
+    """Validate ``frame`` with GX against the schema's suite; engine-only expectations are not in it.
+    ``synthetic``: the suite of a synthetic table (the kept columns only)."""
     context = _context()
     batch_definition = (context.data_sources.add_pandas("privsynth").add_dataframe_asset("table")
                         .add_batch_definition_whole_dataframe("whole"))
@@ -81,14 +82,14 @@ def gx_validate(frame: pd.DataFrame, schema: Schema) -> ValidationReport:
     try:
         batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
         # BASIC is the least verbose format with counts; the value sample it adds is dropped in _reduce.
-        result = batch.validate(ex.gx_suite(schema), result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
+        result = batch.validate(ex.gx_suite(schema, synthetic), result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
     except Exception as err:  # noqa: BLE001
         # Not chained: GX's message or traceback locals could quote data values into logs.
         raise RuntimeError(f"Great Expectations failed while validating against schema {schema.name!r} "
                            f"({type(err).__name__})") from None
-    order = {(e.kind, e.column): i for i, e in enumerate(ex.schema_expectations(schema))}
+    order = {(e.kind, e.column): i for i, e in enumerate(ex.schema_expectations(schema, synthetic))}
     # As in the engine: a missing column is the column-set check's to report, and column checks need a row.
-    results = sorted((_reduce(r, schema, names) for r in result.results
+    results = sorted((_reduce(r, schema, names, synthetic) for r in result.results
                       if (column := r.expectation_config.kwargs.get("column")) is None or (column in names and len(frame))),
                      key=lambda o: order.get((o.expectation_type, o.column), len(order)))
     return ValidationReport(success=all(r.success for r in results), results=tuple(results),
