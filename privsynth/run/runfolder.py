@@ -35,7 +35,6 @@ VISIBILITY = {
     "measurements.parquet": "public (DP)",
     "privacy.json": "public (DP)",
     "synthetic.parquet": "public (DP)",
-    "synthetic-validation.json": "public (DP)",
     "report.json": "public (DP)",
     "report.md": "public (DP)",
 }
