@@ -9,6 +9,7 @@
     privsynth budget show [DATASET] [--ledger URL]
     privsynth schema draft --input SOURCE --output schema.yaml [--name NAME] [--epsilon E [--dataset D]
                   [--ledger URL] [--bounds COL=LOW:HIGH ...] [--bins K] [--unlimited]] [--force] [--peek-without-dp]
+    privsynth schema expectations --schema schema.yaml [--output suite.json]
     privsynth mechanisms
 
 Errors in the input or parameters exit with status 2 and one line that names what is wrong.
@@ -139,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--peek-without-dp", action="store_true", help="NOT DP: fill categories and bins from the "
                        "exact values (a file that leaks the data, labelled so); excludes --epsilon")
 
+    expect = schema_sub.add_parser("expectations", help="the schema's checks as a Great Expectations suite (JSON)")
+    expect.add_argument("--schema", dest="schema_file", required=True, help="YAML schema")
+    expect.add_argument("--output", help="the suite's JSON file to write (default: standard output)")
     sub.add_parser("mechanisms", help="list the mechanisms and their guarantees")
     return parser
 
@@ -319,7 +323,25 @@ def command_budget(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_schema_expectations(args: argparse.Namespace) -> int:
+    """The schema's expectations as a GX 1.x ExpectationSuite, for a team's own GX project (no data read)."""
+    from privsynth.engine.expectations import suite_json
+    from privsynth.io import atomic_write_json
+    from privsynth.schema import load_schema
+
+    suite = suite_json(load_schema(args.schema_file))
+    if args.output is None:
+        print(json.dumps(suite, indent=2))
+    else:
+        atomic_write_json(args.output, suite)
+        print(f"privsynth schema expectations: wrote {args.output} ({len(suite['expectations'])} expectations, "
+              f"suite {suite['name']!r})")
+    return 0
+
+
 def command_schema(args: argparse.Namespace) -> int:
+    if args.schema_command == "expectations":
+        return command_schema_expectations(args)
     from privsynth.schema_draft import DraftOptions, default_name, parse_bounds, write_draft
 
     if args.ledger is not None:

@@ -144,6 +144,19 @@ def publish_report(outcome: RunOutcome, dataset: str) -> None:
                          link_text="report.html (pictures, offline)", description="The DP report with its pictures")
 
 
+def publish_synthetic_validation(outcome: RunOutcome, dataset: str) -> None:
+    """The synthetic table's Great Expectations validation against its schema's suite, one row per
+    expectation (public: it is about synthetic rows; the counts are of the synthetic table)."""
+    import json
+
+    doc = json.loads(Path(outcome.local_dir, "synthetic-validation.json").read_text())
+    rows = [{k: r.get(k) for k in ("expectation_type", "column", "success", "unexpected_count", "unexpected_percent",
+                                   "message")} for r in doc.get("results", [])]
+    create_table_artifact(key=_artifact_key(dataset, "synthetic-validation"), table=rows or [{"error": doc.get("error")}],
+                          description=("Great Expectations: the synthetic table against its schema's suite: "
+                                       + ("passed" if doc.get("success") else "FAILED (a bug of the pipeline)")))
+
+
 def dataset_concurrency_limit(dataset: str) -> str:
     """A Prefect global concurrency limit of 1 per dataset (created when missing), so two runs on one
     dataset queue instead of racing to the ledger. The ledger stays the authority either way."""
@@ -273,5 +286,6 @@ def synthesize(parameters: RunParameters = RunParameters(), release_store: str |
     except KNOWN_ERRORS as err:
         return refused(err, dataset or parameters.dataset)
     publish_artifacts(outcome, dataset)
+    publish_synthetic_validation(outcome, dataset)
     ctx.folder.release_local_copy()
     return outcome.public_summary()

@@ -45,7 +45,7 @@ def _parameters(toy: dict, **overrides) -> RunParameters:
 
 
 PUBLIC_ARTIFACTS = {"validation.json", "encoding.json", "release.parquet", "privacy.json", "synthetic.parquet",
-                    "report.json", "report.md", "report.html"}
+                    "synthetic-validation.json", "report.json", "report.md", "report.html"}
 
 
 def _public_artifact(name: str) -> bool:
@@ -71,6 +71,12 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     # only public artifacts: no private intermediates, and no internal audit unless asked for
     assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet", "figures"}, names
     assert private_leftovers(private_tmp) == []
+    # the synthetic table passed its schema's GX suite (kept columns only: 'id' is dropped), shown in Prefect
+    assert json.loads((run / "synthetic-validation.json").read_text())["success"] is True
+    from prefect.artifacts import Artifact
+
+    shown = Artifact.get("privsynth-toy-synthetic-validation")
+    assert shown is not None and shown.type == "table" and "passed" in shown.description
 
     synthetic = pq.read_table(run / "synthetic.parquet").to_pandas()
     assert list(synthetic.columns) == ["colour", "size", "weight", "member"]  # the dropped id is gone

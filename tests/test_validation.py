@@ -1,5 +1,6 @@
-"""Schema validation with Great Expectations: what passes, what fails and names the column, and
-that no data value ever reaches the report (it is the public validation.json)."""
+"""The schema's expectations run both ways, in place by the engine (every run's validate stage) and by
+Great Expectations (every run's synthetic table): what passes, what fails and names the column, and
+that no data value ever reaches the report (the engine's is the public validation.json)."""
 
 from __future__ import annotations
 
@@ -11,19 +12,33 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsynth.engine.gx_validation import (
-    EXPECT_FINITE,
-    EXPECT_ROWS,
-    EXPECT_UNIQUE_COLUMN_NAMES,
-    EXPECT_WHOLE_NUMBERS,
-    DataValidationError,
+from privsynth.engine import open_source
+from privsynth.engine.expectations import (
+    FINITE,
+    ROWS,
+    WHOLE_NUMBERS,
     ValidationReport,
-    build_suite,
-    check_frame,
-    validate_frame,
+    gx_suite,
+    schema_expectations,
 )
+from privsynth.engine.gx_run import gx_validate
+from privsynth.io import InputError
 from privsynth.schema import load_schema, parse_schema
 from privsynth.schema.encoding import encode_codes
+
+
+def engine_validate(table, schema) -> ValidationReport:
+    with open_source(table, schema) as src:
+        return src.validate()
+
+
+WAYS = {"engine": engine_validate, "gx": gx_validate}
+
+
+@pytest.fixture(params=sorted(WAYS))
+def validate(request):
+    return WAYS[request.param]
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,10 +83,10 @@ def failed_columns(report: ValidationReport) -> set[str | None]:
 
 # ---------------------------------------------------------------- passing data
 
-def test_adult_passes_its_schema():
-    schema = load_schema(ROOT / "schemas" / "adult.yaml")
+def test_adult_passes_its_schema(validate):
+    schema = load_schema(ROOT / "privsynth" / "data" / "adult.yaml")
     adult = pd.read_csv(ROOT / "privsynth" / "data" / "adult.csv.gz")
-    report = validate_frame(adult, schema)
+    report = validate(adult, schema)
     assert report.success, report.failure_message()
     assert report.failure_message() == ""
     doc = report.to_json()
@@ -80,11 +95,10 @@ def test_adult_passes_its_schema():
     assert doc["schema"] == "adult" and doc["schema_hash"] == schema.content_hash()
     checked = {r["column"] for r in doc["results"]}
     assert {c.name for c in schema.kept_columns} <= checked
-    report.raise_if_failed()
 
 
-def test_valid_toy_frame_passes_and_encodes():
-    report = validate_frame(frame(), SCHEMA)
+def test_valid_toy_frame_passes_and_encodes(validate):
+    report = validate(frame(), SCHEMA)
     assert report.success, report.failure_message()
     # What validation accepts, the encoder accepts.
     codes = encode_codes(frame(), SCHEMA)
@@ -101,20 +115,18 @@ def test_valid_toy_frame_passes_and_encodes():
     {"n": [0.0, 5.0, 10.0], "b": pd.array([True, False, True], dtype="boolean")},
 ])
 def test_equivalent_encodings_pass(overrides):
-    report = validate_frame(frame(**overrides), SCHEMA)
+    report = engine_validate(frame(**overrides), SCHEMA)
     assert report.success, report.failure_message()
     encode_codes(frame(**overrides), SCHEMA)
 
 
-def test_clip_and_category_columns_accept_out_of_domain_values():
-    report = validate_frame(frame(c=[-5.0, 1000.0, np.nan], o=["zz", "a", None], bc=["maybe", 1, 0]), SCHEMA)
+def test_clip_and_category_columns_accept_out_of_domain_values(validate):
+    report = validate(frame(c=[-5.0, 1000.0, np.nan], o=["zz", "a", None], bc=["maybe", 1, 0]), SCHEMA)
     assert report.success, report.failure_message()
 
 
-# ---------------------------------------------------------------- the suite
-
-def test_build_suite_follows_the_schema():
-    suite = build_suite(SCHEMA)
+def test_the_suite_follows_the_schema():
+    suite = gx_suite(SCHEMA)
     by_column: dict[str | None, list[str]] = {}
     for e in suite.expectations:
         cfg = e.configuration
@@ -125,12 +137,15 @@ def test_build_suite_follows_the_schema():
         if cfg.type == "expect_column_values_to_be_between":
             assert (cfg.kwargs["min_value"], cfg.kwargs["max_value"]) == SCHEMA.column(cfg.kwargs["column"]).bounds
         if cfg.type == "expect_column_values_to_be_in_set" and cfg.kwargs["column"] == "k":
-            assert list(cfg.kwargs["value_set"]) == ["a", "b", "1"]
+            assert list(cfg.kwargs["value_set"]) == ["a", "b", "1"] and cfg.kwargs.get("mostly") is None
+        if cfg.type == "expect_column_values_to_be_in_set" and cfg.kwargs["column"] == "o":
+            assert list(cfg.kwargs["value_set"]) == ["a", "b"] and cfg.kwargs["mostly"] == 0.5  # category: mostly known
+        if cfg.type == "expect_table_row_count_to_be_between":
+            assert cfg.kwargs["min_value"] == 1
     assert "id" not in by_column  # a dropped column is only checked for presence
     assert "expect_column_values_to_be_between" in by_column["n"]
     assert "expect_column_values_to_be_between" not in by_column["c"]  # clip
     assert "expect_column_values_to_be_in_set" in by_column["k"]
-    assert "expect_column_values_to_be_in_set" not in by_column["o"]  # category
     assert "expect_column_values_to_be_in_set" in by_column["b"]
     assert "expect_column_values_to_be_in_set" not in by_column["bc"]
     for name in ("n", "c", "f"):
@@ -139,24 +154,28 @@ def test_build_suite_follows_the_schema():
         assert "expect_column_values_to_not_be_null" in by_column[name]
     for name in ("c", "o"):
         assert "expect_column_values_to_not_be_null" not in by_column[name]
+    # One definition: the suite is exactly the expectations GX can express, in the same order.
+    listed = [(e.kind, e.column) for e in schema_expectations(SCHEMA) if e.gx]
+    assert [(e.meta["privsynth"], e.configuration.kwargs.get("column")) for e in suite.expectations] == listed
+    assert all(e.engine_only for e in schema_expectations(SCHEMA) if not e.gx)
 
 
 # ---------------------------------------------------------------- failures name the column
 
 def test_missing_column_fails_and_is_named():
-    report = validate_frame(frame().drop(columns=["k"]), SCHEMA)
+    report = gx_validate(frame().drop(columns=["k"]), SCHEMA)
     assert not report.success
     assert failed(report) == {("expect_table_columns_to_match_set", None)}
     assert "missing column(s) ['k']" in report.failure_message()
 
 
 def test_missing_dropped_column_fails():
-    report = validate_frame(frame().drop(columns=["id"]), SCHEMA)
+    report = gx_validate(frame().drop(columns=["id"]), SCHEMA)
     assert "missing column(s) ['id']" in report.failure_message()
 
 
 def test_unexpected_column_fails_and_is_named():
-    report = validate_frame(frame().assign(extra=1), SCHEMA)
+    report = gx_validate(frame().assign(extra=1), SCHEMA)
     assert failed(report) == {("expect_table_columns_to_match_set", None)}
     assert "unexpected column(s) ['extra']" in report.failure_message()
 
@@ -165,38 +184,39 @@ def test_column_names_that_may_be_data_are_withheld():
     # A headerless CSV turns its first record into column names: with no schema name among them,
     # they are counted, not listed.
     bad = pd.DataFrame([[7, "SECRET-NAME"]], columns=["123456", "SECRET-NAME"])
-    report = validate_frame(bad, SCHEMA)
+    report = gx_validate(bad, SCHEMA)
     assert not report.success
     text = json.dumps(report.to_json()) + report.failure_message()
     assert "SECRET-NAME" not in text and "123456" not in text
     assert "2 (names withheld)" in report.failure_message()
 
 
-def test_strings_in_numeric_columns_fail():
+def test_strings_in_numeric_columns_fail(validate):
     # Each column's checks are independent, so one frame covers a fail, a clip and a float column.
-    report = validate_frame(frame(n=["1", "2", "x"], c=["1", None, "3"], f=["0.5", "y", "0.1"]), SCHEMA)
+    report = validate(frame(n=["1", "2", "x"], c=["1", None, "z"], f=["0.5", "y", "0.1"]), SCHEMA)
     assert not report.success
     assert failed_columns(report) == {"n", "c", "f"}
     for column in ("n", "c", "f"):
         assert ("expect_column_values_to_be_in_type_list", column) in failed(report)
-        assert f"column '{column}': dtype" in report.failure_message()
-        assert f"is not numeric; expected {SCHEMA.column(column).type} values" in report.failure_message()
+        assert f"value(s) are not numbers; expected {SCHEMA.column(column).type} values" in report.failure_message()
 
 
 def test_mixed_object_numeric_column_fails_with_a_count():
-    report = validate_frame(frame(n=pd.Series([1, "x", 3], dtype=object)), SCHEMA)
+    report = gx_validate(frame(n=pd.Series([1, "x", 3], dtype=object)), SCHEMA)
     outcome = next(r for r in report.failures if r.expectation_type == "expect_column_values_to_be_in_type_list")
     assert outcome.column == "n" and outcome.unexpected_count == 1
     assert failed_columns(report) == {"n"}
 
 
 def test_booleans_in_numeric_column_fail():
-    report = validate_frame(frame(f=[True, False, True]), SCHEMA)
+    report = gx_validate(frame(f=[True, False, True]), SCHEMA)
     assert failed(report) == {("expect_column_values_to_be_in_type_list", "f")}
+    with pytest.raises(InputError, match="column 'f' has type boolean; the schema says float"):
+        engine_validate(frame(f=[True, False, True]), SCHEMA)  # refused when opened
 
 
-def test_out_of_domain_categorical_fails():
-    report = validate_frame(frame(k=["a", "c", "d"]), SCHEMA)
+def test_out_of_domain_categorical_fails(validate):
+    report = validate(frame(k=["a", "c", "d"]), SCHEMA)
     assert failed(report) == {("expect_column_values_to_be_in_set", "k")}
     outcome = report.failures[0]
     assert outcome.unexpected_count == 2 and outcome.element_count == 3
@@ -204,41 +224,41 @@ def test_out_of_domain_categorical_fails():
     assert report.failure_message() == "column 'k': 2 value(s) not among the schema's 3 categories"
 
 
-def test_out_of_bounds_numeric_fails():
-    report = validate_frame(frame(n=[-1, 5, 11], f=[0.5, 1.5, 0.0]), SCHEMA)
+def test_out_of_bounds_numeric_fails(validate):
+    report = validate(frame(n=[-1, 5, 11], f=[0.5, 1.5, 0.0]), SCHEMA)
     assert failed(report) == {("expect_column_values_to_be_between", "n"), ("expect_column_values_to_be_between", "f")}
     assert "column 'n': 2 value(s) outside [0, 10]" in report.failure_message()
     assert "column 'f': 1 value(s) outside [0, 1]" in report.failure_message()
 
 
-def test_non_boolean_value_fails():
-    report = validate_frame(frame(b=["yes", "no", True]), SCHEMA)
+def test_non_boolean_value_fails(validate):
+    report = validate(frame(b=["yes", "no", True]), SCHEMA)
     assert failed(report) == {("expect_column_values_to_be_in_set", "b")}
     assert "column 'b': 2 value(s) are not boolean" in report.failure_message()
 
 
 def test_fractional_value_in_integer_column_fails():
-    report = validate_frame(frame(n=[1.5, 2.0, 3.0]), SCHEMA)
-    assert failed(report) == {(EXPECT_WHOLE_NUMBERS, "n")}
+    report = engine_validate(frame(n=[1.5, 2.0, 3.0]), SCHEMA)
+    assert failed(report) == {(WHOLE_NUMBERS, "n")}
     assert "column 'n': 1 value(s) are not whole numbers" in report.failure_message()
 
 
-def test_null_in_non_nullable_columns_fails():
+def test_null_in_non_nullable_columns_fails(validate):
     bad = frame(k=["a", None, "b"], b=pd.array([True, None, False], dtype="boolean"), n=[1.0, np.nan, 2.0], f=[0.5, np.nan, 0.1])
-    report = validate_frame(bad, SCHEMA)
+    report = validate(bad, SCHEMA)
     assert failed(report) == {("expect_column_values_to_not_be_null", c) for c in ("k", "b", "n", "f")}
     for column in ("k", "b", "n", "f"):
         assert f"column '{column}': 1 missing value(s) (null/NaN) but the column is not nullable" in report.failure_message()
 
 
-def test_nan_in_nullable_column_passes():
-    assert validate_frame(frame(c=[np.nan, np.nan, 1.0], o=[None, "a", None]), SCHEMA).success
+def test_nan_in_nullable_column_passes(validate):
+    assert validate(frame(c=[np.nan, np.nan, 1.0], o=[None, "a", None]), SCHEMA).success
 
 
 def test_infinity_always_fails():
     # 'c' is a nullable clip column: inf is neither missing nor clippable.
-    report = validate_frame(frame(n=[np.inf, 1.0, 2.0], c=[-np.inf, np.inf, np.nan], f=[np.inf, -np.inf, 0.5]), SCHEMA)
-    assert {(EXPECT_FINITE, c) for c in ("n", "c", "f")} <= failed(report)
+    report = engine_validate(frame(n=[np.inf, 1.0, 2.0], c=[-np.inf, np.inf, np.nan], f=[np.inf, -np.inf, 0.5]), SCHEMA)
+    assert {(FINITE, c) for c in ("n", "c", "f")} <= failed(report)
     assert failed_columns(report) == {"n", "c", "f"}
     message = report.failure_message()
     assert "column 'n': 1 value(s) are +inf or -inf" in message
@@ -246,30 +266,29 @@ def test_infinity_always_fails():
     assert "column 'f': 2 value(s) are +inf or -inf" in message
 
 
-def test_all_null_column_fails():
+def test_all_null_column_fails(validate):
     # nullable or not, a column with no value at all is an ingest fault
-    report = validate_frame(frame(c=[None, None, None], o=[None, None, None], k=[None, None, None]), SCHEMA)
+    report = validate(frame(c=[None, None, None], o=[None, None, None], k=[None, None, None]), SCHEMA)
     assert {("expect_column_proportion_of_non_null_values_to_be_between", c) for c in ("c", "o", "k")} <= failed(report)
     assert failed_columns(report) == {"c", "o", "k"}
     for column in ("c", "o", "k"):
         assert f"column '{column}': every value is missing" in report.failure_message()
 
 
-def test_empty_table_fails():
-    report = validate_frame(frame().iloc[0:0], SCHEMA)
-    assert failed(report) == {(EXPECT_ROWS, None)}
+def test_empty_table_fails(validate):
+    report = validate(frame().iloc[0:0], SCHEMA)
+    assert failed(report) == {(ROWS, None)}
     assert report.failure_message() == "table: 0 rows; expected at least one"
 
 
-def test_repeated_column_names_fail():
+def test_repeated_column_names_are_refused_before_any_row_is_read():
     bad = pd.concat([frame(), frame()[["k"]]], axis=1)
-    report = validate_frame(bad, SCHEMA)
-    assert (EXPECT_UNIQUE_COLUMN_NAMES, None) in failed(report)
-    assert "column name(s) appear more than once: ['k']" in report.failure_message()
+    with pytest.raises(InputError, match="k"):
+        engine_validate(bad, SCHEMA)
 
 
 def test_several_failures_give_one_line_each():
-    report = validate_frame(frame(k=["a", "zz", "b"], n=[1, 2, 99]).drop(columns=["bc"]), SCHEMA)
+    report = gx_validate(frame(k=["a", "zz", "b"], n=[1, 2, 99]).drop(columns=["bc"]), SCHEMA)
     lines = report.failure_message().splitlines()
     assert len(lines) == len(report.failures) == 3
     assert lines[0].startswith("table: missing column(s) ['bc']")
@@ -277,10 +296,11 @@ def test_several_failures_give_one_line_each():
     assert any(line.startswith("column 'k':") for line in lines)
 
 
-def test_check_frame_raises_with_the_failure_lines():
-    with pytest.raises(DataValidationError, match="column 'k': 1 value"):
-        check_frame(frame(k=["a", "zz", "b"]), SCHEMA)
-    assert check_frame(frame(), SCHEMA).success
+def test_the_public_form_has_no_count(validate):
+    report = validate(frame(k=["a", "zz", "b"]), SCHEMA)
+    assert report.failure_message() == "column 'k': 1 value(s) not among the schema's 3 categories"
+    assert report.public_failure_message() == "column 'k': some value(s) not among the schema's 3 categories"
+    assert all(set(r) == {"expectation_type", "column", "success", "message"} for r in report.public_json()["results"])
 
 
 # ---------------------------------------------------------------- no data values in the report
@@ -288,7 +308,7 @@ def test_check_frame_raises_with_the_failure_lines():
 SECRET = "Zebra-7731-SECRET"
 
 
-def test_secret_values_never_reach_the_report(caplog, capfd):
+def test_secret_values_never_reach_the_report(validate, caplog, capfd):
     caplog.set_level(logging.DEBUG)  # GX's own logs go to Prefect's log capture in a run
     bad = frame(
         k=["a", SECRET, "b"],                          # out-of-domain category (GX would list it)
@@ -297,30 +317,34 @@ def test_secret_values_never_reach_the_report(caplog, capfd):
         c=[SECRET, None, "3"],                         # string in a numeric clip column
         b=[True, SECRET, False],                       # not boolean
     )
-    report = validate_frame(bad, SCHEMA)
-    assert failed_columns(report) == {"k", "n", "f", "c", "b"}
-    published = json.dumps(report.to_json()) + report.failure_message() + repr(report)
+    try:
+        report = validate(bad, SCHEMA)
+    except InputError as err:  # the engine refuses a column type it cannot read, naming no value
+        published = str(err)
+    else:
+        assert failed_columns(report) == {"k", "n", "f", "c", "b"}
+        published = json.dumps(report.to_json()) + report.failure_message() + repr(report)
     assert SECRET not in published
     assert "Zebra" not in published and "7731" not in published
     out, err = capfd.readouterr()
     assert SECRET not in caplog.text + out + err
 
 
-def test_validation_prints_nothing(capfd):
+def test_validation_prints_nothing(validate, capfd):
     # GX draws tqdm progress bars on stderr by default; the context turns them off.
-    validate_frame(frame(n=[1, 2, 99]), SCHEMA)
+    validate(frame(n=[1, 2, 99]), SCHEMA)
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
 
-def test_out_of_bounds_number_is_not_quoted():
-    report = validate_frame(frame(n=[1, 2, 987654321]), SCHEMA)
+def test_out_of_bounds_number_is_not_quoted(validate):
+    report = validate(frame(n=[1, 2, 987654321]), SCHEMA)
     assert not report.success
     assert "987654321" not in json.dumps(report.to_json()) + report.failure_message() + repr(report)
 
 
-def test_report_json_fields():
-    doc = validate_frame(frame(k=["a", "zz", "b"]), SCHEMA).to_json()
+def test_report_json_fields(validate):
+    doc = validate(frame(k=["a", "zz", "b"]), SCHEMA).to_json()
     assert set(doc) == {"success", "schema", "schema_hash", "evaluated_expectations", "failed_expectations", "results"}
     for r in doc["results"]:
         assert set(r) == {"expectation_type", "column", "success", "unexpected_count", "unexpected_percent",

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privsynth.engine.gx_validation import validate_frame
+from privsynth.engine import open_source
 from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL, load_schema
 from privsynth.schema.encoding import domain_of, encode_codes
 
@@ -71,5 +71,6 @@ def test_real_table_is_wide_sparse_and_dependent(loans):
 
 @pytest.mark.slow
 def test_real_table_passes_the_wide_schemas_validation(loans):
-    report = validate_frame(loans, load_schema(SCHEMA_PATH))  # the run's validate stage (~7 s: Great Expectations)
+    with open_source(loans, load_schema(SCHEMA_PATH)) as src:
+        report = src.validate()  # the run's validate stage
     assert report.success, report.failure_message()

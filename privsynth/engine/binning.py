@@ -1,7 +1,7 @@
 """Schema -> ibis expressions: the level code of every kept column, computed where the data lives.
 
-The codes are exactly those of :func:`privsynth.schema.encoding.encode_codes` on the rows the pandas path
-reads (``io.iter_source`` + ``io.coerce_batch``): per column, in-domain levels first (categories in
+The codes are exactly those of :func:`privsynth.schema.encoding.encode_codes` on the same rows typed by
+pandas (numbers as numbers, text as text, an empty CSV field missing): per column, in-domain levels first (categories in
 schema order, ``false``/``true``, or numeric bins [e_i, e_{i+1}) with the last bin closed), then
 ``<missing>`` (nullable columns), then ``<out-of-domain>`` (``on_out_of_domain: category``);
 ``clip`` columns clip to the bounds before binning. A row the schema forbids gets a NEGATIVE code
@@ -147,7 +147,7 @@ def read_column(table: ir.Table, col: Column, text_from_csv: bool) -> ColumnValu
             # DuckDB also reads '1_000' as a number; pandas (the reference) does not
             number = ibis.ifelse(stripped.contains("_"), ibis.null("float64"), stripped.try_cast("float64"))
             blank = stripped == ""
-            # coerce_batch: '' is missing, text that parses as nothing is a fault, 'nan' is missing
+            # as pandas reads CSV: '' is missing, 'nan' is missing; text that parses as nothing is a fault
             missing = text.isnull() | blank | (number.notnull() & number.isnan())
             not_a_number = text.notnull() & ~blank & number.isnull()
             return ColumnValues(kind, number, missing, not_a_number)

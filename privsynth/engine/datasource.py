@@ -5,7 +5,7 @@
 returns the statistics engine's source (``privsynth.engine``): the only object of a run that touches
 rows, and it brings back aggregates only:
 
-* ``validate()``: the schema's expectations (``privsynth.engine.gx_validation``), count-free and value-free;
+* ``validate()``: the schema's expectations (``privsynth.engine.expectations``), count-free and value-free;
 * ``histogram()``: the distinct level-code records and their counts (``privsynth.schema.workload.Histogram``),
   the one statistic every mechanism is computed from.
 

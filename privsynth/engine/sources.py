@@ -1,18 +1,15 @@
-"""Sources and sinks: CSV, Parquet (local path or fsspec URL) and SQL tables (DuckDB, PostgreSQL).
-
-Input forms (the ``--input`` argument):
+"""Input forms (the ``--input`` argument) and the checks of a file made before the engine opens it.
 
 * ``path/to/table.csv`` (also ``.csv.gz``, ``.tsv``) or ``path/to/table.parquet``; a URL such as
   ``s3://bucket/table.parquet`` works for Parquet when the matching fsspec backend is installed;
 * ``duckdb:path/to/warehouse.duckdb?table=people`` or ``duckdb:path.duckdb?query=SELECT ...``;
 * any SQLAlchemy URL with ``?table=NAME`` or ``?query=...``, e.g.
-  ``postgresql://user@host/db?table=people`` (needs a driver such as psycopg).
+  ``postgresql://user@host/db?table=people`` (needs a driver such as psycopg);
+* ``spark:TABLE`` or ``spark:?query=...``.
 
-Sinks are in :mod:`privsynth.io.sinks`, atomic artifacts in :mod:`privsynth.io.atomic`; the statistics
-engine (:mod:`privsynth.engine`) reads the same URL forms where the data lives.
-
-Rows are read in record batches, so memory is bounded by one batch. Errors name the file and say
-what was expected; they never quote cell values (logs are releases).
+The rows are read by the statistics engine where they live (:mod:`privsynth.engine.backends`); sinks
+are in :mod:`privsynth.io.sinks`. Errors name the file and say what was expected; they never quote
+cell values (logs are releases).
 """
 
 from __future__ import annotations
@@ -21,21 +18,13 @@ import csv
 import gzip
 import io
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from privsynth.io.atomic import DEFAULT_BATCH_ROWS
-from privsynth.io.connections import InputError, duckdb_path, plain_table_name
-from privsynth.io.credentials import expand_credentials, redact_url
-from privsynth.schema import Schema, temporal
-from privsynth.schema.encoding import category_text
+from privsynth.io.connections import InputError, plain_table_name
+from privsynth.io.credentials import redact_url
+from privsynth.schema import Schema
 
 
 @dataclass(frozen=True)
@@ -119,17 +108,6 @@ def _parse_sql(spec: str) -> SourceSpec:
     return SourceSpec("sql", base, table=table, query=query)
 
 
-def _duckdb_error(err: Exception) -> str:
-    """A DuckDB error for the user. Catalog, parser and binder errors speak of the query (a missing table
-    or column) and are quoted; any other error, a conversion error above all, may quote a cell value,
-    so only its kind is named."""
-    import duckdb
-
-    if isinstance(err, (duckdb.CatalogException, duckdb.ParserException, duckdb.BinderException)):
-        return str(err).splitlines()[0]
-    return f"{type(err).__name__} while reading the rows"
-
-
 def _check_file(spec: SourceSpec) -> None:
     if "://" in spec.location:
         return
@@ -185,155 +163,3 @@ def _csv_header(spec: SourceSpec, schema: Schema) -> list[str]:
                 raise InputError(f"input file {spec.location!r}: the header has one column but contains {other!r}; "
                                  f"expected {spec.delimiter!r}-delimited columns {list(schema.column_names)}")
     return header
-
-
-def _csv_batches(spec: SourceSpec, schema: Schema, batch_rows: int) -> Iterator[pd.DataFrame]:
-    header = _csv_header(spec, schema)
-    try:
-        with _open_text(spec.location) as handle:
-            reader = pd.read_csv(handle, sep=spec.delimiter, dtype=str, keep_default_na=False, na_values=[""],
-                                 chunksize=batch_rows, skipinitialspace=True, engine="c")
-            for chunk in reader:
-                chunk.columns = header
-                yield chunk
-    except UnicodeDecodeError as err:
-        raise InputError(f"input file {spec.location!r} is not UTF-8 text (invalid byte sequence near byte {err.start} of a block)") from None
-    except pd.errors.ParserError as err:
-        line = str(err).split("line")[-1].split(",")[0].strip() if "line" in str(err) else "?"
-        raise InputError(f"input file {spec.location!r}: malformed CSV (row near line {line} has the wrong number of fields)") from None
-    except (OSError, EOFError) as err:
-        raise InputError(f"input file {spec.location!r} cannot be read ({type(err).__name__}; truncated or corrupt?)") from None
-
-
-def _parquet_batches(spec: SourceSpec, batch_rows: int) -> Iterator[pd.DataFrame]:
-    try:
-        source = pq.ParquetFile(spec.location)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise InputError(f"input file {spec.location!r} is not a readable Parquet file ({type(err).__name__}; truncated or corrupt?)") from None
-    names = source.schema_arrow.names
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise InputError(f"input file {spec.location!r}: duplicate column name(s) {dupes}")
-    try:
-        for batch in source.iter_batches(batch_size=batch_rows):
-            yield batch.to_pandas()
-    except (pa.ArrowInvalid, OSError) as err:
-        raise InputError(f"input file {spec.location!r}: a row group cannot be read ({type(err).__name__}; truncated or corrupt?)") from None
-
-
-def _sql_batches(spec: SourceSpec, batch_rows: int) -> Iterator[pd.DataFrame]:
-    query = spec.query or f"SELECT * FROM {spec.table}"
-    if spec.location.lower().startswith("duckdb:"):
-        import duckdb
-
-        path = duckdb_path(spec.location)
-        if path not in ("", ":memory:") and not Path(path).is_file():
-            raise InputError(f"DuckDB database {path!r} does not exist")
-        try:
-            con = duckdb.connect(path, read_only=True)
-        except duckdb.Error as err:
-            raise InputError(f"DuckDB database {path!r} cannot be opened: {type(err).__name__}") from None
-        try:
-            try:
-                # A relation streams batch by batch; a DB-API result would be copied whole first.
-                relation = con.sql(query)
-                if relation is None:
-                    raise InputError(f"DuckDB source {spec.describe()}: the query returns no table")
-                # DuckDB >= 2 calls it to_arrow_reader, 1.x fetch_arrow_reader; pyproject allows both.
-                fetch = getattr(relation, "to_arrow_reader", None) or relation.fetch_arrow_reader
-                for batch in fetch(batch_rows):
-                    yield batch.to_pandas()
-            except duckdb.Error as err:
-                raise InputError(f"DuckDB source {spec.describe()}: {_duckdb_error(err)}") from None
-        finally:
-            con.close()
-        return
-    import sqlalchemy
-
-    try:
-        engine = sqlalchemy.create_engine(expand_credentials(spec.location))
-    except Exception as err:  # driver missing or bad URL: say which, without the password
-        raise InputError(f"SQL source {spec.describe()}: cannot create an engine ({type(err).__name__}: {err})") from None
-    try:
-        with engine.connect() as con:
-            yield from pd.read_sql_query(sqlalchemy.text(query), con, chunksize=batch_rows)
-    except sqlalchemy.exc.SQLAlchemyError as err:
-        raise InputError(f"SQL source {spec.describe()}: {type(err).__name__}") from None
-    finally:
-        engine.dispose()
-
-
-def iter_source(spec: SourceSpec, schema: Schema, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pd.DataFrame]:
-    """Record batches of the source as DataFrames, in source order."""
-    if spec.kind in ("csv", "parquet"):
-        _check_file(spec)
-    if spec.kind == "csv":
-        return _csv_batches(spec, schema, batch_rows)
-    if spec.kind == "parquet":
-        return _parquet_batches(spec, batch_rows)
-    return _sql_batches(spec, batch_rows)
-
-
-# ---------------------------------------------------------------- typing raw columns
-
-def raw_arrow_schema(schema: Schema, extra_columns: list[str]) -> pa.Schema:
-    """Types of raw.parquet: schema columns typed by the schema, unexpected columns as strings."""
-    types = {"categorical": pa.string(), "boolean": pa.string(), "integer": pa.float64(), "float": pa.float64(),
-             "date": pa.date32(), "timestamp": pa.timestamp("us")}
-    fields = [pa.field(c.name, types[c.type]) for c in schema.columns]
-    return pa.schema(fields + [pa.field(name, pa.string()) for name in extra_columns])
-
-
-def coerce_batch(frame: pd.DataFrame, schema: Schema, origin: str) -> pd.DataFrame:
-    """Schema columns as the schema's types; a value that cannot be read as the type is an error.
-
-    Numeric columns become float64 (NaN = missing) so that a bad type is reported here, by column,
-    instead of as a parser message that would quote the value. Date columns become Python dates and
-    timestamp columns naive UTC datetime64 (floored to the day / second, ``privsynth.schema.temporal``).
-    """
-    out = {}
-    for name in frame.columns:
-        series = frame[name]
-        try:
-            col = schema.column(name)
-        except KeyError:
-            out[name] = category_text(series).astype(object).where(series.notna(), None)
-            continue
-        if col.type in temporal.TEMPORAL_TYPES:
-            values, not_date = temporal.values_in_unit(series, col.type)
-            if not_date.any():
-                raise InputError(f"{origin}: column {name!r} has value(s) that are not {col.type}s "
-                                 f"(the schema says {col.type})")
-            missing = np.isnan(values)
-            whole = np.where(missing, 0, values).astype(np.int64)
-            moments = pd.Series(whole.astype("datetime64[D]" if col.type == "date" else "datetime64[s]")
-                                .astype("datetime64[us]"), index=series.index).where(~missing)
-            out[name] = moments.dt.date.astype(object).where(~missing, None) if col.type == "date" else moments
-        elif col.type in ("integer", "float"):
-            if series.dtype.kind in "iufb":
-                numeric = series.astype(np.float64)
-            else:
-                text = series.astype("string").str.strip()
-                numeric = pd.to_numeric(text, errors="coerce")
-                bad = numeric.isna() & text.notna() & (text != "")
-                lowered = text.str.lower()
-                # 'nan' / 'inf' spellings parse as floats; keep them so validation can name them.
-                special = lowered.isin(["nan", "inf", "+inf", "-inf", "infinity", "-infinity"])
-                numeric = numeric.where(~special, pd.to_numeric(text.where(special), errors="coerce"))
-                bad &= ~special
-                if bad.any():
-                    raise InputError(f"{origin}: column {name!r} has value(s) that are not numbers "
-                                     f"(the schema says {col.type})")
-                numeric = numeric.astype(np.float64)
-            if col.type == "integer":
-                finite = np.isfinite(numeric.to_numpy())
-                fractional = finite & (numeric.to_numpy() != np.round(numeric.to_numpy()))
-                if fractional.any():
-                    raise InputError(f"{origin}: column {name!r} has non-integer value(s) "
-                                     "(the schema says integer)")
-            out[name] = numeric
-        else:
-            # category_text: an integer-coded category column that holds a null arrives as float64
-            # (1.0, 2.0); its text must be "1", "2" to match the schema's categories.
-            out[name] = category_text(series).astype(object).where(series.notna(), None)
-    return pd.DataFrame(out)

@@ -234,7 +234,7 @@ class Source:
     # ------------------------------------------------------------ validation
 
     def validate(self):
-        """The schema's checks as aggregates in place: a :class:`privsynth.engine.gx_validation.ValidationReport`."""
+        """The schema's checks as aggregates in place: a :class:`privsynth.engine.expectations.ValidationReport`."""
         from privsynth.engine.validation import validate_source
 
         return validate_source(self)

@@ -1,138 +1,96 @@
-"""The schema checks of :mod:`privsynth.engine.gx_validation`, run in place as ONE aggregate query.
+"""The schema's expectations (:mod:`privsynth.engine.expectations`) run in place as ONE aggregate query.
 
-Same expectations, same public JSON and the same one-line, value-free messages as
-``validation.validate_frame`` (the Great Expectations path), computed as per-column counts on the
-backend. Semantics follow the encoder (``engine.binning``), so a table that passes encodes without a
-fault: categorical values compare as the encoder reads them, booleans accept true/false/1/0 in any
-case, numeric text must parse as a number (the type check), NaN counts as missing.
+Each expectation of ``schema_expectations(schema)`` becomes a count of the rows failing it, computed on
+the backend; the report has the same public JSON and one-line, value-free messages whichever way the
+expectations run. Semantics follow the encoder (``engine.binning``), so a table that passes encodes
+without a fault: categorical values compare as the encoder reads them, booleans accept true/false/1/0
+in any case, numeric text must parse as a number (the type check), NaN counts as missing.
 
 Refused before any row is read (``open_source``): missing columns, repeated names, and column types no
-schema column can read. Counts stay in the internal ``to_json`` form; ``public_json`` has none.
+schema column can read (so the unique-names expectation passes here by construction). Counts stay in
+the internal ``to_json`` form; ``public_json`` has none.
 """
 
 from __future__ import annotations
 
 import ibis
-import pandas as pd
 
-from privsynth.engine.binning import Fault, _plural, read_column
-from privsynth.engine.gx_validation import (
-    _KIND_ORDER,
-    EXPECT_FINITE,
-    EXPECT_MOSTLY_IN_DOMAIN,
-    EXPECT_ROWS,
-    EXPECT_UNIQUE_COLUMN_NAMES,
-    EXPECT_WHOLE_NUMBERS,
-    ExpectationOutcome,
-    ValidationReport,
-    _column_set_outcome,
-    _message,
-    _order,
-    _outcome,
-    mostly_in_domain,
-)
+from privsynth.engine import expectations as ex
+from privsynth.engine.binning import Fault, read_column
+from privsynth.engine.expectations import Expectation, ExpectationOutcome, ValidationReport, outcome
 from privsynth.schema import Column
-from privsynth.schema.temporal import TEMPORAL_TYPES
 
-TYPE_LIST = "expect_column_values_to_be_in_type_list"
-BETWEEN = "expect_column_values_to_be_between"
-IN_SET = "expect_column_values_to_be_in_set"
-NOT_NULL = "expect_column_values_to_not_be_null"
-NON_NULL_PROPORTION = "expect_column_proportion_of_non_null_values_to_be_between"
-ROWS = "privsynth_rows"
+_ROWS = "rows"
 
 
 def _count(condition) -> ibis.Value:
     return ibis.ifelse(condition, 1, 0).sum()
 
 
-def _metrics(source, j: int, col: Column) -> dict[str, ibis.Value]:
-    """Named counts for one column: present values, and the rows failing each of its checks."""
-    values = read_column(source.table, col, source.opened.text_from_csv)
+def _failing(source, j: int, col: Column, e: Expectation, values) -> ibis.Value | None:
+    """The count of rows failing ``e`` on kept column ``j`` (None: nothing to count, it passes)."""
     present = ~values.missing
-    key = f"m{j}_"
-    out = {key + "present": _count(present)}
-    if col.type in ("integer", "float", *TEMPORAL_TYPES):
-        x = values.value
-        number = present & x.notnull()
-        if values.not_a_number is not None:
-            out[key + "nan"] = _count(values.not_a_number)
-        if col.type in ("integer", "float"):
-            out[key + "inf"] = _count(number & x.isinf())
-        if col.type == "integer":
-            out[key + "whole"] = _count(number & ~x.isinf() & (x != x.floor()))
-        if col.on_out_of_domain == "fail":
-            low, high = col.bounds  # type: ignore[misc]
-            out[key + "domain"] = _count(number & ((x < low) | (x > high)))
-    elif col.on_out_of_domain == "fail":
-        code = source.bins.codes[j]
-        out[key + "domain"] = _count(present & (code == int(Fault.OUT_OF_DOMAIN)))
-    elif col.type == "categorical" and col.on_out_of_domain == "category":
-        out[key + "ood"] = _count(present & (source.bins.codes[j] == len(col.labels) - 1))
-    if not col.nullable:
-        out[key + "null"] = _count(values.missing)
-    return out
+    x = values.value
+    number = present & x.notnull() if x is not None else None
+    kind = e.kind
+    if kind == ex.TYPE_LIST:
+        return None if values.not_a_number is None else _count(values.not_a_number)
+    if kind == ex.FINITE:
+        return _count(number & x.isinf())
+    if kind == ex.WHOLE_NUMBERS:
+        return _count(number & ~x.isinf() & (x != x.floor()))
+    if kind == ex.BETWEEN:
+        low, high = col.bounds  # type: ignore[misc]
+        return _count(number & ((x < low) | (x > high)))
+    if kind == ex.IN_SET:
+        return _count(present & (source.bins.codes[j] == int(Fault.OUT_OF_DOMAIN)))
+    if kind == ex.MOSTLY_IN_DOMAIN:
+        return _count(present & (source.bins.codes[j] == len(col.labels) - 1))
+    if kind == ex.NOT_NULL:
+        return _count(values.missing)
+    if kind == ex.NON_NULL_PROPORTION:
+        return None  # from the column's present count
+    raise AssertionError(f"no aggregate for expectation {kind!r}")  # a new kind needs its count here
 
 
 def validate_source(source) -> ValidationReport:
     """Check ``source`` (an open :class:`~privsynth.engine.statistics.Source`) against its schema."""
     schema = source.schema
-    names = list(source.table.columns)
-    columns_only = pd.DataFrame(columns=names)  # names only, for the column-set message
-    metrics: dict[str, ibis.Value] = {ROWS: source.table.count()}
-    kept = list(schema.kept_columns)
-    for j, col in enumerate(kept):
-        metrics.update(_metrics(source, j, col))
+    expectations = ex.schema_expectations(schema)
+    kept = {c.name: (j, c) for j, c in enumerate(schema.kept_columns)}
+    metrics: dict[str, ibis.Value] = {_ROWS: source.table.count()}
+    for name, (j, col) in kept.items():
+        values = read_column(source.table, col, source.opened.text_from_csv)
+        metrics[f"p{j}"] = _count(~values.missing)
+        for i, e in enumerate(expectations):
+            if e.column == name and (count := _failing(source, j, col, e, values)) is not None:
+                metrics[f"e{i}"] = count
     row = source._run(source.table.aggregate(**metrics)).to_pylist()[0]
-    n = int(row[ROWS] or 0)
-
-    results = [
-        _outcome(EXPECT_UNIQUE_COLUMN_NAMES, None, True, schema, columns_only),  # repeats are refused at open
-        _outcome(EXPECT_ROWS, None, n > 0, schema, columns_only, elements=n,
-                 message=None if n > 0 else "table: 0 rows; expected at least one"),
-        _column_set_outcome(columns_only, schema),
-    ]
-    if n > 0:
-        for j, col in enumerate(kept):
-            results.extend(_column_outcomes(col, {k.split("_", 1)[1]: int(v or 0) for k, v in row.items()
-                                                  if k.startswith(f"m{j}_")}, n, schema))
-    results.sort(key=lambda r: (r.column is not None, _order(schema, r.column), _KIND_ORDER.get(r.expectation_type, 99)))
+    n = int(row[_ROWS] or 0)
+    results = [_outcome(e, row.get(f"e{i}"), row, n, schema, kept, list(source.table.columns))
+               for i, e in enumerate(expectations) if e.column is None or n > 0]
     return ValidationReport(success=all(r.success for r in results), results=tuple(results),
                             schema_name=schema.name, schema_hash=schema.content_hash())
 
 
-def _column_outcomes(col: Column, m: dict[str, int], n: int, schema) -> list[ExpectationOutcome]:
-    present = m["present"]
-    pct = lambda k: 100.0 * k / present if present else 0.0  # noqa: E731  (GX: relative to non-missing)
-    out: list[ExpectationOutcome] = []
-
-    def add(kind: str, bad: int, percent: float | None = None) -> None:
-        out.append(_outcome(kind, col.name, bad == 0, schema, None, bad, pct(bad) if percent is None else percent, n))
-
-    if col.type in ("integer", "float", *TEMPORAL_TYPES):
-        bad = m.get("nan", 0)
-        if bad:
-            out.append(ExpectationOutcome(TYPE_LIST, col.name, False, bad, pct(bad), n,
-                                          _message(TYPE_LIST, col.name, col, bad, None),
-                                          f"column {col.name!r}: some value(s) are not {_plural(col.type)}; expected {col.type} values"))
-        else:
-            add(TYPE_LIST, 0)
-        if col.type in ("integer", "float"):
-            add(EXPECT_FINITE, m["inf"])
-        if col.type == "integer":
-            add(EXPECT_WHOLE_NUMBERS, m["whole"])
-        if col.on_out_of_domain == "fail":
-            add(BETWEEN, m["domain"])
-    elif col.on_out_of_domain == "fail":
-        add(IN_SET, m["domain"])
-    elif col.type == "categorical" and col.on_out_of_domain == "category":
-        ood = m.get("ood", 0)
-        out.append(_outcome(EXPECT_MOSTLY_IN_DOMAIN, col.name, mostly_in_domain(col, ood, present), schema, None, ood,
-                            pct(ood), n))
-    if not col.nullable:
-        add(NOT_NULL, m["null"], 100.0 * m["null"] / n)
-    out.append(_outcome(NON_NULL_PROPORTION, col.name, present > 0, schema, None, None, None, n))
-    return out
+def _outcome(e: Expectation, bad, row: dict, n: int, schema, kept: dict, names: list[str]) -> ExpectationOutcome:
+    if e.kind == ex.UNIQUE_COLUMN_NAMES:
+        return outcome(e.kind, None, True, schema)  # repeats are refused at open
+    if e.kind == ex.ROWS:
+        return outcome(e.kind, None, n > 0, schema, elements=n)
+    if e.kind == ex.COLUMN_SET:
+        return ex.column_set_outcome(names, schema)
+    j, col = kept[e.column]
+    present = int(row[f"p{j}"] or 0)
+    bad = int(bad or 0)
+    pct = 100.0 * bad / present if present else 0.0  # GX: relative to the non-missing values
+    if e.kind == ex.NON_NULL_PROPORTION:
+        return outcome(e.kind, col.name, present > 0, schema, None, None, n)
+    if e.kind == ex.NOT_NULL:
+        return outcome(e.kind, col.name, bad == 0, schema, bad, 100.0 * bad / n, n)  # GX: relative to all rows
+    if e.kind == ex.MOSTLY_IN_DOMAIN:
+        return outcome(e.kind, col.name, ex.mostly_in_domain(bad, present), schema, bad, pct, n)
+    return outcome(e.kind, col.name, bad == 0, schema, bad, pct, n)
 
 
 __all__ = ["validate_source"]

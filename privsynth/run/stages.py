@@ -19,6 +19,7 @@ Nothing here imports Prefect.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,8 @@ from privsynth.run.faults import fault_point
 from privsynth.schema import Schema
 from privsynth.schema.encoding import Domain, arrow_schema, decode_codes, domain_of, encode_codes, one_hot_names
 from privsynth.schema.workload import Histogram
+
+logger = logging.getLogger("privsynth.run")
 
 __all__ = ["ValidationFailedError", "RunContext", "execute", "direct", "STAGES"]
 
@@ -163,13 +166,37 @@ def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
     table = synthesize_table(release, ctx.schema, output_rows(ctx.plan.parameters.rows, privacy),
                              rounding_rng(ctx.plan.parameters.seed))
     atomic_write_table(ctx.folder.file("synthetic.parquet"), table)
-    facts: dict = {"rows": table.num_rows}
+    facts: dict = {"rows": table.num_rows, "synthetic_valid": validate_synthetic(ctx, table)}
     if ctx.plan.parameters.sink:
         facts["sink"] = write_sink(table, ctx.plan.parameters.sink)
     fault_point("during_rounding")
-    ctx.folder.record("rounding", ["synthetic.parquet"], **facts)
+    ctx.folder.record("rounding", ["synthetic.parquet", "synthetic-validation.json"], **facts)
     ctx.progress(f"rounding: wrote {table.num_rows} synthetic rows" + (f" and {facts['sink']}" if "sink" in facts else ""))
     return facts
+
+
+def validate_synthetic(ctx: RunContext, table: pa.Table) -> bool:
+    """The synthetic table validated by Great Expectations against the schema's own suite
+    (``engine.expectations.gx_suite``): synthetic-validation.json, public (it is about synthetic rows).
+
+    A failure is a bug of the pipeline, not of the input: logged as a WARNING and recorded; the run
+    goes on (the release is charged and stored already). Returns whether the table passed.
+    """
+    from privsynth.engine.gx_run import engine_only, gx_validate
+
+    try:
+        report = gx_validate(table.to_pandas(), ctx.schema, synthetic=True)
+        doc = {"validated_with": "great_expectations", "suite": f"privsynth-{ctx.schema.name}-synthetic", **report.to_json(),
+               "not_run_by_gx": engine_only(ctx.schema)}
+        problem = "; ".join(report.failure_message().splitlines())
+    except RuntimeError as err:  # GX itself failed: its message names no value (gx_run)
+        doc = {"validated_with": "great_expectations", "success": False, "error": str(err)}
+        problem = str(err)
+    atomic_write_json(ctx.folder.file("synthetic-validation.json"), doc)
+    if not doc["success"]:
+        logger.warning("BUG: the synthetic table fails its own schema: %s (details: %s)", problem,
+                       ctx.folder.file("synthetic-validation.json"))
+    return bool(doc["success"])
 
 
 def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
@@ -266,6 +293,7 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     folder.manifest["privacy_spent"] = privacy["cost"]
     folder.manifest["epsilon_statement"] = privacy.get("epsilon_statement")
     folder.manifest["outputs"] = {"synthetic": "synthetic.parquet", "privacy": "privacy.json", "report": "report.json",
+                                  "synthetic_validation": "synthetic-validation.json",
                                   "sink": rounding.get("sink"),
                                   "internal_audit": "internal-audit/audit.json" if audit is not None else None}
     folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
