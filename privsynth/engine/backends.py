@@ -41,16 +41,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
-from privsynth.engine.sources import (
-    SourceSpec,
-    _check_file,
-    _csv_header,
-    _parse_sql,
-    _split_source_parameters,
-    duckdb_path,
-    plain_table_name,
-)
-from privsynth.io.connections import InputError, connect_url
+from privsynth.engine.sources import SourceSpec, _check_file, _csv_header, _parse_sql, _split_source_parameters
+from privsynth.io.connections import InputError, connect_url, duckdb_path, plain_table_name
 from privsynth.io.credentials import redact_url
 from privsynth.schema import Schema
 

@@ -56,13 +56,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import Field, field_validator
 
-from privsynth.schema.encoding import Domain, one_hot
 from privsynth.mechanisms.aim.compression import Compression, compress_levels, compressed_one_way, expand_codes
 from privsynth.mechanisms.aim.model import GraphicalModel, NoisyMarginal, downward_closure, model_size_mb
-from privsynth.mechanisms.base import MechanismConfig, Measurement, Release
+from privsynth.mechanisms.base import Measurement, MechanismConfig, Release
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.privacy.spending import rho_allowance
+from privsynth.schema.encoding import Domain, one_hot
 from privsynth.schema.workload import Histogram, Marginal, StatisticsInput, accumulate_marginals, all_marginals
 
 NAME = "aim"
