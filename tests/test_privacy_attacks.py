@@ -183,7 +183,8 @@ def test_resuming_a_charged_run_on_a_full_budget_is_not_refused(tmp_path, monkey
 # ---------------------------------------------------------------- 9. nothing private outside the release
 
 def _private_temp_folders() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("privsynth-private-*")}
+    """This process's private folders (named by the owning pid): other runs on the machine make their own."""
+    return {p.name for p in Path(tempfile.gettempdir()).glob(f"privsynth-private-{os.getpid()}-*")}
 
 
 def test_private_intermediates_are_gone_after_a_run_and_after_a_refusal(tmp_path):
