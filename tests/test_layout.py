@@ -9,7 +9,7 @@ from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parents[1] / "privsynth"
 # A wing may import only wings of a lower rank (or itself); equal ranks may not import each other.
-RANK = {"top": 7, "run": 6, "report": 5, "engine": 4, "mechanisms": 4, "privacy": 3, "schema": 2, "io": 1, "data": 0}
+RANK = {"top": 7, "schema_draft": 7, "run": 6, "report": 5, "engine": 4, "mechanisms": 4, "privacy": 3, "schema": 2, "io": 1, "data": 0}
 MAX_TOP_MODULES = 6
 MAX_LINES = 450
 

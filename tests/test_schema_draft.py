@@ -12,6 +12,7 @@ import yaml
 from scipy.stats import norm
 
 import privsynth.schema_draft as sd
+import privsynth.schema_draft.dp_pass as dp_pass_module
 from flows.cli import EXIT_USAGE, main
 from privsynth.privacy.accounting import DEFAULT_DELTA, epsilon_from_rho
 from privsynth.privacy.ledger import BudgetLedger
@@ -27,9 +28,9 @@ def _frame(n: int = 2000, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     colour = rng.choice(["red", "green", "blue"], n, p=[0.5, 0.3, 0.2]).astype(object)
     colour[7] = RARE  # count 1
-    # half the rows share one value, the rest are unique: free text / very high cardinality
+    # a tenth of the rows share one value, the rest are unique: free text / very high cardinality
     remarks = np.array([f"{SECRET}-{i}" for i in range(n)], dtype=object)
-    remarks[: int(0.4 * n)] = "common"
+    remarks[: int(0.1 * n)] = "common"
     return pd.DataFrame({
         "customer_id": np.arange(n, dtype=np.int64),
         "age": rng.integers(18, 90, n).astype(np.int64),
@@ -164,19 +165,19 @@ def _ledger(tmp_path, budget: float | None = 5.0) -> str:
 def test_dp_pass_charges_once_before_reading_and_loads(parquet, tmp_path, monkeypatch):
     url = _ledger(tmp_path)
     seen = []
-    original = sd._categorical_release
+    original = dp_pass_module.value_counts
 
-    def spy(d, *args, **kwargs):
+    def spy(table, name):
         with BudgetLedger(url) as ledger:  # the charge and the claim precede every read of values
             history = ledger.history("customers")
-            seen.append((len(history), ledger.noise_drawn("customers", history[0].release_key)))
-        return original(d, *args, **kwargs)
+            seen.append((name, len(history), ledger.noise_drawn("customers", history[0].release_key)))
+        return original(table, name)
 
-    monkeypatch.setattr(sd, "_categorical_release", spy)
+    monkeypatch.setattr(dp_pass_module, "value_counts", spy)
     options = sd.DraftOptions(name="customers", epsilon=1.0, ledger=url, bounds={"age": (0, 120), "income": (0, 200_000)})
     out = tmp_path / "draft.yaml"
     result = sd.write_draft(str(parquet), out, options)
-    assert seen == [(1, True), (1, True)]
+    assert sorted(seen) == [(c, 1, True) for c in ("age", "colour", "income", "memo")]
     with BudgetLedger(url) as ledger:
         history = ledger.history("customers")
     assert len(history) == 1
@@ -235,7 +236,7 @@ def test_peek_without_dp_is_explicit_and_labelled(parquet, tmp_path, capsys):
     assert "exclude each other" in capsys.readouterr().err and not refused.exists()
 
 
-def test_dp_pass_uses_a_small_declared_range_and_skips_unbounded_numbers(tmp_path):
+def test_dp_pass_drafts_every_numeric_column_without_flags(tmp_path):
     db = tmp_path / "w.duckdb"
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE t AS SELECT (i % 50)::SMALLINT AS score, i * 1.5 AS amount, "
@@ -243,9 +244,10 @@ def test_dp_pass_uses_a_small_declared_range_and_skips_unbounded_numbers(tmp_pat
     url = f"sqlite:///{tmp_path / 'l.db'}"
     result = sd.draft_schema(f"duckdb:{db}?table=t", sd.DraftOptions(name="t", epsilon=2.0, ledger=url,
                                                                     require_budget=False))
-    assert result.read == 2  # score (declared int16 range) and grp; amount has no public bounds
+    assert result.read == 3 and "TODO" not in result.text
     cols = _entries(result.text)
-    assert cols["score"]["bounds"] == [-32768, 32767] and len(cols["score"]["bins"]) >= 3
-    assert cols["amount"]["bounds"] is None and "--bounds COL=LOW:HIGH" in result.text
-    assert sorted(cols["grp"]["categories"]) == ["a", "b"]
-    assert "PUBLIC bounds of the declared type int16" in result.text
+    low, high = cols["score"]["bounds"]
+    assert -1 <= low <= 1 and 48 <= high <= 64 and cols["score"]["dp_released"] == ["bounds", "bins"]
+    low, high = cols["amount"]["bounds"]
+    assert 0 <= low < 1000 and 4000 < high <= 8192 and len(cols["amount"]["bins"]) >= 3
+    assert sorted(cols["grp"]["categories"]) == ["a", "b"] and cols["grp"]["dp_released"] == ["categories"]
