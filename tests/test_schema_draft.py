@@ -190,7 +190,7 @@ def test_dp_pass_charges_once_before_reading_and_loads(parquet, tmp_path, monkey
     assert "free text or very high cardinality" in result.text
     age = schema.column("age")
     assert age.bounds == (0, 120) and len(age.bins) > 4 and all(float(e).is_integer() for e in age.bins)
-    assert "DP (epsilon 1 at delta 1e-09" in result.text and "DP PASS" in result.text
+    assert "DP (rho " in result.text and "DP PASS" in result.text and "Budget split by need" in result.text
 
 
 def test_rare_value_never_in_a_small_epsilon_draft(parquet, tmp_path):
