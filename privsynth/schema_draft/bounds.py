@@ -82,32 +82,47 @@ class Bounds:
     high: float
 
 
+def merged(noisy: np.ndarray, cell_edges: np.ndarray, factor: int) -> tuple[np.ndarray, np.ndarray]:
+    """Adjacent cells summed in groups of ``factor`` (post-processing: the noise of a sum of m cells has
+    standard deviation sigma sqrt(m))."""
+    if factor <= 1:
+        return noisy, cell_edges
+    starts = np.arange(0, len(noisy), factor)
+    return np.add.reduceat(noisy, starts), np.append(cell_edges[starts], cell_edges[-1])
+
+
+TIGHT_SHARE = 0.75  # a finer read-out is kept when its passing cells hold this share of the most any holds (noise: not 1)
+
+
+COARSE_FACTORS = (1, 4, 16, 64)
+
+
 def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: bool) -> Bounds | None:
-    """Round 1: the outer edges of the outermost passing cells (integers: rounded outwards)."""
-    span = passing_span(noisy, sigma)
-    if span is None:
+    """Round 1: the outer edges of the outermost passing cells (integers: rounded outwards).
+
+    A spread-out column may have no single cell above the threshold: the cells are also read merged by
+    4, 16 and 64 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
+    passing cells hold at least TIGHT_SHARE of the most any merge holds sets the bounds."""
+    found = []
+    for factor in COARSE_FACTORS:
+        cells, cell_edges = merged(noisy, edges, factor)
+        s = sigma * math.sqrt(factor)
+        span = passing_span(cells, s)
+        if span is not None:
+            ok = cells > utility_threshold(s, len(cells))
+            found.append((float(cells[ok].sum()), float(cell_edges[span[0]]), float(cell_edges[span[1] + 1])))
+    if not found:
         return None
-    low, high = float(edges[span[0]]), float(edges[span[1] + 1])
+    best = max(mass for mass, _, _ in found)
+    _, low, high = next(f for f in found if f[0] >= TIGHT_SHARE * best)
     if integer:
         low, high = float(math.floor(low)), float(math.ceil(high))
     return Bounds(low, high)
 
 
-def estimated_count(noisy: np.ndarray, sigma: float) -> float:
-    """A DP estimate of the non-missing count: the passing cells' noisy counts (post-processing)."""
-    return float(np.sum(noisy[noisy > utility_threshold(sigma, len(noisy))]))
-
-
-def cell_budget(n_estimate: float, sigma: float, most: int = FINE_POINTS - 1, least: int = 4) -> int:
-    """How many round-2 cells the noise supports: each should hold about four thresholds' worth of rows."""
-    tau = utility_threshold(sigma, most)
-    return int(min(most, max(least, n_estimate // (4.0 * tau))))
-
-
 def fine_edges(low: float, high: float, integer: bool, cells: int = FINE_POINTS - 1) -> np.ndarray:
     """The public round-2 grid inside [low, high]: one cell per integer for a short integer range, else
-    about ``cells`` cells, half evenly spaced, half evenly spaced in log scale (the data's public bounds
-    and the number of cells are the only inputs)."""
+    about ``cells`` cells, half evenly spaced, half evenly spaced in log scale."""
     if integer and high - low <= FINE_INTEGER_CELLS:
         return np.arange(low, high + 2.0)  # the last cell [high, high + 1) holds high
     half = max(2, cells // 2)
@@ -162,40 +177,50 @@ def quantile_cuts(noisy: np.ndarray, cell_edges: np.ndarray, bins: int, floor: f
     return cuts
 
 
-def merged(noisy: np.ndarray, cell_edges: np.ndarray, factor: int) -> tuple[np.ndarray, np.ndarray]:
-    """Adjacent cells summed in groups of ``factor`` (post-processing: the noise of a sum of m cells has
-    standard deviation sigma sqrt(m))."""
-    if factor <= 1:
-        return noisy, cell_edges
-    starts = np.arange(0, len(noisy), factor)
-    return np.add.reduceat(noisy, starts), np.append(cell_edges[starts], cell_edges[-1])
+LEVEL_FACTORS = (1, 8, 64, 512)
 
 
-TIGHT_SHARE = 0.9  # the finest cells set the bounds when their passing cells hold this share of the rows
+@dataclass(frozen=True)
+class Level:
+    factor: int  # fine cells per cell of this level
+    edges: np.ndarray
+    noisy: np.ndarray
+    sigma: float
 
 
-def fine_result(noisy: np.ndarray, sigma: float, cell_edges: np.ndarray, integer: bool, bins: int,
-                fallback: Bounds, n_estimate: float | None = None) -> FineResult:
+def level_factors(n_cells: int) -> tuple[int, ...]:
+    """The hierarchy's merge factors for ``n_cells`` fine cells (public: from the grid alone)."""
+    return tuple(f for f in LEVEL_FACTORS if f == 1 or n_cells / f >= 2)
+
+
+def measure_levels(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarray, rho: float, noise) -> list[Level]:
+    """Round 2: a Gaussian histogram at each level of a hierarchy of the public fine grid (cells merged by
+    1, 8, 64, 512), rho / L-zCDP each (L levels, L2 sensitivity 1 each): rho-zCDP in all."""
+    factors = level_factors(len(cell_edges) - 1)
+    fine = cell_counts(values, counts, cell_edges)
+    out = []
+    for factor in factors:
+        true, edges = merged(fine, cell_edges, factor)  # exact sums of the fine counts: still one cell per record
+        noisy, sigma = noisy_cells(true, rho / len(factors), noise)
+        out.append(Level(factor, edges, noisy, sigma))
+    return out
+
+
+def fine_result(levels: list[Level], integer: bool, bins: int, fallback: Bounds) -> FineResult:
     """Round 2 read-out (post-processing): tight bounds, a small integer domain, or DP quantile edges.
 
-    The cells were measured at the finest public resolution; they are merged into as many cells as the
-    noise supports (``cell_budget`` of the DP count estimate). The bounds come from the finest cells
-    when their passing cells hold most rows (a constant, a short integer range), else from the merged
-    cells."""
-    if n_estimate is None:
-        n_estimate = max(float(noisy.sum()), 0.0)
-    factor = max(1, int(math.ceil(len(noisy) / cell_budget(n_estimate, sigma))))
-    span = passing_span(noisy, sigma)
-    if span is not None and factor > 1:
-        ok = noisy > utility_threshold(sigma, len(noisy))
-        if float(noisy[ok].sum()) < TIGHT_SHARE * n_estimate:
-            span = None
-    if span is not None:
-        cells, edges, s = noisy, cell_edges, sigma
-    else:
-        cells, edges = merged(noisy, cell_edges, factor)
-        s = sigma * math.sqrt(factor)
-        span = passing_span(cells, s)
+    The finest level whose passing cells hold at least TIGHT_SHARE of the most any level's passing cells
+    hold sets the bounds (a constant or a short integer range: the finest; a spread-out column: a
+    coarser one) and the edges (where its clipped noisy CDF crosses i/bins)."""
+    spans = []
+    for level in levels:
+        span = passing_span(level.noisy, level.sigma)
+        mass = 0.0 if span is None else float(level.noisy[level.noisy > utility_threshold(level.sigma, len(level.noisy))].sum())
+        spans.append((mass, span))
+    best = max(mass for mass, _ in spans)
+    chosen = next(i for i, (mass, _) in enumerate(spans) if mass >= TIGHT_SHARE * best)
+    level, span = levels[chosen], spans[chosen][1]
+    cells, edges, s = level.noisy, level.edges, level.sigma
     if span is None:
         first, last = 0, len(cells) - 1
         low, high = fallback.low, fallback.high
@@ -204,7 +229,7 @@ def fine_result(noisy: np.ndarray, sigma: float, cell_edges: np.ndarray, integer
         low, high = float(edges[first]), float(edges[last + 1])
     if integer:
         low, high = float(math.floor(low)), float(math.ceil(high))
-        if high - low <= SMALL_INTEGER_DOMAIN and np.all(np.diff(cell_edges) == 1.0):
+        if high - low <= SMALL_INTEGER_DOMAIN and np.all(np.diff(edges[first:last + 2]) == 1.0):
             # one level per value low .. high-1 (cells [v, v+1)); the schema's last bin [high-1, high] is closed
             return FineResult(low, high, tuple(np.arange(low, high + 1.0)), True)
     cuts = quantile_cuts(cells[first:last + 1], edges[first:last + 2], bins, floor=s)

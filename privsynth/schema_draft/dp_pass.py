@@ -89,7 +89,6 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
     share1 = budget.round_one(rho, round1, maybe_edges)
     cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     coarse: dict[str, Bounds] = {}
-    estimate: dict[str, float] = {}
     for d in read:
         name, kind = d.column.name, first[d.column.name]
         if kind == "edges":
@@ -104,7 +103,7 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
         cache[name] = (values, counts)
         found = round_one_bounds(d, values, counts, share1[name], noise)
         if found is not None:
-            coarse[name], estimate[name] = found
+            coarse[name] = found
     spent = sum(share1.values())
     share2 = budget.round_two(rho, spent, [c for c in maybe_edges if c in coarse])
     for d in read:
@@ -115,5 +114,5 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
             raw, counts = value_counts(table, name)
             cache[name] = (numeric_values(d.column.kind, raw), counts)
         values, counts = cache.pop(name)
-        round_two_edges(d, values, counts, share2[name], coarse[name], estimate.get(name), options.bins, noise,
+        round_two_edges(d, values, counts, share2[name], coarse[name], options.bins, noise,
                         public=first[name] == "edges")

@@ -232,9 +232,8 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
 
 
 def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float,
-                     noise) -> tuple[B.Bounds, float] | None:
-    """Round 1 of a numeric or temporal column: (bounds, a DP estimate of the non-missing count); None: too
-    few values, the column is proposed dropped."""
+                     noise) -> B.Bounds | None:
+    """Round 1 of a numeric or temporal column: its DP bounds; None: too few values, proposed dropped."""
     c = d.column
     edges = B.year_edges(c.kind) if c.kind in TEMPORAL else B.log_edges()
     noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), rho, noise)
@@ -248,22 +247,22 @@ def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho
         d.comments.append(f"drop: no cell of the DP histogram for its bounds (rho {rho:.4g}) passed the threshold: "
                           "too few non-missing values to draft; give public --bounds to keep it")
         return None
-    return found, B.estimated_count(noisy, sigma)
+    return found
 
 
 def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, coarse: B.Bounds,
-                    n_estimate: float | None, bins: int, noise, public: bool) -> None:
-    """Round 2: the fine histogram at the finest public resolution, read out at the resolution the noise
-    supports given round 1's DP count estimate (``bounds.fine_result``)."""
+                    bins: int, noise, public: bool) -> None:
+    """Round 2: a hierarchy of histograms over a fine public grid, read out at the finest level the noise
+    supports (``bounds.fine_result``)."""
     c = d.column
     integer = c.kind != "float"
     if c.kind in TEMPORAL:
         cell_edges = B.calendar_edges(coarse.low, coarse.high, c.kind, B.CALENDAR_CELLS)
     else:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
-    noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, cell_edges), rho, noise)
+    levels = B.measure_levels(values, counts, cell_edges, rho, noise)
     d.spent["edges"] = rho
-    fine = B.fine_result(noisy, sigma, cell_edges, c.kind == "integer", bins, coarse, n_estimate)
+    fine = B.fine_result(levels, c.kind == "integer", bins, coarse)
     if public:
         fine = B.FineResult(coarse.low, coarse.high, tuple(sorted({coarse.low, coarse.high,
                                                                    *(e for e in fine.edges if coarse.low < e < coarse.high)})),
@@ -273,7 +272,7 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     what = ("one level per value" if fine.small_domain else
             f"calendar bins ({d.entry['bin_by']})" if "bin_by" in d.entry else f"{len(fine.edges) - 1} DP quantile bins")
     src = "PUBLIC bounds (you gave --bounds)" if public else f"DP bounds (rho {d.spent.get('bounds', 0):.4g})"
-    d.comments.append(f"{src}; {what} from a DP histogram on a fine public grid (rho {rho:.4g}); values outside "
+    d.comments.append(f"{src}; {what} from DP histograms on a fine public grid (rho {rho:.4g}); values outside "
                       "the bounds are clipped")
 
 
