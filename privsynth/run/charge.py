@@ -23,7 +23,7 @@ class ReleaseOutcome:
 
 def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
                   dataset: str, delta: float, seed: int | None, column_names: list[str],
-                  require_budget: bool = True) -> ReleaseOutcome:
+                  require_budget: bool = True, fine=None, schema=None, fine_counts=None) -> ReleaseOutcome:
     """Produce (or reuse) the DP release under DESIGN section 5's rules.
 
     1. A release already stored under ``key`` is reused: no noise is drawn and nothing is charged.
@@ -32,6 +32,9 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
        drawn for this key, so a lost release is never re-drawn for free), and only then does the
        noise source accept draws.
     3. The release is stored atomically under ``key`` before anyone reads it.
+
+    ``fine`` (a ``FineDecoding``): the charge is the run's whole cost (``fine.total``), and after the
+    mechanism the sub-bin counts ``fine_counts`` are released with the same authorised noise source.
     """
     from privsynth.privacy.noise import make_noise_source
 
@@ -39,7 +42,7 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
     if found is not None:
         release, privacy = found
         return ReleaseOutcome(release, privacy, reused=True)
-    cost = mechanism.privacy_cost(config)
+    cost = fine.total if fine is not None else mechanism.privacy_cost(config)
     receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=require_budget)
     fault_point("after_charge")
     ledger.claim_noise(dataset, key)
@@ -51,6 +54,11 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
     release.check_domain(domain)
     privacy = privacy_record(mechanism, config, cost, delta, noise, dataset, charged_now=not receipt.reused,
                              release=release)
+    if fine is not None:
+        from privsynth.run.fine_decoding import measure
+
+        privacy["fine_decoding"] = measure(fine, schema, fine_counts, noise)
+        privacy["mechanism_cost"] = mechanism.privacy_cost(config).report(delta)
     store.put(key, release, column_names, privacy)
     fault_point("after_release_stored")
     return ReleaseOutcome(release, privacy, reused=False)

@@ -22,7 +22,6 @@ from privsynth.run.parameters import ParameterError
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.schema_draft.bounds import gaussian_sigma
 from privsynth.schema_draft.categories import (
-    MIN_KEPT_MASS,
     THRESHOLD_DELTA_FRACTION,
     CategoryRelease,
     dp_categories,
@@ -149,7 +148,7 @@ def default_name(source: str) -> str:
 
 
 __all__ = [
-    "DEFAULT_BINS", "GRID_POINTS", "IDENTIFIER_TOKENS", "MIN_KEPT_MASS", "THRESHOLD_DELTA_FRACTION", "CategoryRelease",
+    "DEFAULT_BINS", "GRID_POINTS", "IDENTIFIER_TOKENS", "THRESHOLD_DELTA_FRACTION", "CategoryRelease",
     "ColumnDraft", "DeclaredColumn", "DraftOptions", "DraftResult", "categorical_release", "classify_dtype",
     "declared_columns", "default_name", "dp_categories", "dp_quantile", "draft_cost", "draft_schema",
     "gaussian_sigma", "gumbel_scale", "identifier_reason", "linear_grid", "name_tokens", "open_declared",

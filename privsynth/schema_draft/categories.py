@@ -1,8 +1,7 @@
 """DP categories: a Gaussian histogram with thresholding over the observed values (``dp_categories``).
 
-Each observed value's count and the column's non-null count get N(0, sigma^2) noise,
-sigma = 1/sqrt(rho) (L2 sensitivity sqrt 2: one record moves one value's count and the total), so
-rho-zCDP for a fixed set of values; a value is released only when its noisy count exceeds
+Each observed value's count gets N(0, sigma^2) noise, sigma = 1/sqrt(2 rho) (L2 sensitivity 1: one
+record moves one value's count), so rho-zCDP for a fixed set of values; a value is released only when its noisy count exceeds
 tau = 1 + sigma * z, z = Phi^{-1}(1 - delta_tau). The set of observed values depends on the data: a
 value present in one neighbour only has count 1 there and is released with probability <= delta_tau.
 So the column is (epsilon(rho, delta'), delta' + delta_tau)-DP for every delta'. The ledger's currency
@@ -27,7 +26,6 @@ from scipy.stats import norm
 from privsynth.schema_draft.bounds import gaussian_sigma
 
 THRESHOLD_DELTA_FRACTION = 1e-3  # the thresholds' total delta, as a fraction of the statement's delta
-MIN_KEPT_MASS = 0.2  # released values holding less of the rows: free text or identifiers, proposed dropped
 MAX_CATEGORIES = 64
 
 
@@ -38,10 +36,9 @@ def threshold(sigma: float, delta_tau: float) -> float:
 
 @dataclass(frozen=True)
 class CategoryRelease:
-    """A categorical column's DP release: values kept, their share of the (noisy) rows, the noise used."""
+    """A categorical column's DP release: the values kept, the noise and threshold used."""
 
     categories: tuple[str, ...]
-    kept_mass: float  # noisy kept count / noisy non-null count, clipped to [0, 1]
     sigma: float
     tau: float
 
@@ -49,17 +46,13 @@ class CategoryRelease:
 def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
                   max_categories: int = MAX_CATEGORIES) -> CategoryRelease:
     """Gaussian histogram with thresholding over the observed values (see the module docstring)."""
-    sigma = gaussian_sigma(rho, 2.0)
+    sigma = gaussian_sigma(rho, 1.0)
     tau = threshold(sigma, delta_tau)
     counts = np.asarray(counts, dtype=np.float64)
-    noisy = noise.add_gaussian(np.concatenate([counts, [counts.sum()]]), sigma) if len(counts) else \
-        noise.add_gaussian(np.array([0.0]), sigma)
-    noisy_counts, noisy_total = noisy[:-1], float(noisy[-1])
+    noisy_counts = noise.add_gaussian(counts, sigma) if len(counts) else np.zeros(0)
     keep = noisy_counts > tau
     if keep.sum() > max_categories:  # the largest noisy counts (post-processing)
         cut = np.sort(noisy_counts[keep])[-max_categories]
         keep &= noisy_counts >= cut
     kept = sorted(str(v) for v, k in zip(values, keep) if k)
-    kept_count = float(np.sum(noisy_counts[keep]))
-    mass = 0.0 if noisy_total <= 0 else min(1.0, max(0.0, kept_count / noisy_total))
-    return CategoryRelease(tuple(kept), mass, sigma, tau)
+    return CategoryRelease(tuple(kept), sigma, tau)

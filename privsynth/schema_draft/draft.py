@@ -21,7 +21,7 @@ from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import rho_allowance
 from privsynth.schema_draft import bounds as B
 from privsynth.schema_draft import budget
-from privsynth.schema_draft.categories import MIN_KEPT_MASS, THRESHOLD_DELTA_FRACTION, dp_categories
+from privsynth.schema_draft.categories import THRESHOLD_DELTA_FRACTION, dp_categories
 from privsynth.schema_draft.declared import DeclaredColumn
 
 DEFAULT_BINS = 8
@@ -217,18 +217,17 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
     d.spent["categories"] = rho
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     cats = [v for v in release.categories if v not in (MISSING_LABEL, OUT_OF_DOMAIN_LABEL)]
-    share = f"about {100 * release.kept_mass:.0f}% of the non-missing rows (a DP estimate)"
-    if not cats or release.kept_mass < MIN_KEPT_MASS:
-        d.entry["categories"] = cats
+    if not cats:
+        d.entry["categories"] = []
         d.entry["drop"] = True
-        d.comments.append(f"drop: the DP histogram (rho {rho:.4g}) released {len(cats)} value(s) holding only {share}: "
-                          "free text or very high cardinality. To keep the top values instead, set drop: false")
+        d.comments.append(f"drop: no value passed the threshold of the DP histogram (rho {rho:.4g}): free text, very "
+                          "high cardinality, or too few rows for this budget; give public --categories to keep it")
         return
     d.entry["categories"] = cats
     d.entry["on_out_of_domain"] = "category"
     d.entry["dp_released"] = ["categories"]
-    d.comments.append(f"DP (rho {rho:.4g}): categories are the values whose noisy count passed the threshold; they "
-                      f"hold {share}; every other value becomes <out-of-domain>. Add public categories it missed")
+    d.comments.append(f"DP (rho {rho:.4g}): categories are the values whose noisy count passed the threshold; every "
+                      "other value becomes <out-of-domain>. Add public categories it missed")
 
 
 def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float,
