@@ -94,14 +94,14 @@ def merged(noisy: np.ndarray, cell_edges: np.ndarray, factor: int) -> tuple[np.n
 TIGHT_SHARE = 0.75  # a finer read-out is kept when its passing cells hold this share of the most any holds (noise: not 1)
 
 
-COARSE_FACTORS = (1, 4, 16, 64)
+COARSE_FACTORS = (1, 2, 4)
 
 
 def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: bool) -> Bounds | None:
     """Round 1: the outer edges of the outermost passing cells (integers: rounded outwards).
 
     A spread-out column may have no single cell above the threshold: the cells are also read merged by
-    4, 16 and 64 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
+    2 and 4 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
     passing cells hold at least TIGHT_SHARE of the most any merge holds sets the bounds."""
     found = []
     for factor in COARSE_FACTORS:
@@ -178,6 +178,7 @@ def quantile_cuts(noisy: np.ndarray, cell_edges: np.ndarray, bins: int, floor: f
 
 
 LEVEL_FACTORS = (1, 8, 64, 512)
+MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hold this many noise sigmas
 
 
 @dataclass(frozen=True)
@@ -206,21 +207,28 @@ def measure_levels(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarra
     return out
 
 
-def fine_result(levels: list[Level], integer: bool, bins: int, fallback: Bounds) -> FineResult:
+def fine_result(levels: list[Level], integer: bool, bins: int, fallback: Bounds) -> FineResult | None:
     """Round 2 read-out (post-processing): tight bounds, a small integer domain, or DP quantile edges.
 
-    The finest level whose passing cells hold at least TIGHT_SHARE of the most any level's passing cells
-    hold sets the bounds (a constant or a short integer range: the finest; a spread-out column: a
-    coarser one) and the edges (where its clipped noisy CDF crosses i/bins)."""
+    The finest level whose passing cells hold at least TIGHT_SHARE of the coarsest level's noisy total
+    sets the bounds (a constant or a short integer range: the finest; a spread-out column: a
+    coarser one) and the edges (where its clipped noisy CDF crosses i/bins). None: no cell of any level
+    passes (round 1 found the column's values by a false alarm: it is proposed dropped)."""
     spans = []
     for level in levels:
         span = passing_span(level.noisy, level.sigma)
         mass = 0.0 if span is None else float(level.noisy[level.noisy > utility_threshold(level.sigma, len(level.noisy))].sum())
         spans.append((mass, span))
-    best = max(mass for mass, _ in spans)
-    chosen = next(i for i, (mass, _) in enumerate(spans) if mass >= TIGHT_SHARE * best)
+    if all(span is None for _, span in spans):
+        return None  # no evidence of any value in round 2 either (round 1's pass was a false alarm)
+    n_hat = float(levels[-1].noisy.sum())  # the coarsest level's total: an estimate of the non-missing count
+    chosen = next((i for i, (mass, _) in enumerate(spans) if mass >= TIGHT_SHARE * n_hat), len(levels) - 1)
     level, span = levels[chosen], spans[chosen][1]
     cells, edges, s = level.noisy, level.edges, level.sigma
+    if spans[chosen][0] < max(MIN_SIGNAL * s, TIGHT_SHARE * n_hat):
+        # too little signal above the noise to trust a tighter span: round 1's bounds, equal-width bins
+        level, span = levels[-1], None
+        cells, edges, s = level.noisy, level.edges, level.sigma
     if span is None:
         first, last = 0, len(cells) - 1
         low, high = fallback.low, fallback.high
@@ -234,6 +242,10 @@ def fine_result(levels: list[Level], integer: bool, bins: int, fallback: Bounds)
             return FineResult(low, high, tuple(np.arange(low, high + 1.0)), True)
     cuts = quantile_cuts(cells[first:last + 1], edges[first:last + 2], bins, floor=s)
     out = sorted({low, high, *(c for c in cuts if low < c < high)})
+    if len(out) - 1 < max(2, bins // 2):
+        # the noise left too little to place edges by the data: equal widths inside the DP bounds (a public
+        # function of them), so a weak budget still gives the mechanism `bins` levels to work with
+        out = sorted(set(np.linspace(low, high, bins + 1).tolist()))
     if integer:
         out = sorted({float(round(e)) for e in out})
     if len(out) < 2:

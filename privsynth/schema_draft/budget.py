@@ -16,7 +16,7 @@ proportion to their weights, so the total spent equals the charge whenever any c
 
 from __future__ import annotations
 
-WEIGHTS = {"categories": 2.0, "bounds": 1.0, "edges": 1.5}
+WEIGHTS = {"categories": 2.0, "bounds": 2.0, "edges": 1.0}
 
 
 def allocate(rho: float, weights: dict[str, float]) -> dict[str, float]:

@@ -239,14 +239,17 @@ def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho
     d.spent["bounds"] = rho
     found = B.coarse_bounds(noisy, sigma, edges, integer=c.kind != "float")
     if found is None:
-        d.entry["drop"] = True
-        for key in ("bounds", "bins", "bin_by"):
-            d.entry.pop(key, None)
-        d.comments = [x for x in d.comments if not x.startswith("TODO")]
-        d.comments.append(f"drop: no cell of the DP histogram for its bounds (rho {rho:.4g}) passed the threshold: "
-                          "too few non-missing values to draft; give public --bounds to keep it")
+        _drop(d, f"drop: no cell of the DP histogram for its bounds (rho {rho:.4g}) passed the threshold: "
+                 "too few non-missing values to draft; give public --bounds to keep it")
         return None
     return found
+
+
+def _drop(d: ColumnDraft, reason: str) -> None:
+    d.entry["drop"] = True
+    for key in ("bounds", "bins", "bin_by", "on_out_of_domain", "dp_released"):
+        d.entry.pop(key, None)
+    d.comments = [x for x in d.comments if not x.startswith("TODO")] + [reason]
 
 
 def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, coarse: B.Bounds,
@@ -262,6 +265,12 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     levels = B.measure_levels(values, counts, cell_edges, rho, noise)
     d.spent["edges"] = rho
     fine = B.fine_result(levels, c.kind == "integer", bins, coarse)
+    if fine is None and not public:
+        _drop(d, f"drop: no cell of either DP histogram (rho {d.spent.get('bounds', 0):.4g} and {rho:.4g}) passed the "
+                 "threshold: too few non-missing values to draft; give public --bounds to keep it")
+        return
+    if fine is None:  # public bounds: equal-width bins inside them
+        fine = B.FineResult(coarse.low, coarse.high, tuple(np.linspace(coarse.low, coarse.high, bins + 1)), False)
     if public:
         fine = B.FineResult(coarse.low, coarse.high, tuple(sorted({coarse.low, coarse.high,
                                                                    *(e for e in fine.edges if coarse.low < e < coarse.high)})),
