@@ -24,8 +24,9 @@ privacy.json (public: DP) and stored with the release, so a re-run reuses them a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

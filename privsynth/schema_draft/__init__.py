@@ -14,12 +14,13 @@ A non-DP look at the values happens only when asked for by name (``peek_without_
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from privsynth.run.parameters import ParameterError
 from privsynth.privacy.accounting import PrivacyCost
+from privsynth.run.parameters import ParameterError
 from privsynth.schema_draft.bounds import gaussian_sigma
 from privsynth.schema_draft.categories import (
     THRESHOLD_DELTA_FRACTION,
@@ -143,7 +144,7 @@ def default_name(source: str) -> str:
         if key == "table" and value:
             return re.sub(r"[^A-Za-z0-9_]+", "_", value.rpartition(".")[2]) or "draft"
     stem = Path(base.split(":", 1)[-1] if base.lower().startswith("duckdb:") else base).name
-    stem = re.sub(r"\.(csv|tsv|parquet|pq|gz|duckdb)$", "", re.sub(r"\.(csv|tsv)\.gz$", "", stem, flags=re.I), flags=re.I)
+    stem = re.sub(r"\.(csv|tsv|parquet|pq|gz|duckdb)$", "", re.sub(r"\.(csv|tsv)\.gz$", "", stem, flags=re.IGNORECASE), flags=re.IGNORECASE)
     return re.sub(r"[^A-Za-z0-9_]+", "_", stem).strip("_") or "draft"
 
 

@@ -45,8 +45,8 @@ def round_two(rho: float, spent: float, needers: list[str]) -> dict[str, float]:
 
 def split_lines(spent: dict[str, dict[str, float]], rho: float) -> list[str]:
     """The split as comment lines for the file's header."""
-    lines = [f"Budget split by need: rho {rho:.6g} in total; per column (categories | bounds: round 1, "
-             "edges: round 2):"]
+    lines = [(f"Budget split by need: rho {rho:.6g} in total; per column (categories | bounds: round 1, "
+             "edges: round 2):")]
     for col, parts in spent.items():
         text = ", ".join(f"{k} {v:.4g}" for k, v in parts.items())
         lines.append(f"  {col}: {text}")

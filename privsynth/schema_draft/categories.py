@@ -17,8 +17,8 @@ validation agree by construction, whatever the noise did.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.stats import norm

@@ -9,6 +9,7 @@ import uuid
 import numpy as np
 
 from privsynth.schema_draft import budget
+from privsynth.schema_draft.bounds import Bounds
 from privsynth.schema_draft.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.schema_draft.declared import DeclaredColumn
 from privsynth.schema_draft.draft import (
@@ -22,7 +23,6 @@ from privsynth.schema_draft.draft import (
     round_one_bounds,
     round_two_edges,
 )
-from privsynth.schema_draft.bounds import Bounds
 
 
 def value_counts(table, name: str) -> tuple[list, np.ndarray]:

@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from privsynth.run.parameters import ParameterError
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import rho_allowance
+from privsynth.run.parameters import ParameterError
 from privsynth.schema_draft import bounds as B
-from privsynth.schema_draft import budget
 from privsynth.schema_draft.categories import THRESHOLD_DELTA_FRACTION, dp_categories
 from privsynth.schema_draft.declared import DeclaredColumn
 
@@ -178,7 +177,7 @@ def _numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> N
     from privsynth.schema import temporal
 
     if c.kind in TEMPORAL:
-        fmt = lambda x: temporal.format_unit(x, c.kind)  # noqa: E731
+        fmt = lambda x: temporal.format_unit(x, c.kind)
         d.entry["bounds"] = [fmt(fine.low), fmt(fine.high)]
         unit = calendar_unit(fine.low, fine.high, c.kind)
         if unit is not None:

@@ -47,7 +47,7 @@ def peek_pass(table, drafts: list[ColumnDraft], options: DraftOptions) -> None:
         inner = [float(x[np.searchsorted(cum, i / options.bins)]) for i in range(1, options.bins)]
         edges = sorted({float(x[0]), *inner, float(x[-1])})
         if c.kind == "integer":
-            edges = sorted({int(round(e)) for e in edges})
+            edges = sorted({round(e) for e in edges})
         if len(edges) < 2:
             edges = [edges[0], edges[0] + 1]
         d.entry["bounds"] = [edges[0], edges[-1]]

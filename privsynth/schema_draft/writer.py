@@ -40,15 +40,15 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, csv_s
                  "# documentation. Until then `privsynth run` refuses this file and names the column."]
     else:
         eps = epsilon_from_rho(cost.rho, options.delta)
-        head += [f"# DP PASS: the values marked dp_released below are differentially private: (epsilon {eps:.4g}, "
+        head += [(f"# DP PASS: the values marked dp_released below are differentially private: (epsilon {eps:.4g}, "
                  f"delta {options.delta:g})-DP in total, rho {cost.rho:.6g}-zCDP, charged to dataset {dataset!r} in "
                  "the budget ledger before any value was read. Values not marked are PUBLIC (your flags, the "
-                 "declared types).",
-                 f"# The categorical thresholds add at most {THRESHOLD_DELTA_FRACTION * options.delta:.3g} to delta "
-                 "(a value seen in one row is released with at most that probability).",
+                 "declared types)."),
+                 (f"# The categorical thresholds add at most {THRESHOLD_DELTA_FRACTION * options.delta:.3g} to delta "
+                 "(a value seen in one row is released with at most that probability)."),
                  "# They are data-dependent (DP) metadata: prefer public documentation where it exists.",
-                 "# Drafted categorical columns map every unlisted value to <out-of-domain>; drafted numeric and "
-                 "temporal columns clip values outside their bounds: the run accepts the file as written."]
+                 ("# Drafted categorical columns map every unlisted value to <out-of-domain>; drafted numeric and "
+                 "temporal columns clip values outside their bounds: the run accepts the file as written.")]
         spent = {d.column.name: d.spent for d in drafts if d.spent}
         head += ["# " + line for line in split_lines(spent, cost.rho)]
     head.append("# Identifier-like and free-text columns (by name) are proposed drop: true; their values were never read.")
