@@ -12,6 +12,7 @@ import yaml
 from scipy.stats import norm
 
 import privsynth.schema_draft as sd
+import privsynth.schema_draft.dp_pass as dp_pass_module
 from flows.cli import EXIT_USAGE, main
 from privsynth.privacy.accounting import DEFAULT_DELTA, epsilon_from_rho
 from privsynth.privacy.ledger import BudgetLedger
@@ -27,9 +28,9 @@ def _frame(n: int = 2000, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     colour = rng.choice(["red", "green", "blue"], n, p=[0.5, 0.3, 0.2]).astype(object)
     colour[7] = RARE  # count 1
-    # half the rows share one value, the rest are unique: free text / very high cardinality
+    # a tenth of the rows share one value, the rest are unique: free text / very high cardinality
     remarks = np.array([f"{SECRET}-{i}" for i in range(n)], dtype=object)
-    remarks[: int(0.4 * n)] = "common"
+    remarks[:2] = "common"  # count 2: below any threshold
     return pd.DataFrame({
         "customer_id": np.arange(n, dtype=np.int64),
         "age": rng.integers(18, 90, n).astype(np.int64),
@@ -142,7 +143,7 @@ def test_threshold_releases_frequent_values_and_never_a_count_one_value():
     for seed in range(200):
         release = sd.dp_categories(["big", "rare", "mid"], np.array([5000.0, 1.0, 2.0]), rho, delta_tau, _authorised(seed))
         assert "rare" not in release.categories and "mid" not in release.categories
-        assert release.categories == ("big",) and release.kept_mass > 0.9
+        assert release.categories == ("big",) and release.sigma == pytest.approx(sd.gaussian_sigma(rho, 1.0))
 
 
 def test_quantile_lands_near_the_true_quantile():
@@ -164,19 +165,19 @@ def _ledger(tmp_path, budget: float | None = 5.0) -> str:
 def test_dp_pass_charges_once_before_reading_and_loads(parquet, tmp_path, monkeypatch):
     url = _ledger(tmp_path)
     seen = []
-    original = sd._categorical_release
+    original = dp_pass_module.value_counts
 
-    def spy(d, *args, **kwargs):
+    def spy(table, name):
         with BudgetLedger(url) as ledger:  # the charge and the claim precede every read of values
             history = ledger.history("customers")
-            seen.append((len(history), ledger.noise_drawn("customers", history[0].release_key)))
-        return original(d, *args, **kwargs)
+            seen.append((name, len(history), ledger.noise_drawn("customers", history[0].release_key)))
+        return original(table, name)
 
-    monkeypatch.setattr(sd, "_categorical_release", spy)
+    monkeypatch.setattr(dp_pass_module, "value_counts", spy)
     options = sd.DraftOptions(name="customers", epsilon=1.0, ledger=url, bounds={"age": (0, 120), "income": (0, 200_000)})
     out = tmp_path / "draft.yaml"
     result = sd.write_draft(str(parquet), out, options)
-    assert seen == [(1, True), (1, True)]
+    assert sorted(seen) == [(c, 1, True) for c in ("age", "colour", "income", "memo")]
     with BudgetLedger(url) as ledger:
         history = ledger.history("customers")
     assert len(history) == 1
@@ -186,10 +187,10 @@ def test_dp_pass_charges_once_before_reading_and_loads(parquet, tmp_path, monkey
     colour = schema.column("colour")
     assert set(colour.categories) == {"red", "green", "blue"} and colour.on_out_of_domain == "category"
     assert schema.column("memo").drop and SECRET not in result.text and RARE not in result.text
-    assert "free text or very high cardinality" in result.text
+    assert "free text, very high cardinality" in result.text
     age = schema.column("age")
     assert age.bounds == (0, 120) and len(age.bins) > 4 and all(float(e).is_integer() for e in age.bins)
-    assert "DP (epsilon 1 at delta 1e-09" in result.text and "DP PASS" in result.text
+    assert "DP (rho " in result.text and "DP PASS" in result.text and "Budget split by need" in result.text
 
 
 def test_rare_value_never_in_a_small_epsilon_draft(parquet, tmp_path):
@@ -235,7 +236,7 @@ def test_peek_without_dp_is_explicit_and_labelled(parquet, tmp_path, capsys):
     assert "exclude each other" in capsys.readouterr().err and not refused.exists()
 
 
-def test_dp_pass_uses_a_small_declared_range_and_skips_unbounded_numbers(tmp_path):
+def test_dp_pass_drafts_every_numeric_column_without_flags(tmp_path):
     db = tmp_path / "w.duckdb"
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE t AS SELECT (i % 50)::SMALLINT AS score, i * 1.5 AS amount, "
@@ -243,9 +244,223 @@ def test_dp_pass_uses_a_small_declared_range_and_skips_unbounded_numbers(tmp_pat
     url = f"sqlite:///{tmp_path / 'l.db'}"
     result = sd.draft_schema(f"duckdb:{db}?table=t", sd.DraftOptions(name="t", epsilon=2.0, ledger=url,
                                                                     require_budget=False))
-    assert result.read == 2  # score (declared int16 range) and grp; amount has no public bounds
+    assert result.read == 3 and "TODO" not in result.text
     cols = _entries(result.text)
-    assert cols["score"]["bounds"] == [-32768, 32767] and len(cols["score"]["bins"]) >= 3
-    assert cols["amount"]["bounds"] is None and "--bounds COL=LOW:HIGH" in result.text
-    assert sorted(cols["grp"]["categories"]) == ["a", "b"]
-    assert "PUBLIC bounds of the declared type int16" in result.text
+    low, high = cols["score"]["bounds"]
+    assert -1 <= low <= 1 and 48 <= high <= 64 and cols["score"]["dp_released"] == ["bounds", "bins"]
+    low, high = cols["amount"]["bounds"]
+    assert 0 <= low < 1000 and 4000 < high <= 8192 and len(cols["amount"]["bins"]) >= 3
+    assert sorted(cols["grp"]["categories"]) == ["a", "b"] and cols["grp"]["dp_released"] == ["categories"]
+
+
+# ---------------------------------------------------------------- issue 19: runnable with --epsilon alone
+
+def _every_kind(n: int = 6000, seed: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    day0 = pd.Timestamp("2013-01-01")
+    # local evening times of 31 December: stored in UTC they spill into 2014
+    local = pd.to_datetime("2013-01-01 20:00") + pd.to_timedelta(rng.integers(0, 365, n), unit="D")
+    return pd.DataFrame({
+        "row_id": np.arange(n),
+        "kids": rng.integers(0, 11, n),
+        "year": np.full(n, 2013),
+        "age": rng.integers(18, 90, n),
+        "income": np.exp(rng.normal(10, 1, n)),
+        "price": [__import__("decimal").Decimal(f"{v:.2f}") for v in rng.uniform(1, 500, n)],
+        "colour": rng.choice(["red", "green", "blue"], n, p=[0.6, 0.3, 0.1]),
+        "country": np.full(n, "FR"),
+        "free_text": [f"words {i}" for i in range(n)],
+        "member": rng.random(n) < 0.3,
+        "joined": (day0 + pd.to_timedelta(rng.integers(0, 365, n), unit="D")).date,
+        "seen": local.tz_localize("America/New_York").tz_convert("UTC"),
+        "seen_naive": day0 + pd.to_timedelta(rng.integers(0, 86_400 * 90, n), unit="s"),
+        "born": pd.Timestamp("1930-01-01") + pd.to_timedelta(rng.integers(0, 70 * 365, n), unit="D"),
+        "mostly_null": np.where(rng.random(n) < 0.97, np.nan, rng.normal(size=n)),
+        "all_null": pd.Series([None] * n, dtype="float64"),
+    })
+
+
+@pytest.fixture
+def every_kind(tmp_path):
+    path = tmp_path / "every.parquet"
+    _every_kind().to_parquet(path)
+    return path
+
+
+def _draft(path, tmp_path, epsilon=0.5, **kwargs):
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    return sd.draft_schema(str(path), sd.DraftOptions(name="every", epsilon=epsilon, ledger=url,
+                                                      require_budget=False, **kwargs))
+
+
+def test_epsilon_alone_gives_a_schema_the_encoder_and_validation_accept(every_kind, tmp_path):
+    from privsynth.engine.gx_validation import mostly_in_domain
+    from privsynth.schema import parse_schema
+    from privsynth.schema.encoding import encode_codes
+
+    result = _draft(every_kind, tmp_path)
+    assert "TODO" not in result.text and "words 1" not in result.text
+    schema = parse_schema(yaml.safe_load(result.text))
+    frame = _every_kind()
+    codes = encode_codes(frame, schema)  # raises on any value the schema refuses
+    assert codes.shape == (len(frame), len(schema.kept_columns))
+    for col in schema.kept_columns:
+        if col.type == "categorical":
+            assert mostly_in_domain(col, len(frame), len(frame))  # drafted: accepted by construction
+    by = {c.name: c for c in schema.columns}
+    assert by["row_id"].drop and by["free_text"].drop and by["all_null"].drop
+    assert by["kids"].domain_levels == 11 and by["kids"].bins[0] == 0  # one level per value
+    assert by["year"].bins == (2013, 2014) and by["year"].domain_levels == 1  # a constant: one level
+    assert by["country"].categories == ("FR",)
+    assert by["joined"].bin_by == "month" and by["seen"].bin_by == "month"
+    assert by["seen_naive"].bin_by in ("month", "day")
+    assert by["born"].bin_by in (None, "year", "quarter") and by["born"].domain_levels >= 3
+    assert by["member"].type == "boolean" and "dp_released" not in str(by["member"].dp_released)
+    assert set(by["income"].dp_released) == {"bounds", "bins"} and by["colour"].dp_released == ("categories",)
+
+
+def test_the_run_accepts_the_draft_as_written(every_kind, tmp_path, monkeypatch):
+    import privsynth
+
+    monkeypatch.setenv("PRIVSYNTH_HOME", str(tmp_path / "home"))
+    out = tmp_path / "draft.yaml"
+    sd.write_draft(str(every_kind), out, sd.DraftOptions(name="every", epsilon=0.2, ledger=f"sqlite:///{tmp_path / 'l.db'}",
+                                                         require_budget=False))
+    release = privsynth.synthesize(str(every_kind), str(out), epsilon=1.0, seed=0, unlimited=True,
+                                   output=str(tmp_path / "run"), mechanism="aim", options={"iterations_per_round": 20, "final_iterations": 50})
+    table = release.table.to_pandas()
+    assert len(table) > 0 and "row_id" not in table.columns and "kids" in table.columns
+
+
+def test_a_drafted_category_list_is_never_refused_but_a_public_one_is():
+    from privsynth.engine.gx_validation import mostly_in_domain
+    from privsynth.schema import parse_schema
+
+    drafted = parse_schema({"name": "t", "columns": [{"name": "c", "type": "categorical", "categories": ["a"],
+                                                      "on_out_of_domain": "category", "dp_released": ["categories"]}]})
+    public = parse_schema({"name": "t", "columns": [{"name": "c", "type": "categorical", "categories": ["a"],
+                                                     "on_out_of_domain": "category"}]})
+    for ood, present in [(0, 10), (5, 10), (6, 10), (10, 10), (999_999, 1_000_000)]:  # boundary and beyond
+        assert mostly_in_domain(drafted.columns[0], ood, present)
+        assert mostly_in_domain(public.columns[0], ood, present) == (ood <= 0.5 * present)
+
+
+def test_public_bounds_and_categories_take_precedence_and_are_not_read(every_kind, tmp_path, monkeypatch):
+    read = []
+    original = dp_pass_module.value_counts
+    monkeypatch.setattr(dp_pass_module, "value_counts", lambda t, name: read.append(name) or original(t, name))
+    result = _draft(every_kind, tmp_path, bounds={"kids": (0, 12), "year": (2013, 2013), "joined": ("2013-01-01", "2014-01-01")},
+                    categories={"colour": ("red", "green", "blue", "violet")})
+    cols = _entries(result.text)
+    assert "kids" not in read and "year" not in read and "colour" not in read
+    assert cols["kids"]["bins"] == list(range(13)) and "dp_released" not in cols["kids"]
+    assert cols["year"]["bins"] == [2013, 2014]  # a constant's public bounds are accepted
+    assert cols["colour"]["categories"] == ["red", "green", "blue", "violet"] and "dp_released" not in cols["colour"]
+    assert cols["joined"]["bounds"] == ["2013-01-01", "2014-01-01"] and cols["joined"]["dp_released"] == ["bins"]
+    assert "PUBLIC (you gave --categories)" in result.text
+
+
+def test_parse_bounds_reads_iso_dates_and_categories():
+    assert sd.parse_bounds(["t=2013-01-01..2014-01-01T05:00:00", "x=1:2"]) == {
+        "t": ("2013-01-01", "2014-01-01T05:00:00"), "x": (1.0, 2.0)}
+    assert sd.parse_categories(["c=a, b,c"]) == {"c": ("a", "b", "c")}
+    with pytest.raises(sd.ParameterError):
+        sd.parse_categories(["c="])
+
+
+# ---------------------------------------------------------------- the budget split and the mechanisms' math
+
+def test_budget_split_by_need_spends_the_charge_exactly():
+    from privsynth.schema_draft import budget
+
+    rho = 0.13
+    first = {"flag2": "categories", "x": "bounds", "d": "bounds"}
+    share1 = budget.round_one(rho, first, ["x", "d", "pub"])
+    # weights: categories 2, bounds 2 + 2, reserve 1 x 3 = 3: total 9
+    assert share1 == pytest.approx({"flag2": rho * 2 / 9, "x": rho * 2 / 9, "d": rho * 2 / 9})
+    share2 = budget.round_two(rho, sum(share1.values()), ["x", "pub"])  # d was dropped in round 1
+    assert share2 == pytest.approx({"x": rho * 3 / 9 / 2, "pub": rho * 3 / 9 / 2})
+    assert sum(share1.values()) + sum(share2.values()) == pytest.approx(rho)
+
+
+def test_the_draft_spends_exactly_its_charge(every_kind, tmp_path):
+    result = _draft(every_kind, tmp_path)
+    split = [line for line in result.text.splitlines() if line.startswith("#   ")]
+    spent = sum(float(part.rsplit(" ", 1)[1]) for line in split if "unspent" not in line
+                for part in line.split(":", 1)[1].split(","))
+    assert spent == pytest.approx(result.cost.rho, rel=1e-3)
+
+
+def test_cell_counts_move_one_cell_by_one_between_neighbours():
+    from privsynth.schema_draft import bounds as B
+
+    rng = np.random.default_rng(3)
+    values = np.round(rng.normal(0, 1000, 500), 1)
+    for edges in (B.log_edges(), B.fine_edges(-5000.0, 5000.0, False), B.year_edges("date")):
+        base = B.cell_counts(values, np.ones(len(values)), edges)
+        for extra in (0.0, -1e30, 1e30, 7.5, float(edges[3])):  # inside, beyond both ends, on an edge
+            diff = B.cell_counts(np.append(values, extra), np.ones(len(values) + 1), edges) - base
+            assert np.sum(diff != 0) == 1 and diff.sum() == 1 and np.linalg.norm(diff) == 1
+
+
+def test_gaussian_cells_noise_scale_and_threshold():
+    from privsynth.schema_draft import bounds as B
+
+    assert B.gaussian_sigma(0.02, 1.0) == pytest.approx(5.0)  # sqrt(1 / (2 * 0.02))
+    assert B.utility_threshold(5.0, 100) == pytest.approx(5.0 * norm.isf(1e-4))
+    noise = _authorised(0)
+    noisy, sigma = B.noisy_cells(np.zeros(20000), 0.02, noise)
+    assert sigma == 5.0 and np.std(noisy) == pytest.approx(5.0, rel=0.05)
+
+
+def test_fine_read_out_small_domain_constant_and_quantiles():
+    from privsynth.schema_draft import bounds as B
+
+    edges = B.fine_edges(0.0, 16.0, True)
+    counts = np.zeros(len(edges) - 1)
+    counts[:11] = 1000.0
+    got = B.fine_result(_levels(counts, edges), True, 8, B.Bounds(0, 16))
+    assert got.small_domain and got.edges == tuple(float(v) for v in range(12))
+    const = np.zeros(len(edges) - 1)
+    const[5] = 5000.0
+    got = B.fine_result(_levels(const, edges), True, 8, B.Bounds(0, 16))
+    assert got.edges == (5.0, 6.0)
+    wide = B.fine_edges(0.0, 1000.0, False)
+    mass = np.ones(len(wide) - 1) * 100.0
+    got = B.fine_result(_levels(mass, wide), False, 4, B.Bounds(0, 1000))
+    assert got.low == 0 and got.high == 1000 and len(got.edges) == 5
+
+
+def _levels(true_counts, edges):
+    """Noise-free levels (sigma 1, no noise drawn): the read-out's logic alone."""
+    from privsynth.schema_draft import bounds as B
+
+    out = []
+    for f in B.level_factors(len(edges) - 1):
+        cells, cell_edges = B.merged(np.asarray(true_counts, dtype=float), edges, f)
+        out.append(B.Level(f, cell_edges, cells, 1.0))
+    return out
+
+
+def test_level_hierarchy_costs_rho_in_all_and_moves_one_cell_per_level():
+    from privsynth.schema_draft import bounds as B
+
+    class Recorder:
+        def __init__(self):
+            self.sigmas = []
+
+        def add_gaussian(self, x, sigma):
+            self.sigmas.append(sigma)
+            return np.asarray(x, dtype=float)
+
+    edges = B.fine_edges(0.0, 2000.0, True)  # 2,001 one-integer cells: levels of 1, 8, 64 and 512
+    rec = Recorder()
+    values = np.arange(0.0, 2000.0, 3.0)
+    levels = B.measure_levels(values, np.ones(len(values)), edges, 0.08, rec)
+    assert [lv.factor for lv in levels] == [1, 8, 64, 512]
+    # each level rho / 4 with L2 sensitivity 1: sigma = 1 / sqrt(2 rho / 4); the rhos add up to 0.08
+    assert rec.sigmas == pytest.approx([1 / math.sqrt(2 * 0.02)] * 4)
+    plus = B.measure_levels(np.append(values, 500.0), np.ones(len(values) + 1), edges, 0.08, Recorder())
+    for a, b in zip(levels, plus):
+        diff = b.noisy - a.noisy
+        assert np.sum(diff != 0) == 1 and diff.sum() == 1

@@ -24,7 +24,7 @@ class ReleaseOutcome:
 
 def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
                   dataset: str, delta: float, seed: int | None, column_names: list[str],
-                  require_budget: bool = True) -> ReleaseOutcome:
+                  require_budget: bool = True, fine=None, schema=None, fine_counts=None) -> ReleaseOutcome:
     """Produce (or reuse) the DP release under DESIGN section 5's rules.
 
     1. A release already stored under ``key`` is reused: no noise is drawn and nothing is charged.
@@ -33,6 +33,9 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
        drawn for this key, so a lost release is never re-drawn for free), and only then does the
        noise source accept draws.
     3. The release is stored atomically under ``key`` before anyone reads it.
+
+    ``fine`` (a ``FineDecoding``): the charge is the run's whole cost (``fine.total``), and after the
+    mechanism the sub-bin counts ``fine_counts`` are released with the same authorised noise source.
     """
     from privsynth.privacy.noise import make_noise_source
 
@@ -41,7 +44,7 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
         release, privacy = found
         phase.enter("stored")
         return ReleaseOutcome(release, privacy, reused=True)
-    cost = mechanism.privacy_cost(config)
+    cost = fine.total if fine is not None else mechanism.privacy_cost(config)
     receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=require_budget)
     phase.enter("charged")
     fault_point("after_charge")
@@ -56,6 +59,11 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
     privacy = privacy_record(mechanism, config, cost, delta, noise, dataset, charged_now=not receipt.reused,
                              column_names=domain.names,
                              release=release)
+    if fine is not None:
+        from privsynth.run.fine_decoding import measure
+
+        privacy["fine_decoding"] = measure(fine, schema, fine_counts, noise)
+        privacy["mechanism_cost"] = mechanism.privacy_cost(config).report(delta)
     store.put(key, release, column_names, privacy)
     phase.enter("stored")
     fault_point("after_release_stored")

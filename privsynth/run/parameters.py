@@ -62,6 +62,10 @@ class RunParameters(BaseModel):
                                           "`user:${PRIVSYNTH_DB_PASSWORD}@host`); the password is never a parameter.",
                                           max_length=200)
     mechanism_options: dict[str, Any] = Field(default_factory=dict, description="Extra settings of the mechanism's config.")
+    fine_decoding: float = Field(0.05, ge=0, lt=1, allow_inf_nan=False,
+                                 description="Share of the budget for DP sub-bin counts of numeric and temporal columns, so "
+                                             "synthetic values follow the data inside a bin (0: uniform inside the bin). "
+                                             "The total charged is unchanged.")
     audit: bool = Field(False, description="Also write the INTERNAL (not DP) audit against the real data to "
                                            "internal-audit/ (never sent to Prefect).")
     audit_target: str | None = Field(None, description="Column for the audit's train-on-synthetic / test-on-real score.")

@@ -17,6 +17,7 @@ from privsynth.engine.sources import SourceSpec, parse_source
 from privsynth.io import InputError, check_writable_directory, parse_sink
 from privsynth.mechanisms import get_mechanism
 from privsynth.privacy.accounting import PrivacyCost
+from privsynth.run.fine_decoding import plan_fine_decoding
 from privsynth.run.parameters import ParameterError, RunParameters, bundled_example, describe_validation_error
 from privsynth.schema import Schema, load_schema
 from privsynth.schema.encoding import domain_of
@@ -37,6 +38,7 @@ class RunPlan:
     dataset: str
     cost: PrivacyCost
     bundled_example: bool = False
+    fine_decoding: Any = None  # privsynth.run.fine_decoding.FineDecoding, or None: uniform decoding
 
     @property
     def delta(self) -> float:
@@ -82,10 +84,15 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
     if public_rows_option is not None and parameters.public_rows is not None:
         options.setdefault(public_rows_option, parameters.public_rows)
     try:
-        config = mechanism_config(mechanism, parameters.epsilon, parameters.delta, parameters.rows, options)
         domain = domain_of(schema)
-        if hasattr(mechanism, "configure_for"):
-            config = mechanism.configure_for(config, domain)
+
+        def build(epsilon: float):
+            built = mechanism_config(mechanism, epsilon, parameters.delta, parameters.rows, options)
+            return mechanism.configure_for(built, domain) if hasattr(mechanism, "configure_for") else built
+
+        # the mechanism's share of the budget, and the fine-decoding measurement's (the total unchanged)
+        config, fine = plan_fine_decoding(schema, parameters.fine_decoding, parameters.epsilon, parameters.delta,
+                                          build, mechanism.privacy_cost)
         if hasattr(mechanism, "check_config"):
             mechanism.check_config(config, domain)
         if hasattr(mechanism, "check_feasible"):
@@ -119,7 +126,8 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         raise ParameterError("audit_target needs audit=True (--audit): the train-on-synthetic score reads the real data")
     return RunPlan(parameters=parameters, source=source, schema=schema, schema_path=str(schema_path), mechanism=mechanism,
                    mechanism_config=config, output=output, dataset=parameters.dataset or schema.name,
-                   cost=mechanism.privacy_cost(config), bundled_example=bundled)
+                   cost=fine.total if fine is not None else mechanism.privacy_cost(config), bundled_example=bundled,
+                   fine_decoding=fine)
 
 
 def check_ledger_url(url: str) -> None:

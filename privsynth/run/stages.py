@@ -75,7 +75,9 @@ def stage_binarise(ctx: RunContext, validation: dict) -> Path:
         "domain": domain.to_json(),
         "one_hot_columns": one_hot_names(ctx.schema),
         "columns": [{"name": c.name, "type": c.type, "levels": list(c.labels)} for c in ctx.schema.kept_columns],
-        "numeric_decoding": "a value drawn uniformly inside its bin (integers: uniformly among the bin's integers)",
+        "numeric_decoding": ("a sub-bin drawn in proportion to DP sub-bin counts (privacy.json fine_decoding), then a "
+                             "value uniformly inside it" if ctx.plan.fine_decoding is not None else
+                             "a value drawn uniformly inside its bin (integers: uniformly among the bin's integers)"),
     })
     ctx.folder.record("binarise", ["encoding.json"])
     histogram = ctx.handle().histogram()
@@ -112,10 +114,16 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
     ctx.folder.note(release_key=key)  # an HMAC under the ledger's secret: no test of guesses without it
     names = one_hot_names(ctx.schema)
     ctx.progress(f"mechanism: {plan.mechanism.NAME} at {epsilon_statement(plan.cost, plan.delta)}")
+    fine_counts = None
+    if plan.fine_decoding is not None and ctx.store.get(key) is None:
+        from privsynth.run.fine_decoding import sub_bin_counts
+
+        fine_counts = sub_bin_counts(ctx.data, ctx.schema)  # private: only its noisy release leaves
     outcome = release_stage(mechanism=plan.mechanism, config=plan.mechanism_config, statistics=histogram,
                             domain=domain, key=key, store=ctx.store, ledger=ctx.ledger, dataset=plan.dataset,
                             delta=plan.delta, seed=plan.parameters.seed, column_names=names,
-                            require_budget=not plan.unlimited)
+                            require_budget=not plan.unlimited, fine=plan.fine_decoding, schema=ctx.schema,
+                            fine_counts=fine_counts)
     atomic_write_table(ctx.folder.file("release.parquet"), outcome.release.to_arrow(names))
     artifacts = ["release.parquet", "privacy.json"]
     if outcome.release.measurements:
@@ -146,10 +154,12 @@ def output_rows(rows: int | None, privacy: dict) -> int | None:
     return max(1, int(round(estimate)))
 
 
-def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np.random.Generator) -> pa.Table:
-    """Records in the original schema from a release (post-processing, free)."""
+def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np.random.Generator,
+                     fine: dict | None = None) -> pa.Table:
+    """Records in the original schema from a release (post-processing, free); ``fine``: the run's DP
+    sub-bin counts (``privacy.json`` fine_decoding), else values uniform inside their bins."""
     codes = round_release(release, domain_of(schema), rows, rng)
-    frame = decode_codes(codes, schema, rng)
+    frame = decode_codes(codes, schema, rng, fine)
     return pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
 
 
@@ -163,8 +173,10 @@ def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
     from privsynth.io import write_sink
 
     release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
+    from privsynth.run.fine_decoding import decoding_counts
+
     table = synthesize_table(release, ctx.schema, output_rows(ctx.plan.parameters.rows, privacy),
-                             rounding_rng(ctx.plan.parameters.seed))
+                             rounding_rng(ctx.plan.parameters.seed), decoding_counts(privacy))
     atomic_write_table(ctx.folder.file("synthetic.parquet"), table)
     facts: dict = {"rows": table.num_rows, "synthetic_valid": validate_synthetic(ctx, table)}
     if ctx.plan.parameters.sink:

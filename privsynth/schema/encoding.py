@@ -163,7 +163,68 @@ def encode_codes(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
     return out
 
 
-def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator) -> pd.Series:
+SUB_BINS = 16  # fine decoding: at most this many sub-bins per bin
+FINE_FLOOR = 2.0  # fine decoding: noisy sub-bin counts below this many noise scales weigh nothing
+
+
+def sub_edges(col: Column) -> np.ndarray:
+    """Public sub-bin edges of a numeric or temporal column: each bin cut into at most SUB_BINS equal parts.
+
+    Whole-number columns (integer, date, timestamp) get whole edges, one sub-bin per value when a bin
+    holds at most SUB_BINS values; their last bin [a, b] also holds b, which gets the sub-bin [b, b + 1]
+    of its own (so the edges end at b + 1). A function of the schema alone."""
+    edges = np.asarray(col.bins, dtype=np.float64)
+    whole = col.type != "float"
+    out = [edges[:1]]
+    for a, b in zip(edges[:-1], edges[1:]):
+        inner = np.linspace(a, b, SUB_BINS + 1)[1:]
+        if whole:
+            inner = np.unique(np.round(inner))
+            inner = np.append(inner[(inner > a) & (inner < b)], b)
+        out.append(inner)
+    if whole:
+        out.append(edges[-1:] + 1.0)
+    return np.unique(np.concatenate(out))
+
+
+def fine_schema(schema: Schema) -> Schema | None:
+    """The schema with every kept numeric and temporal column's bins replaced by its ``sub_edges`` and every
+    other column dropped (None: no such column). Its 1-way marginals are the sub-bin counts."""
+    numeric = [c for c in schema.kept_columns if c.type not in ("categorical", "boolean")]
+    if not numeric:
+        return None
+    columns = []
+    for col in schema.columns:
+        if col in numeric:
+            sub = tuple(float(e) for e in sub_edges(col))
+            columns.append(col.model_copy(update={"bins": sub, "bounds": (sub[0], sub[-1]), "bin_by": None}))
+        else:
+            columns.append(col.model_copy(update={"drop": True}))
+    return schema.model_copy(update={"columns": tuple(columns)})
+
+
+def _fine_draws(col: Column, safe: np.ndarray, fine: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) of a sub-bin drawn for each bin code, in proportion to the noisy sub-bin counts of that bin
+    above twice the noise scale (an empty sub-bin's noise rarely passes; uniform when none does):
+    post-processing of the DP counts in ``fine``."""
+    edges = np.asarray(col.bins, dtype=np.float64)
+    sub = np.asarray(fine["edges"], dtype=np.float64)
+    noisy = np.asarray(fine["noisy_counts"], dtype=np.float64)
+    weights = np.where(noisy > FINE_FLOOR * float(fine.get("scale", 0.0)), np.clip(noisy, 0.0, None), 0.0)
+    lo, hi = edges[safe].copy(), edges[safe + 1].copy()
+    first = np.searchsorted(sub, edges, side="left")  # sub-bins of bin i: first[i] .. first[i+1]-1
+    first[-1] = len(sub) - 1  # the last bin's sub-bins run to the end (whole columns: [b, b + 1] too)
+    for i in np.unique(safe):
+        rows = np.flatnonzero(safe == i)
+        w = weights[first[i]:first[i + 1]]
+        widths = np.diff(sub[first[i]:first[i + 1] + 1])
+        p = w / w.sum() if w.sum() > 0 else widths / widths.sum()
+        pick = first[i] + rng.choice(len(p), size=len(rows), p=p)
+        lo[rows], hi[rows] = sub[pick], sub[pick + 1]
+    return lo, hi
+
+
+def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fine: dict | None = None) -> pd.Series:
     n_levels = col.domain_levels
     in_domain = codes < n_levels
     is_missing = col.nullable & (codes == n_levels)
@@ -180,9 +241,12 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator) -> 
     edges = np.asarray(col.bins, dtype=np.float64)
     safe = np.where(in_domain, codes, 0)
     lo, hi = edges[safe], edges[safe + 1]
+    if fine is not None:
+        lo, hi = _fine_draws(col, safe, fine, rng)
     if col.type in ("integer", "date", "timestamp"):
-        last = safe == n_levels - 1
-        upper = np.where(last, hi, hi - 1)  # bins are [lo, hi) except the last, which is [lo, hi]
+        # bins are [lo, hi) except the last, which is [lo, hi]; with fine decoding its sub-bin [b, b + 1] holds b alone
+        last = hi > edges[-1] if fine is not None else hi >= edges[-1]
+        upper = np.where(last, np.minimum(hi, edges[-1]), hi - 1)
         draws = rng.integers(lo.astype(np.int64), upper.astype(np.int64) + 1)
         if col.type == "integer":
             values = pd.array(draws, dtype="Int64")
@@ -199,7 +263,7 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator) -> 
             # from the first >= lo to the last < hi (<= hi in the last bin). A bin without a grid point
             # keeps its unrounded draw.
             step = 10.0 ** -col.precision
-            last = safe == n_levels - 1
+            last = hi >= edges[-1]
             low_grid = np.round(np.ceil(lo / step - 1e-9) * step, col.precision)
             high_steps = np.where(last, np.floor(hi / step + 1e-9), np.ceil(hi / step - 1e-9) - 1)
             high_grid = np.round(high_steps * step, col.precision)
@@ -210,12 +274,17 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator) -> 
     return pd.Series(values)
 
 
-def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator) -> pd.DataFrame:
-    """Table in the schema's kept columns from level codes (post-processing)."""
+def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator, fine: dict | None = None) -> pd.DataFrame:
+    """Table in the schema's kept columns from level codes (post-processing).
+
+    ``fine``: per column name, DP sub-bin counts (``{"edges", "noisy_counts"}``, as the run's fine
+    decoding measured them): a value is drawn from a sub-bin chosen in proportion to them, then uniformly
+    inside it; without them, uniformly inside its bin."""
     cols = schema.kept_columns
     if codes.ndim != 2 or codes.shape[1] != len(cols):
         raise ValueError(f"codes must have shape (n, {len(cols)}), got {codes.shape}")
-    return pd.DataFrame({col.name: _decode_column(col, codes[:, j], rng) for j, col in enumerate(cols)})
+    fine = fine or {}
+    return pd.DataFrame({col.name: _decode_column(col, codes[:, j], rng, fine.get(col.name)) for j, col in enumerate(cols)})
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:

@@ -59,6 +59,10 @@ class Column(BaseModel):
     precision: int | None = Field(default=None, ge=0, le=12)
     # date/timestamp columns: bins at calendar boundaries instead of explicit edges
     bin_by: Literal["year", "quarter", "month", "week", "day"] | None = None
+    # which parts of this column's domain a DP draft released (``privsynth schema draft --epsilon``):
+    # any of categories, bounds, bins; empty: all public. Drafted categories are the frequent values by
+    # construction, so the mostly-in-domain rule (written for public lists) does not apply to them.
+    dp_released: tuple[Literal["categories", "bounds", "bins"], ...] = ()
     description: str = ""
 
     @model_validator(mode="before")

@@ -123,7 +123,7 @@ def category_neighbours(epsilon: float, delta: float, copies: int = 1) -> tuple[
     threshold tau (rounded), so that one more record moves its release probability the most."""
     rho = schema_draft.draft_cost(epsilon, delta, 1).rho
     delta_tau = schema_draft.THRESHOLD_DELTA_FRACTION * delta
-    tau = schema_draft.threshold(schema_draft.gaussian_sigma(rho, 2.0), delta_tau)
+    tau = schema_draft.threshold(schema_draft.gaussian_sigma(rho, 1.0), delta_tau)
     codes = np.concatenate([np.zeros(CATEGORY_COMMON), np.ones(int(round(tau)))]).astype(np.int32)[:, None]
     return neighbours(codes, CATEGORY_DOMAIN, copies), rho, delta_tau
 
@@ -182,14 +182,13 @@ def _rap_measure(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
 
 def _schema_draft_counts(epsilon: float = 1.0, copies: int = 1, delta: float = DEFAULT_DELTA) -> AuditTarget:
     nb, rho, _ = category_neighbours(epsilon, delta, copies)
-    sigma = schema_draft.gaussian_sigma(rho, 2.0)
+    sigma = schema_draft.gaussian_sigma(rho, 1.0)  # the draft noises the values' counts only (L2 sensitivity 1)
 
     def statistics_of(table: Histogram) -> list[NoisyStatistic]:
-        counts = _category_counts(table)
-        return [NoisyStatistic("gaussian", sigma, np.concatenate([counts, [counts.sum()]]))]
+        return [NoisyStatistic("gaussian", sigma, _category_counts(table))]
     claim, claim_at = zcdp_claim(rho, f"schema draft: one categorical column at {rho:.6g}-zCDP")
     return step_target("schema_draft: counts Gaussian", claim, delta, nb, statistics_of,
-                       "likelihood ratio of the noisy value counts and total", claim_at)
+                       "likelihood ratio of the noisy value counts", claim_at)
 
 
 def _reduced_space_laplace(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:

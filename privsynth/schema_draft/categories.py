@@ -1,0 +1,58 @@
+"""DP categories: a Gaussian histogram with thresholding over the observed values (``dp_categories``).
+
+Each observed value's count gets N(0, sigma^2) noise, sigma = 1/sqrt(2 rho) (L2 sensitivity 1: one
+record moves one value's count), so rho-zCDP for a fixed set of values; a value is released only when its noisy count exceeds
+tau = 1 + sigma * z, z = Phi^{-1}(1 - delta_tau). The set of observed values depends on the data: a
+value present in one neighbour only has count 1 there and is released with probability <= delta_tau.
+So the column is (epsilon(rho, delta'), delta' + delta_tau)-DP for every delta'. The ledger's currency
+is rho-zCDP, which cannot state a pure delta term: the Gaussian part is charged as rho and the
+thresholds' total delta is held to ``THRESHOLD_DELTA_FRACTION`` of the statement's delta, split over
+the categorical columns (the cost's notes and the draft's header say so).
+
+A drafted column keeps at most ``MAX_CATEGORIES`` values (the largest noisy counts: post-processing);
+every other value becomes ``<out-of-domain>``, and the column is marked ``dp_released: [categories]``,
+so the run's mostly-in-domain rule, written for public lists, does not apply to it: draft and
+validation agree by construction, whatever the noise did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+from privsynth.schema_draft.bounds import gaussian_sigma
+
+THRESHOLD_DELTA_FRACTION = 1e-3  # the thresholds' total delta, as a fraction of the statement's delta
+MAX_CATEGORIES = 64
+
+
+def threshold(sigma: float, delta_tau: float) -> float:
+    """tau = 1 + sigma * Phi^{-1}(1 - delta_tau): a count-1 value's noisy count exceeds it w.p. delta_tau."""
+    return 1.0 + sigma * float(norm.isf(delta_tau))
+
+
+@dataclass(frozen=True)
+class CategoryRelease:
+    """A categorical column's DP release: the values kept, the noise and threshold used."""
+
+    categories: tuple[str, ...]
+    sigma: float
+    tau: float
+
+
+def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
+                  max_categories: int = MAX_CATEGORIES) -> CategoryRelease:
+    """Gaussian histogram with thresholding over the observed values (see the module docstring)."""
+    sigma = gaussian_sigma(rho, 1.0)
+    tau = threshold(sigma, delta_tau)
+    counts = np.asarray(counts, dtype=np.float64)
+    noisy_counts = noise.add_gaussian(counts, sigma) if len(counts) else np.zeros(0)
+    keep = noisy_counts > tau
+    if keep.sum() > max_categories:  # the largest noisy counts (post-processing)
+        cut = np.sort(noisy_counts[keep])[-max_categories]
+        keep &= noisy_counts >= cut
+    kept = sorted(str(v) for v, k in zip(values, keep) if k)
+    return CategoryRelease(tuple(kept), sigma, tau)

@@ -1,0 +1,118 @@
+"""The DP pass of a draft: charge once, then two rounds of Gaussian measurements (``budget``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+import numpy as np
+
+from privsynth.schema_draft import budget
+from privsynth.schema_draft.bounds import Bounds
+from privsynth.schema_draft.categories import THRESHOLD_DELTA_FRACTION
+from privsynth.schema_draft.declared import DeclaredColumn
+from privsynth.schema_draft.draft import (
+    ColumnDraft,
+    DraftOptions,
+    categorical_release,
+    draft_cost,
+    needs,
+    numeric_values,
+    public_bounds,
+    round_one_bounds,
+    round_two_edges,
+)
+
+
+def value_counts(table, name: str) -> tuple[list, np.ndarray]:
+    """Distinct non-null values and their counts (private: they stay inside the mechanism)."""
+    from privsynth.engine.backends import backend_error
+
+    present = table.filter(table[name].notnull())
+    try:
+        grouped = present.group_by(name).aggregate(privsynth_n=present.count()).to_pyarrow()
+    except Exception as err:  # noqa: BLE001  (the backend's message may quote a value: a value-free one instead)
+        raise backend_error(err, f"column {name!r}") from None
+    return grouped.column(name).to_pylist(), np.asarray(grouped.column("privsynth_n").to_numpy(), dtype=np.float64)
+
+
+def release_key_for(ledger, columns: list[DeclaredColumn], config: dict) -> str:
+    """A fresh release key (HMAC under the ledger's secret, a new nonce: each draft is its own release)."""
+    from privsynth.privacy.keys import release_key
+
+    declared = json.dumps([[c.name, c.declared] for c in columns], separators=(",", ":"))
+    schema_hash = hashlib.sha256(declared.encode()).hexdigest()
+    secret = ledger.release_secret()
+    return release_key(secret, "schema-draft", schema_hash, "schema_draft", config, None, uuid.uuid4().hex)
+
+
+def to_read(drafts: list[ColumnDraft], options: DraftOptions) -> list[ColumnDraft]:
+    """Columns the DP pass reads (never identifiers, booleans, or columns settled by public values)."""
+    return [d for d in drafts if needs(d, options) is not None]
+
+
+def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
+    """Charge the draft's cost, then measure; returns (cost, dataset). Mutates the drafts' entries."""
+    from privsynth.privacy.ledger import BudgetLedger
+    from privsynth.privacy.noise import make_noise_source
+
+    read = to_read(drafts, options)
+    dataset = options.dataset or options.name
+    n_cat = sum(1 for d in read if needs(d, options) == "categories")
+    cost = draft_cost(float(options.epsilon), options.delta, n_cat)
+    delta_tau = THRESHOLD_DELTA_FRACTION * options.delta / max(n_cat, 1)
+    config = {"epsilon": options.epsilon, "delta": options.delta, "bins": options.bins,
+              "bounds": {k: [str(x) for x in v] for k, v in sorted(options.bounds.items())},
+              "categories": {k: list(v) for k, v in sorted(options.categories.items())},
+              "columns": [d.column.name for d in read]}
+    ledger = BudgetLedger(options.ledger)
+    try:
+        key = release_key_for(ledger, [d.column for d in drafts], config)
+        # Charge BEFORE any value is read; then claim the draw; only then may noise be drawn.
+        receipt = ledger.charge(dataset, key, cost, f"schema draft {options.name} (DP categories, bounds and bins)",
+                                require_budget=options.require_budget)
+        ledger.claim_noise(dataset, key)
+    finally:
+        ledger.close()
+    noise = make_noise_source(None, key)
+    noise.authorize(receipt.reference)
+    measure(table, read, options, cost.rho, delta_tau, noise)
+    return cost, dataset
+
+
+def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, delta_tau: float, noise) -> None:
+    """The two rounds (see ``budget``); total rho spent <= ``rho``, equal when any column needs round 2."""
+    first = {d.column.name: needs(d, options) for d in read}
+    round1 = {c: m for c, m in first.items() if m in ("categories", "bounds")}
+    maybe_edges = [c for c, m in first.items() if m in ("bounds", "edges")]
+    share1 = budget.round_one(rho, round1, maybe_edges)
+    cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    coarse: dict[str, Bounds] = {}
+    for d in read:
+        name, kind = d.column.name, first[d.column.name]
+        if kind == "edges":
+            low, high = public_bounds(d.column, options)
+            coarse[name] = Bounds(low, high)
+            continue
+        raw, counts = value_counts(table, name)
+        if kind == "categories":
+            categorical_release(d, raw, counts, share1[name], delta_tau, noise)
+            continue
+        values = numeric_values(d.column.kind, raw)
+        cache[name] = (values, counts)
+        found = round_one_bounds(d, values, counts, share1[name], noise)
+        if found is not None:
+            coarse[name] = found
+    spent = sum(share1.values())
+    share2 = budget.round_two(rho, spent, [c for c in maybe_edges if c in coarse])
+    for d in read:
+        name = d.column.name
+        if name not in share2:
+            continue
+        if name not in cache:
+            raw, counts = value_counts(table, name)
+            cache[name] = (numeric_values(d.column.kind, raw), counts)
+        values, counts = cache.pop(name)
+        round_two_edges(d, values, counts, share2[name], coarse[name], options.bins, noise,
+                        public=first[name] == "edges")

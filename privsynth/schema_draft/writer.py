@@ -1,0 +1,76 @@
+"""The draft as commented YAML: each column's entry with comments saying what is public and what is DP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
+from privsynth.schema_draft.budget import split_lines
+from privsynth.schema_draft.categories import THRESHOLD_DELTA_FRACTION
+from privsynth.schema_draft.draft import ColumnDraft, DraftOptions
+
+INTERNAL_KEYS = ("settled",)
+
+
+def _scalar(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=10**9, allow_unicode=True).strip().removesuffix("...").strip()
+
+
+def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, csv_sniffed: bool,
+            cost: PrivacyCost | None, dataset: str | None) -> list[str]:
+    head = [
+        "# DRAFT SCHEMA, written by `privsynth schema draft`: a file for a human to review and edit.",
+        f"# Source: {origin}",
+    ]
+    if csv_sniffed:
+        head.append("# CSV declares no types: each column's type was INFERRED by DuckDB's sniffer from sample rows "
+                    "(a non-DP look at the values' format only; no value is written here). Check every type.")
+    else:
+        head.append("# Column types are the source's DECLARED types (metadata only).")
+    if options.peek_without_dp:
+        head += ["# " + "!" * 98,
+                 "# NOT DIFFERENTIALLY PRIVATE: --peek-without-dp read the exact values. The categories, bounds and",
+                 "# bins below come from the private rows and LEAK them. Do not share this file; replace them",
+                 "# with public values from documentation before any private run.",
+                 "# " + "!" * 98]
+    elif cost is None:
+        head += ["# No value of the table was read: fill every TODO (categories, bounds, bins) from public",
+                 "# documentation. Until then `privsynth run` refuses this file and names the column."]
+    else:
+        eps = epsilon_from_rho(cost.rho, options.delta)
+        head += [(f"# DP PASS: the values marked dp_released below are differentially private: (epsilon {eps:.4g}, "
+                 f"delta {options.delta:g})-DP in total, rho {cost.rho:.6g}-zCDP, charged to dataset {dataset!r} in "
+                 "the budget ledger before any value was read. Values not marked are PUBLIC (your flags, the "
+                 "declared types)."),
+                 (f"# The categorical thresholds add at most {THRESHOLD_DELTA_FRACTION * options.delta:.3g} to delta "
+                 "(a value seen in one row is released with at most that probability)."),
+                 "# They are data-dependent (DP) metadata: prefer public documentation where it exists.",
+                 ("# Drafted categorical columns map every unlisted value to <out-of-domain>; drafted numeric and "
+                 "temporal columns clip values outside their bounds: the run accepts the file as written.")]
+        spent = {d.column.name: d.spent for d in drafts if d.spent}
+        head += ["# " + line for line in split_lines(spent, cost.rho)]
+    head.append("# Identifier-like and free-text columns (by name) are proposed drop: true; their values were never read.")
+    return head
+
+
+def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, csv_sniffed: bool,
+           cost: PrivacyCost | None, dataset: str | None) -> str:
+    """The draft as commented YAML: valid YAML; loads as a Schema once every TODO is filled."""
+    lines = _header(drafts, options, origin, csv_sniffed, cost, dataset)
+    lines += [f"name: {_scalar(options.name)}", "other_columns: fail", "columns:"]
+    for d in drafts:
+        lines.append("")
+        for comment in d.comments:
+            lines.append(f"  # {comment}")
+        first = True
+        for key, value in d.entry.items():
+            if key in INTERNAL_KEYS:
+                continue
+            prefix = "  - " if first else "    "
+            first = False
+            text = "null" if value is None else _scalar(value)
+            suffix = "  # TODO" if value is None or value == [] and key == "categories" and not d.entry.get("drop") else ""
+            lines.append(f"{prefix}{key}: {text}{suffix}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,146 @@
+"""Fine decoding: DP sub-bin counts, their accounting, sensitivity, and a decoder that follows them."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
+from privsynth.privacy.spending import rho_allowance
+from privsynth.run.fine_decoding import FineDecoding, measure, plan_fine_decoding, sub_bin_counts
+from privsynth.schema import parse_schema
+from privsynth.schema.encoding import decode_codes, fine_schema, sub_edges
+
+SCHEMA = parse_schema({"name": "t", "columns": [
+    {"name": "n", "type": "integer", "bounds": [0, 40], "bins": [0, 5, 40], "nullable": True},
+    {"name": "x", "type": "float", "bounds": [0, 1], "bins": [0, 0.5, 1]},
+    {"name": "c", "type": "categorical", "categories": ["a", "b"]},
+    {"name": "y", "type": "integer", "bounds": [2013, 2014], "bins": [2013, 2014]},
+]})
+
+
+def _frame(n=500, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"n": pd.array(rng.integers(0, 41, n), dtype="Int64"), "x": rng.random(n),
+                         "c": rng.choice(["a", "b"], n), "y": np.full(n, 2013)})
+
+
+def test_sub_edges_are_public_and_whole_for_whole_columns():
+    n = sub_edges(SCHEMA.column("n"))
+    assert n[:6].tolist() == [0, 1, 2, 3, 4, 5] and n[-2:].tolist() == [40, 41]  # one sub-bin per value, then 40 alone
+    assert np.all(n == np.round(n)) and len(n) == 6 + 16 + 1 and np.all(np.diff(n) > 0)
+    assert sub_edges(SCHEMA.column("y")).tolist() == [2013, 2014, 2015]  # 2014 has its own sub-bin
+    x = sub_edges(SCHEMA.column("x"))
+    assert len(x) == 33 and x[0] == 0 and x[-1] == 1
+    fine = fine_schema(SCHEMA)
+    assert [c.name for c in fine.kept_columns] == ["n", "x", "y"] and fine.column("c").drop
+
+
+def _zcdp_mechanism(epsilon, delta=DEFAULT_DELTA):
+    return {"epsilon": epsilon}
+
+
+def test_zcdp_accounting_sums_to_the_allowance_exactly():
+    rho_total = rho_allowance(1.0, DEFAULT_DELTA)
+
+    def cost(config):
+        return PrivacyCost.zcdp(rho_allowance(config["epsilon"], DEFAULT_DELTA), "m")
+
+    config, fine = plan_fine_decoding(SCHEMA, 0.1, 1.0, DEFAULT_DELTA, _zcdp_mechanism, cost)
+    mech = cost(config).rho
+    assert fine.total.rho == rho_total  # the run's charge: exactly the mechanism's at the full epsilon
+    assert mech + fine.rho == pytest.approx(rho_total, rel=1e-12)
+    assert mech == pytest.approx(0.9 * rho_total, rel=1e-6) and fine.rho == pytest.approx(0.1 * rho_total, rel=1e-4)
+    assert fine.columns == ("n", "x", "y") and not fine.pure
+    assert fine.scale == pytest.approx(math.sqrt(3 / (2 * fine.rho)))  # L2 sensitivity sqrt(3)
+
+
+def test_pure_accounting_splits_epsilon():
+    def cost(config):
+        return PrivacyCost.pure(config["epsilon"], "m")
+
+    config, fine = plan_fine_decoding(SCHEMA, 0.2, 2.0, DEFAULT_DELTA, _zcdp_mechanism, cost)
+    assert config["epsilon"] == pytest.approx(1.6) and fine.epsilon == pytest.approx(0.4)
+    assert fine.total.pure_epsilon == 2.0 and fine.pure and fine.scale == pytest.approx(3 / 0.4)  # L1 sensitivity 3
+
+
+def test_share_zero_or_no_numeric_column_keeps_uniform_decoding():
+    def cost(config):
+        return PrivacyCost.zcdp(rho_allowance(config["epsilon"], DEFAULT_DELTA), "m")
+
+    assert plan_fine_decoding(SCHEMA, 0.0, 1.0, DEFAULT_DELTA, _zcdp_mechanism, cost) == ({"epsilon": 1.0}, None)
+    only_cat = parse_schema({"name": "t", "columns": [{"name": "c", "type": "categorical", "categories": ["a"]}]})
+    assert plan_fine_decoding(only_cat, 0.1, 1.0, DEFAULT_DELTA, _zcdp_mechanism, cost)[1] is None
+
+
+def test_one_record_moves_one_sub_bin_count_of_each_column_by_one():
+    frame = _frame()
+    base = sub_bin_counts(frame, SCHEMA)
+    for extra in ({"n": 40, "x": 1.0, "c": "a", "y": 2013}, {"n": 0, "x": 0.0, "c": "b", "y": 2014},
+                  {"n": None, "x": 0.5, "c": "a", "y": 2013}):
+        plus = sub_bin_counts(pd.concat([frame, pd.DataFrame([extra]).astype(frame.dtypes.to_dict())]), SCHEMA)
+        for name in ("n", "x", "y"):
+            diff = plus[name] - base[name]
+            moved = 0 if extra[name] is None else 1
+            assert np.sum(diff != 0) == moved and diff.sum() == moved
+    assert base["y"].tolist() == [500, 0] and base["n"].sum() == 500
+
+
+def test_measure_adds_noise_to_every_count_and_writes_no_exact_count():
+    frame = _frame()
+    counts = sub_bin_counts(frame, SCHEMA)
+    plan = FineDecoding(0.1, ("n", "x", "y"), False, 0.05, None, PrivacyCost.zcdp(0.5, "t"))
+
+    class Recorder:
+        scales = []
+
+        def add_gaussian(self, values, scale):
+            self.scales.append(scale)
+            return np.asarray(values, dtype=float) + np.random.default_rng(len(self.scales)).normal(0, scale, len(values))
+
+    record = measure(plan, SCHEMA, counts, Recorder())
+    assert Recorder.scales == [pytest.approx(math.sqrt(3 / 0.1))] * 3
+    for name in ("n", "x", "y"):
+        noisy = np.asarray(record["by_column"][name]["noisy_counts"])
+        assert not np.any(noisy == counts[name])
+    assert record["visibility"] == "public (DP)" and json.dumps(record)
+
+
+def test_decoder_follows_the_sub_bin_counts():
+    rng = np.random.default_rng(0)
+    codes = np.zeros((2000, 4), dtype=np.int32)
+    codes[:, 0] = 1  # bin [5, 40] of n
+    n_sub = sub_edges(SCHEMA.column("n"))
+    weights = np.zeros(len(n_sub) - 1)
+    weights[list(n_sub).index(20)] = 10.0  # all the mass on the sub-bin [20, 21)
+    y_sub = sub_edges(SCHEMA.column("y"))
+    fine = {"n": {"edges": n_sub.tolist(), "noisy_counts": weights.tolist()},
+            "y": {"edges": y_sub.tolist(), "noisy_counts": [1000.0, -3.0]}}
+    out = decode_codes(codes, SCHEMA, rng, fine)
+    assert set(out["n"].dropna().astype(int)) == {20, 21}  # the sub-bin [20, 22)
+    assert set(out["y"].astype(int)) == {2013}  # a constant decodes to itself
+    uniform = decode_codes(codes, SCHEMA, rng)
+    assert uniform["n"].astype(int).nunique() > 20 and set(uniform["y"].astype(int)) == {2013, 2014}
+
+
+def test_a_run_charges_the_allowance_and_records_the_measurement(tmp_path, monkeypatch):
+    import privsynth
+
+    monkeypatch.setenv("PRIVSYNTH_HOME", str(tmp_path / "home"))
+    data = tmp_path / "t.parquet"
+    _frame(3000).to_parquet(data)
+    schema = tmp_path / "s.yaml"
+    schema.write_text(json.dumps(SCHEMA.model_dump(mode="json")))
+    release = privsynth.synthesize(str(data), str(schema), epsilon=1.0, seed=0, unlimited=True, output=str(tmp_path / "r"),
+                                   options={"iterations_per_round": 20, "final_iterations": 50})
+    privacy = json.loads((tmp_path / "r" / "privacy.json").read_text())
+    assert privacy["cost"]["rho_zcdp"] == pytest.approx(rho_allowance(1.0, DEFAULT_DELTA), rel=1e-12)
+    fd = privacy["fine_decoding"]
+    assert fd["share"] == 0.05 and fd["columns"] == ["n", "x", "y"]
+    assert privacy["mechanism_cost"]["rho_zcdp"] + fd["rho"] == pytest.approx(privacy["cost"]["rho_zcdp"], rel=1e-12)
+    table = release.table.to_pandas()
+    assert set(table["y"].astype(int)) == {2013}
