@@ -9,11 +9,12 @@ from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parents[1] / "privsynth"
 # A wing may import only wings of a lower rank (or itself); equal ranks may not import each other.
-RANK = {"top": 7, "schema_draft": 7, "run": 6, "report": 5, "engine": 4, "mechanisms": 4, "privacy": 3, "schema": 2,
+RANK = {"top": 7, "run": 6, "report": 5, "engine": 4, "mechanisms": 4, "privacy": 3, "schema": 2,
         "io": 1, "data": 0}
 # Subpackages that sit at the top although they live in a lower wing, with the reason. They may import
 # anything; only the top may import them.
 AT_THE_TOP = {
+    "privsynth.schema_draft": "`privsynth schema draft`, a top-level module grown into a subpackage (DESIGN section 1)",
     "privsynth.privacy.audit": "the empirical privacy audit runs the mechanisms on neighbouring tables, so it "
                                "sits above them; it is privacy's by subject (issue 21), and nothing below imports it",
 }
@@ -125,4 +126,5 @@ def test_imports_point_down_the_wings():
 
 def test_every_wing_has_a_rank():
     wings = {p.name for p in LIBRARY.iterdir() if p.is_dir() and not p.name.startswith("__")}
-    assert wings == set(RANK) - {"top"}
+    at_the_top = {name.split(".")[1] for name in AT_THE_TOP if name.count(".") == 1}
+    assert wings - at_the_top == set(RANK) - {"top"}

@@ -294,7 +294,7 @@ def _draft(path, tmp_path, epsilon=0.5, **kwargs):
 
 
 def test_epsilon_alone_gives_a_schema_the_encoder_and_validation_accept(every_kind, tmp_path):
-    from privsynth.engine.gx_validation import mostly_in_domain
+    from privsynth.engine.expectations import MOSTLY_IN_DOMAIN, schema_expectations
     from privsynth.schema import parse_schema
     from privsynth.schema.encoding import encode_codes
 
@@ -304,9 +304,8 @@ def test_epsilon_alone_gives_a_schema_the_encoder_and_validation_accept(every_ki
     frame = _every_kind()
     codes = encode_codes(frame, schema)  # raises on any value the schema refuses
     assert codes.shape == (len(frame), len(schema.kept_columns))
-    for col in schema.kept_columns:
-        if col.type == "categorical":
-            assert mostly_in_domain(col, len(frame), len(frame))  # drafted: accepted by construction
+    # drafted lists are accepted by construction: the run's expectations hold no mostly-in-domain check for them
+    assert not [e for e in schema_expectations(schema) if e.kind == MOSTLY_IN_DOMAIN]
     by = {c.name: c for c in schema.columns}
     assert by["row_id"].drop and by["free_text"].drop and by["all_null"].drop
     assert by["kids"].domain_levels == 11 and by["kids"].bins[0] == 0  # one level per value
@@ -333,16 +332,22 @@ def test_the_run_accepts_the_draft_as_written(every_kind, tmp_path, monkeypatch)
 
 
 def test_a_drafted_category_list_is_never_refused_but_a_public_one_is():
-    from privsynth.engine.gx_validation import mostly_in_domain
+    import pandas as pd
+
+    from privsynth.engine import open_source
+    from privsynth.engine.expectations import mostly_in_domain
     from privsynth.schema import parse_schema
 
     drafted = parse_schema({"name": "t", "columns": [{"name": "c", "type": "categorical", "categories": ["a"],
                                                       "on_out_of_domain": "category", "dp_released": ["categories"]}]})
     public = parse_schema({"name": "t", "columns": [{"name": "c", "type": "categorical", "categories": ["a"],
                                                      "on_out_of_domain": "category"}]})
-    for ood, present in [(0, 10), (5, 10), (6, 10), (10, 10), (999_999, 1_000_000)]:  # boundary and beyond
-        assert mostly_in_domain(drafted.columns[0], ood, present)
-        assert mostly_in_domain(public.columns[0], ood, present) == (ood <= 0.5 * present)
+    for ood, present in [(0, 10), (5, 10), (6, 10), (10, 10)]:  # the boundary (half) and beyond
+        frame = pd.DataFrame({"c": ["a"] * (present - ood) + ["zz"] * ood})
+        with open_source(frame, drafted) as source:
+            assert source.validate().success  # a neighbour with one more unseen value is accepted too
+        with open_source(frame, public) as source:
+            assert source.validate().success == (ood <= 0.5 * present) == mostly_in_domain(ood, present)
 
 
 def test_public_bounds_and_categories_take_precedence_and_are_not_read(every_kind, tmp_path, monkeypatch):
