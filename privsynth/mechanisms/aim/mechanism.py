@@ -49,22 +49,30 @@ weighted by their frequency, and every noisy marginal with its sigma (``Release.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import Field, field_validator
 
 from privsynth.encoding import Domain, one_hot
 from privsynth.mechanisms.aim.compression import Compression, compress_levels, compressed_one_way, expand_codes
-from privsynth.mechanisms.aim.model import GraphicalModel, NoisyMarginal, downward_closure, model_size_mb
+from privsynth.mechanisms.aim.model import GraphicalModel, NoisyMarginal, downward_closure
+from privsynth.mechanisms.aim.selection import (  # noqa: F401  (re-exported: the module's selection API)
+    REJECTION_TRIES,
+    Eligibility,
+    round_pool,
+    scored_pool,
+    select_eligible,
+    selection_scores,
+)
+from privsynth.mechanisms.aim.statistics import AimStatistics
 from privsynth.mechanisms.base import MechanismConfig, Measurement, Release
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.privacy.spending import rho_allowance
-from privsynth.workload import Histogram, Marginal, StatisticsInput, accumulate_marginals, all_marginals
+from privsynth.workload import Histogram, Marginal, StatisticsInput, all_marginals
 
 NAME = "aim"
 logger = logging.getLogger("privsynth.mechanisms.aim")
@@ -254,30 +262,6 @@ def candidate_weights(work: dict[Marginal, float]) -> dict[Marginal, float]:
     return out
 
 
-@dataclass(frozen=True)
-class AimStatistics:
-    """PRIVATE: the histogram of the records (distinct level codes and their counts). Never publish.
-
-    AIM asks for the count tables of the candidates it scores, round by round (``tables``); on a wide
-    table the workload's closure holds tens of thousands of marginals, so none is counted before it is
-    needed."""
-
-    histogram: Histogram = field(repr=False)
-    domain: Domain
-
-    def tables(self, marginals: list[Marginal]) -> dict[Marginal, np.ndarray]:
-        """Count tables (shape = the marginal's level counts), through ``accumulate_marginals``."""
-        counts, _ = accumulate_marginals(self.histogram, self.domain, marginals)
-        return {m: c.reshape([self.domain.sizes[a] for a in m]) for m, c in counts.items()}
-
-    def on_levels(self, compression: Compression) -> "AimStatistics":
-        """The same records with every level replaced by its merged level."""
-        h = self.histogram
-        codes = np.column_stack([compression.groups[a][h.codes[:, a]] for a in range(self.domain.n_attributes)]) \
-            if h.codes.shape[0] else h.codes
-        return AimStatistics(Histogram(codes.astype(np.int32), h.counts), Domain(self.domain.names, compression.sizes))
-
-
 def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) -> AimStatistics:
     """The histogram of the records (a Histogram as given, or per-record code batches merged into one)."""
     check_config(config, domain)
@@ -296,68 +280,6 @@ def n_estimate(measurements: list[NoisyMarginal]) -> float:
     variances = np.array([m.total_variance() for m in measurements])
     weights = 1.0 / variances
     return max(1.0, float(np.sum(weights * totals) / np.sum(weights)))
-
-
-def selection_scores(candidates: dict[Marginal, float], counts: dict[Marginal, np.ndarray],
-                     estimates: dict[Marginal, np.ndarray], sigma: float) -> np.ndarray:
-    """q_r = w_r * (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) sigma cells(r)), in the order of ``candidates``."""
-    out = np.empty(len(candidates))
-    for i, (r, w) in enumerate(candidates.items()):
-        bias = math.sqrt(2.0 / math.pi) * sigma * counts[r].size
-        out[i] = w * (float(np.abs(counts[r] - estimates[r]).sum()) - bias)
-    return out
-
-
-def round_pool(candidates: dict[Marginal, float], cap: int, rng: np.random.Generator) -> dict[Marginal, float]:
-    """The candidates a round scores: all of them, or (beyond ``cap``) every 1-way candidate (always
-    free, so a round always has one it may pick) and a uniform random subset of the rest, ``cap`` in
-    all, drawn independently of the data, so the exponential mechanism's guarantee for a fixed
-    candidate set holds as it is."""
-    if len(candidates) <= cap:
-        return candidates
-    keys = list(candidates)
-    ones = [i for i, r in enumerate(keys) if len(r) == 1]
-    rest = [i for i, r in enumerate(keys) if len(r) > 1]
-    picked = sorted(ones + rng.choice(rest, size=max(0, cap - len(ones)), replace=False).tolist())
-    return {keys[i]: candidates[keys[i]] for i in picked}
-
-
-class Eligibility:
-    """Whether a candidate may be measured this round: inside a clique of the model's junction tree
-    (free: the model does not grow), or its addition keeps the junction tree within ``size_limit`` MB
-    (as mbi's AIM filters). Public structure only; answers are cached for the round."""
-
-    def __init__(self, model: GraphicalModel, size_limit: float) -> None:
-        self.model = model
-        self.size_limit = size_limit
-        self.tree_cliques = [tuple(c) for c in model.tree.cliques]
-        self.cache: dict[Marginal, bool] = {}
-
-    def __call__(self, r: Marginal) -> bool:
-        if r not in self.cache:
-            self.cache[r] = self.model.tree.host(r) >= 0 or \
-                model_size_mb(self.model.sizes, self.tree_cliques + [r]) <= self.size_limit
-        return self.cache[r]
-
-
-REJECTION_TRIES = 25
-
-
-def select_eligible(scores: np.ndarray, eligible, noise: NoiseSource, scale: float) -> int:
-    """Report-noisy-max (Gumbel, ``scale``) over the candidates i with ``eligible(i)``, by rejection:
-    draw over all candidates and keep the pick if it is eligible; after ``REJECTION_TRIES`` refusals,
-    draw over the eligible ones directly. The result has exactly the exponential mechanism's law over
-    the eligible set: P(i) = p_i / P(E) for i in E, where p is the law over all candidates, whether it
-    is accepted at a try (each try ends in i with p_i, and tries are repeated while outside E) or drawn
-    at the end. Only the pick leaves the round; ``eligible`` reads public structure, never the data;
-    so the round costs one selection, and only a few candidates need the model-size check instead of
-    all of them (on a 54-column table that check was most of a round's time)."""
-    for _ in range(REJECTION_TRIES):
-        i = noise.noisy_max(scores, scale)
-        if eligible(i):
-            return i
-    allowed = np.array([i for i in range(scores.size) if eligible(i)])
-    return int(allowed[noise.noisy_max(scores[allowed], scale)])
 
 
 @dataclass
@@ -408,14 +330,10 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
             terminate = True
         rho_used += round_rho
         size_limit = config.max_model_size_mb * min(1.0, rho_used / rho)
-        pool = round_pool(cands, config.max_candidates, noise.post_rng)
         eligible = Eligibility(model, size_limit)
-        if d <= WIDE_ATTRIBUTES:
-            # Narrow tables: the size check is cheap and the model's answers to oversized candidates
-            # are not, so only the eligible ones are scored; the same law as select_eligible's.
-            pool = {r: w for r, w in pool.items() if eligible(r)}
+        pool = scored_pool(round_pool(cands, config.max_candidates, noise.post_rng), model.marginals(), eligible)
         names = list(pool)
-        estimates = {r: model.marginal(r) for r in pool}
+        estimates = model.marginals().many(names)
         counts.update(merged.tables([r for r in pool if r not in counts]))
         scores = selection_scores(pool, counts, estimates, sigma)
         pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, 2.0 * delta_q / eps)]

@@ -1,0 +1,164 @@
+"""Marginals of a calibrated junction-tree model, many at a time (post-processing: no data is read).
+
+AIM scores every candidate of a round against the model's estimate of that marginal. All of them are
+answered from one calibration (the clique beliefs), sharing work:
+
+* a candidate inside a maximal clique is a marginal of that clique's belief; every reduction of a
+  clique is cached for the round, and each new one is summed from the smallest cached table that
+  holds it (candidates are asked for largest first, so a 2-way marginal is summed from a 3-way one
+  already there, not from the whole clique);
+* any other candidate is read off the smallest connected set of cliques that covers it, with the
+  tree rooted once: P(r) = sum over the rest of P(C_top) prod_v P(C_v | S_v), where S_v is the
+  separator of v with its parent. Each factor is first reduced to the attributes that factor shares
+  with the others or with r (a cached reduction of the clique's belief over that set, divided by its
+  separator marginal), and the factors are then multiplied and summed leaves first, so only tables
+  of separator and candidate size are multiplied.
+
+The answers are exact (up to rounding): the same numbers as a contraction of the whole joint.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from privsynth.mechanisms.aim.tables import Attrs, broadcast_shape, cells, contract, smallest_superset, sum_to
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to read one marginal: from one clique (``host`` >= 0), or from ``nodes`` (leaves first, the
+    top last) with the attributes ``keep`` each factor is reduced to; ``work`` bounds the cells of the
+    largest table the contraction builds."""
+
+    host: int
+    nodes: tuple[int, ...] = ()
+    keep: tuple[Attrs, ...] = ()
+    work: int = 0
+
+
+class Marginals:
+    """Marginals of one calibration: ``tree`` (a ``model.JunctionTree``), ``beliefs`` (per maximal
+    clique, scaled to ``total``)."""
+
+    def __init__(self, tree, beliefs: list[np.ndarray], total: float) -> None:
+        self.tree = tree
+        self.sizes = tree.sizes
+        self.total = float(total)
+        self._reduced: list[dict[Attrs, np.ndarray]] = [{c: b} for c, b in zip(tree.cliques, beliefs)]
+        self._depth = {v: i for i, v in enumerate(tree.order)}
+        self._plans: dict[Attrs, Plan] = {}
+
+    # ---------------------------------------------------------------- planning (structure only)
+
+    def plan(self, r: Attrs) -> Plan:
+        r = tuple(sorted(r))
+        if r not in self._plans:
+            host = self.tree.smallest_host(r)
+            self._plans[r] = Plan(host) if host >= 0 else self._tree_plan(r)
+        return self._plans[r]
+
+    def _tree_plan(self, r: Attrs) -> Plan:
+        tree = self.tree
+        nodes = self._steiner(r)
+        top = min(nodes, key=self._depth.__getitem__)
+        inside = set(nodes)
+        kids = {v: [w for w in tree.children[v] if w in inside] for v in nodes}
+        order = sorted(nodes, key=self._depth.__getitem__, reverse=True)    # leaves first, top last
+        wanted = set(r)
+        keep, below, work = [], {}, 0
+        for v in order:
+            clique = set(tree.cliques[v])
+            k = (clique & wanted) | (set(tree.separator[v]) if v != top else set())
+            for w in kids[v]:
+                k |= set(tree.separator[w])
+            k_attrs = tuple(sorted(k))
+            keep.append(k_attrs)
+            carried = set().union(*(below[w] for w in kids[v])) if kids[v] else set()
+            work = max(work, cells(tuple(k | carried), self.sizes))
+            below[v] = (carried | (clique & wanted))
+        return Plan(-1, tuple(order), tuple(keep), work)
+
+    def _steiner(self, clique: Attrs) -> list[int]:
+        """Nodes of a connected subtree whose cliques cover ``clique`` (BFS paths to the nearest holders)."""
+        tree = self.tree
+        chosen = [next(i for i, c in enumerate(tree.cliques) if clique[0] in c)]
+        for a in clique[1:]:
+            if any(a in tree.cliques[i] for i in chosen):
+                continue
+            prev = {i: -1 for i in chosen}
+            queue = deque(chosen)
+            found = -1
+            while queue:
+                u = queue.popleft()
+                if a in tree.cliques[u]:
+                    found = u
+                    break
+                for v in tree.adjacency[u]:
+                    if v not in prev:
+                        prev[v] = u
+                        queue.append(v)
+            while found >= 0 and found not in chosen:
+                chosen.append(found)
+                found = prev[found]
+        return chosen
+
+    # ---------------------------------------------------------------- answers
+
+    def reduced(self, v: int, keep: Attrs) -> np.ndarray:
+        """The belief of clique ``v`` summed to ``keep`` (cached; summed from the smallest cached superset)."""
+        cache = self._reduced[v]
+        table = cache.get(keep)
+        if table is None:
+            source = smallest_superset(cache, keep)
+            table = cache[keep] = sum_to(cache[source], source, keep)
+        return table
+
+    def marginal(self, r: Attrs) -> np.ndarray:
+        """The model's marginal over ``r`` (ascending attributes), scaled to ``total``."""
+        r = tuple(sorted(r))
+        plan = self.plan(r)
+        if plan.host >= 0:
+            return self.reduced(plan.host, r)
+        tree, sizes = self.tree, self.sizes
+        messages: dict[int, tuple[np.ndarray, Attrs]] = {}
+        wanted = set(r)
+        top = plan.nodes[-1]
+        for v, keep in zip(plan.nodes, plan.keep):
+            table = self.reduced(v, keep)
+            if v != top:
+                sep = tree.separator[v]
+                denominator = self.reduced(v, sep).reshape(broadcast_shape(sep, keep, sizes))
+                table = np.divide(table, denominator, out=np.zeros_like(table), where=denominator > 0)
+            factor = (table, keep)
+            out = wanted | (set(tree.separator[v]) if v != top else set())
+            pending = [messages.pop(w) for w in tree.children[v] if w in messages]
+            for i, message in enumerate(pending):
+                later = set().union(*(set(m[1]) for m in pending[i + 1:])) if i + 1 < len(pending) else set()
+                factor = contract(factor, message, out | later)
+            table, attrs = factor
+            target = tuple(a for a in attrs if a in out)
+            messages[v] = (sum_to(table, attrs, target), target)
+        table, attrs = messages[top]
+        return sum_to(table, attrs, r)
+
+    def many(self, queries: list[Attrs]) -> dict[Attrs, np.ndarray]:
+        """Every query's marginal. The clique reductions they need are made first, largest first, so
+        that each is summed from the smallest table already made."""
+        wanted: dict[int, set[Attrs]] = {}
+        for r in queries:
+            plan = self.plan(r)
+            if plan.host >= 0:
+                wanted.setdefault(plan.host, set()).add(tuple(sorted(r)))
+                continue
+            top = plan.nodes[-1]
+            for v, keep in zip(plan.nodes, plan.keep):
+                wanted.setdefault(v, set()).add(keep)
+                if v != top:
+                    wanted[v].add(self.tree.separator[v])
+        for v, keeps in wanted.items():
+            for keep in sorted(keeps, key=lambda k: -cells(k, self.sizes)):
+                self.reduced(v, keep)
+        return {r: self.marginal(r) for r in queries}
