@@ -49,7 +49,8 @@ class Marginals:
         self.total = float(total)
         self._reduced: list[dict[Attrs, np.ndarray]] = [{c: b} for c, b in zip(tree.cliques, beliefs)]
         self._depth = {v: i for i, v in enumerate(tree.order)}
-        self._plans: dict[Attrs, Plan] = {}
+        self._plans: dict[Attrs, Plan] = tree.plans
+        self._conditionals: dict[tuple[int, Attrs], np.ndarray] = {}
 
     # ---------------------------------------------------------------- planning (structure only)
 
@@ -116,6 +117,18 @@ class Marginals:
             table = cache[keep] = sum_to(cache[source], source, keep)
         return table
 
+    def conditional(self, v: int, keep: Attrs) -> np.ndarray:
+        """P(keep | separator of v with its parent), times nothing: the reduced belief divided by its
+        separator marginal (0 where that is 0); cached."""
+        key = (v, keep)
+        table = self._conditionals.get(key)
+        if table is None:
+            sep = self.tree.separator[v]
+            table = self.reduced(v, keep)
+            denominator = self.reduced(v, sep).reshape(broadcast_shape(sep, keep, self.sizes))
+            table = self._conditionals[key] = np.divide(table, denominator, out=np.zeros_like(table), where=denominator > 0)
+        return table
+
     def marginal(self, r: Attrs) -> np.ndarray:
         """The model's marginal over ``r`` (ascending attributes), scaled to ``total``."""
         r = tuple(sorted(r))
@@ -127,12 +140,7 @@ class Marginals:
         wanted = set(r)
         top = plan.nodes[-1]
         for v, keep in zip(plan.nodes, plan.keep):
-            table = self.reduced(v, keep)
-            if v != top:
-                sep = tree.separator[v]
-                denominator = self.reduced(v, sep).reshape(broadcast_shape(sep, keep, sizes))
-                table = np.divide(table, denominator, out=np.zeros_like(table), where=denominator > 0)
-            factor = (table, keep)
+            factor = (self.reduced(v, keep) if v == top else self.conditional(v, keep), keep)
             out = wanted | (set(tree.separator[v]) if v != top else set())
             pending = [messages.pop(w) for w in tree.children[v] if w in messages]
             for i, message in enumerate(pending):

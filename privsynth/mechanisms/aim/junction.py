@@ -124,13 +124,33 @@ def _spanning_tree(cliques: list[Clique]) -> list[list[int]]:
     return adjacency
 
 
+_TREES: dict[tuple, "JunctionTree"] = {}
+_TREES_KEPT = 8
+
+
+def junction_tree(sizes: Sequence[int], model_cliques: Sequence[Clique]) -> "JunctionTree":
+    """The junction tree over ``model_cliques``, shared with earlier calls that gave the same maximal
+    cliques (the tree is a function of those), so that what was planned on it (``plans``) is reused
+    across AIM rounds that did not change the structure."""
+    sizes = tuple(int(s) for s in sizes)
+    nodes = tuple(triangulation_cliques(sizes, list(model_cliques)))
+    key = (sizes, nodes)
+    tree = _TREES.pop(key, None) or JunctionTree(sizes, nodes)
+    _TREES[key] = tree
+    while len(_TREES) > _TREES_KEPT:
+        del _TREES[next(iter(_TREES))]
+    return tree
+
+
 class JunctionTree:
     """Maximal cliques of the triangulation over the model cliques, joined into one tree, rooted at
-    clique 0 (BFS ``order``: parents before children), with each clique's separator from its parent."""
+    clique 0 (BFS ``order``: parents before children), with each clique's separator from its parent.
+    ``plans`` caches, per query, how ``inference.Marginals`` reads it (structure only)."""
 
     def __init__(self, sizes: Sequence[int], model_cliques: Sequence[Clique]) -> None:
         self.sizes = tuple(int(s) for s in sizes)
         nodes = triangulation_cliques(self.sizes, list(model_cliques))
+        self.plans: dict = {}
         adjacency = _spanning_tree(nodes)
         self.cliques: list[Clique] = nodes
         self.adjacency = adjacency

@@ -26,6 +26,7 @@ import numpy as np
 from privsynth.mechanisms.aim.inference import Marginals
 from privsynth.mechanisms.aim.junction import (  # noqa: F401  (model_size_mb, mbi_model_size_mb: re-exported)
     JunctionTree,
+    junction_tree,
     mbi_model_size_mb,
     model_size_mb,
 )
@@ -91,7 +92,7 @@ class GraphicalModel:
         self.sizes = tuple(int(s) for s in sizes)
         self.model_cliques = maximal_subsets(model_cliques)
         self.total = float(total)
-        self.tree = JunctionTree(self.sizes, self.model_cliques)
+        self.tree = junction_tree(self.sizes, self.model_cliques)
         self.hosts = {c: self.tree.smallest_host(c) for c in self.model_cliques}
         self._hosted: list[list[Clique]] = [[] for _ in self.tree.cliques]
         for c, h in self.hosts.items():

@@ -25,6 +25,34 @@ from privsynth.workload import Histogram
 
 Marginal = tuple[int, ...]
 
+COUNT_CACHE_CELLS = 1 << 23      # count tables kept across rounds: 64 MB of float64
+
+
+class CountCache:
+    """PRIVATE: count tables already read, kept across rounds up to ``COUNT_CACHE_CELLS`` cells (the
+    oldest dropped first: a wide table's pools are fresh random subsets, rarely asked again)."""
+
+    def __init__(self, statistics: "AimStatistics", max_cells: int = COUNT_CACHE_CELLS) -> None:
+        self.statistics = statistics
+        self.max_cells = max_cells
+        self.tables: dict[Marginal, np.ndarray] = {}
+        self.cells = 0
+
+    def get(self, marginals: list[Marginal]) -> dict[Marginal, np.ndarray]:
+        missing = [r for r in marginals if r not in self.tables]
+        fresh = self.statistics.tables(missing) if missing else {}
+        out = {r: self.tables[r] if r in self.tables else fresh[r] for r in marginals}
+        for r, table in fresh.items():
+            self.tables[r] = table
+            self.cells += table.size
+        wanted = set(marginals)
+        for r in list(self.tables):
+            if self.cells <= self.max_cells:
+                break
+            if r not in wanted:
+                self.cells -= self.tables.pop(r).size
+        return out
+
 
 def _mask(attrs: Sequence[int]) -> int:
     return sum(1 << a for a in attrs)
