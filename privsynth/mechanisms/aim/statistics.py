@@ -117,24 +117,29 @@ class AimStatistics:
         return np.asarray(self.histogram.counts, dtype=np.float64)
 
     @cached_property
-    def _columns(self) -> tuple[np.ndarray, ...]:
-        """Per attribute, the (merged) level code of every distinct record, in the smallest integer type."""
+    def _merged_columns(self) -> tuple[np.ndarray, ...]:
+        """Per attribute, the merged level of every distinct record, in the smallest integer type."""
         codes = self.histogram.codes
         out = []
         for a, size in enumerate(self.domain.sizes):
             dtype = np.uint8 if size <= 1 << 8 else np.uint16 if size <= 1 << 16 else np.int32
-            column = codes[:, a] if self.level_groups is None else self.level_groups[a][codes[:, a]]
-            out.append(np.ascontiguousarray(column, dtype=dtype))
+            out.append(np.ascontiguousarray(self.level_groups[a][codes[:, a]], dtype=dtype))
         return tuple(out)
+
+    def _column(self, a: int) -> np.ndarray:
+        # Original levels are read in place (the 1-way counts only); merged ones are made once.
+        return self.histogram.codes[:, a] if self.level_groups is None else self._merged_columns[a]
 
     def _count(self, attrs: Marginal) -> np.ndarray:
         sizes = self.domain.sizes
         m = self.histogram.codes.shape[0]
-        index = np.zeros(m, dtype=np.int64)
+        total = cells(attrs, sizes)
+        index = np.zeros(m, dtype=np.int32 if total < 2**31 else np.int64)
         for a in attrs:
             index *= sizes[a]
-            index += self._columns[a]
-        return np.bincount(index, weights=self._weights, minlength=cells(attrs, sizes)).reshape([sizes[a] for a in attrs])
+            index += self._column(a)
+        weights = self._weights if self.level_groups is not None else self.histogram.counts.astype(np.float64)
+        return np.bincount(index, weights=weights, minlength=total).reshape([sizes[a] for a in attrs])
 
     def tables(self, marginals: list[Marginal]) -> dict[Marginal, np.ndarray]:
         """Count tables (shape = the marginal's level counts), each read off a covering set's table."""
