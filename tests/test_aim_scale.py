@@ -343,3 +343,24 @@ def test_a_failing_progress_hook_does_not_stop_the_release():
     noise.authorize("test")
     aim.run(aim.collect_statistics(Histogram.of_codes(codes), dom, cfg), dom, cfg, noise, progress=calls.append)
     assert calls and calls[-1].phase == "done"
+
+
+def test_the_peeling_fallback_keeps_the_law_on_the_eligible_set(monkeypatch):
+    """Every try of the rejection loop lands on an ineligible candidate (their scores are far above),
+    so picks come from peeling: still softmax(scores / scale) over the eligible ones (20,000 draws;
+    one rejection try instead of 25, to keep the test short: the law is the same either way)."""
+    from privsynth.mechanisms.aim import selection
+
+    monkeypatch.setattr(selection, "REJECTION_TRIES", 1)
+    scores = np.array([40.0, 39.0, 41.0, 38.5] + [0.0, 1.0, 2.0, 0.5, -1.0] + [39.5] * 20)
+    eligible = {4, 5, 6, 7, 8}
+    scale = 0.8
+    noise = SeededNoise(9, "test-key")
+    noise.authorize("test")
+    draws = 20000
+    picks = np.array([select_eligible(scores, eligible.__contains__, noise, scale) for _ in range(draws)])
+    assert set(np.unique(picks)) <= eligible
+    law = np.array([math.exp(scores[i] / scale) for i in sorted(eligible)])
+    law /= law.sum()
+    freq = np.array([np.mean(picks == i) for i in sorted(eligible)])
+    assert np.all(np.abs(freq - law) <= 4 * np.sqrt(law * (1 - law) / draws) + 1e-12)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from functools import lru_cache
 
 from privsynth.mechanisms.aim.tables import broadcast_shape
 
@@ -34,16 +35,19 @@ def _attributes(mask: int) -> Clique:
     return tuple(out)
 
 
+@lru_cache(maxsize=1 << 18)
+def _cells(sizes: tuple[int, ...], mask: int) -> int:
+    return math.prod(sizes[a] for a in _attributes(mask))
+
+
 def triangulation_cliques(sizes: Sequence[int], cliques: Sequence[Clique]) -> list[Clique]:
     """The maximal cliques (ascending attributes, sorted) of the filled graph of mbi's greedy
     elimination order over all ``len(sizes)`` attributes, given the cliques that must be covered."""
     d = len(sizes)
-    cells: dict[int, int] = {}
+    sizes = tuple(int(s) for s in sizes)
 
     def size_of(mask: int) -> int:
-        if mask not in cells:
-            cells[mask] = math.prod(sizes[a] for a in _attributes(mask))
-        return cells[mask]
+        return _cells(sizes, mask)
 
     adjacent = [0] * d
     for c in cliques:
@@ -87,7 +91,13 @@ def triangulation_cliques(sizes: Sequence[int], cliques: Sequence[Clique]) -> li
 
 def model_size_mb(sizes: Sequence[int], cliques: Sequence[Clique]) -> float:
     """The size in MB (8 bytes per cell) of the junction tree over ``cliques``: mbi's
-    ``hypothetical_model_size``, fast enough to test every AIM candidate every round on wide tables."""
+    ``hypothetical_model_size``, fast enough to test every AIM candidate every round on wide tables.
+    Answers are remembered (AIM asks about the same tree plus one candidate round after round)."""
+    return _model_size_mb(tuple(int(s) for s in sizes), tuple(sorted(tuple(sorted(c)) for c in cliques)))
+
+
+@lru_cache(maxsize=1 << 16)
+def _model_size_mb(sizes: tuple[int, ...], cliques: tuple[Clique, ...]) -> float:
     return sum(math.prod(sizes[a] for a in c) for c in triangulation_cliques(sizes, cliques)) * 8 / 2**20
 
 

@@ -90,15 +90,26 @@ REJECTION_TRIES = 25
 def select_eligible(scores: np.ndarray, eligible: Callable[[int], bool], noise: NoiseSource, scale: float) -> int:
     """Report-noisy-max (Gumbel, ``scale``) over the candidates i with ``eligible(i)``, by rejection:
     draw over all candidates and keep the pick if it is eligible; after ``REJECTION_TRIES`` refusals,
-    draw over the eligible ones directly. The result has exactly the exponential mechanism's law over
-    the eligible set: P(i) = p_i / P(E) for i in E, where p is the law over all candidates, whether it
-    is accepted at a try (each try ends in i with p_i, and tries are repeated while outside E) or drawn
-    at the end. Only the pick leaves the round; ``eligible`` reads public structure, never the data;
-    so the round costs one selection, and only a few candidates need the model-size check instead of
-    all of them (on a 54-column table that check was most of a round's time)."""
+    peel: draw the noisy maximum of the candidates not drawn yet, again and again (``noisy_top_k``, in
+    batches), and keep the first eligible one. Both give exactly the exponential mechanism's law over
+    the eligible set E: a try ends in i with p_i (the law over all candidates) and tries repeat while
+    outside E, so P(i) = p_i / P(E); peeling orders the candidates by noisy score (Gumbel-max), and
+    its first member of E is the noisy maximum over E. Only the pick leaves the round; ``eligible``
+    reads public structure, never the data; so the round costs one selection, and only the few
+    candidates drawn need the model-size check (on a 54-column table checking all of them was most
+    of a round's time)."""
     for _ in range(REJECTION_TRIES):
         i = noise.noisy_max(scores, scale)
         if eligible(i):
             return i
-    allowed = np.array([i for i in range(scores.size) if eligible(i)])
-    return int(allowed[noise.noisy_max(scores[allowed], scale)])
+    remaining = np.arange(scores.size)
+    while remaining.size:
+        order = noise.noisy_top_k(scores[remaining], scale, min(PEEL_BATCH, remaining.size))
+        for j in order:
+            if eligible(int(remaining[j])):
+                return int(remaining[j])
+        remaining = np.delete(remaining, order)
+    raise ValueError("no eligible candidate")
+
+
+PEEL_BATCH = 32

@@ -119,6 +119,9 @@ def smallest_superset(tables: dict[Attrs, np.ndarray], keep: Attrs) -> Attrs:
     return best
 
 
+GROUPING_CELLS = 4096
+
+
 def combine(parts: Sequence[tuple[np.ndarray, Attrs]], sizes: Sequence[int], op=np.multiply) -> tuple[np.ndarray, Attrs]:
     """``op`` (multiply or add) of labelled tables broadcast over the union of their attributes, as a
     new array. Parts that all lack one attribute are combined on the smaller table first
@@ -128,7 +131,7 @@ def combine(parts: Sequence[tuple[np.ndarray, Attrs]], sizes: Sequence[int], op=
     union = tuple(sorted(set().union(*(set(p[1]) for p in parts))))
     missing = {a: sum(a not in p[1] for p in parts) for a in union}
     x = max(union, key=lambda a: (missing[a], sizes[a]))
-    if missing[x] >= 2:
+    if missing[x] >= 2 and cells(union, sizes) >= GROUPING_CELLS:     # small tables: the recursion costs more
         sub = combine([p for p in parts if x not in p[1]], sizes, op)
         parts = [p for p in parts if x in p[1]] + [sub]
     parts = sorted(parts, key=lambda p: -p[0].size)
