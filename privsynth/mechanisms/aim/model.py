@@ -147,33 +147,39 @@ class GraphicalModel:
         return out
 
     def _calibrate(self, potentials: dict[Clique, np.ndarray]) -> list[np.ndarray]:
-        """Beliefs of every maximal clique (Hugin sum-product on the junction tree, in probability space:
-        each clique's table is the product of its potentials' exponentials, each shifted by its
-        maximum; messages are rescaled to a maximum of 1; beliefs are normalised per clique). Upwards,
-        each clique multiplies in its children's messages and sends its separator marginal up;
-        downwards, a child's belief is its upward table times (parent belief on the separator) / (the
-        message it sent), which touches each clique table twice instead of once per child. Falls back
-        to log space if a belief underflows."""
+        """Beliefs of every maximal clique, scaled to ``total`` (Hugin sum-product on the junction tree,
+        in probability space: each clique's table is the product of its potentials' exponentials, each
+        shifted by its maximum). Upwards, each clique multiplies in its children's messages (rescaled to
+        a maximum of 1) and sends its separator sums up; downwards, a child's belief is its table times
+        (parent belief on the separator) / (the sums it sent), which touches each clique table twice
+        instead of once per child and scales it as its parent. Falls back to log space on underflow."""
         tree = self.tree
         table = self._clique_tables(potentials)
         up: dict[int, np.ndarray] = {}
+        sent: dict[int, np.ndarray] = {}
         for v in reversed(tree.order):
             for ch in tree.children[v]:
                 np.multiply(table[v], up[ch], out=table[v])
             if tree.parent[v] >= 0:
                 keep, shape = tree.messages[v]
-                up[v] = _scaled(sum_axes(table[v], keep)).reshape(shape)
+                sent[v] = sum_axes(table[v], keep)
+                up[v] = _scaled(sent[v]).reshape(shape)
+        root = tree.order[0]
+        z = float(table[root].sum())
+        if not (math.isfinite(z) and z > 0):
+            return self._calibrate_log(self._log_potentials(potentials))
+        table[root] *= self.total / z
+        # Parents before children: a child's belief is its table times (parent belief on the separator) /
+        # (the separator sums it sent, unscaled), which also scales it to ``total``; a separator cell
+        # that underflowed to 0 on the child's side while the parent holds mass there would lose that
+        # mass, so the sum is checked on the separator and the log-space pass takes over if it is off.
         for v in tree.order[1:]:
             keep, shape = tree.down_messages[v]
-            parent_side = sum_axes(table[tree.parent[v]], keep).reshape(shape)
-            sent = up[v].reshape(shape)
-            ratio = np.divide(parent_side, sent, out=np.zeros_like(parent_side), where=sent > 0)
-            np.multiply(table[v], _scaled(ratio), out=table[v])
-        for b in table:
-            z = float(b.sum())
-            if not (math.isfinite(z) and z > 0):
+            parent_side = sum_axes(table[tree.parent[v]], keep)
+            ratio = np.divide(parent_side, sent[v], out=np.zeros_like(parent_side), where=sent[v] > 0)
+            if abs(float(np.vdot(ratio, sent[v])) - self.total) > 1e-9 * self.total:
                 return self._calibrate_log(self._log_potentials(potentials))
-            b *= self.total / z
+            np.multiply(table[v], ratio.reshape(shape), out=table[v])
         return table
 
     def _calibrate_log(self, log_psi: list[np.ndarray]) -> list[np.ndarray]:
