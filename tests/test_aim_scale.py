@@ -152,7 +152,12 @@ def test_covering_sets_serve_every_marginal_within_the_cap():
             assert math.prod(sizes[a] for a in attrs) <= max(cap, max(math.prod(sizes[a] for a in q) for q in qs))
 
 
-def test_tables_on_original_and_merged_levels_are_exact():
+@pytest.mark.parametrize("cover_from", [0, 1 << 30])
+def test_tables_on_original_and_merged_levels_are_exact(cover_from, monkeypatch):
+    """Exact counts whether they are read one pass each or off covering sets."""
+    from privsynth.mechanisms.aim import statistics
+
+    monkeypatch.setattr(statistics, "COVER_FROM_RECORDS", cover_from)
     codes, dom = toy_data(5, 3000)
     stats = AimStatistics(Histogram.of_codes(codes), dom)
     marginals = [r for k in (1, 2, 3) for r in itertools.combinations(range(dom.n_attributes), k)]
@@ -303,6 +308,32 @@ def test_release_draws_at_most_what_max_release_mb_allows():
     _, _, rel = run_toy(cfg, SeededNoise(2, "test-key"))
     assert rel.public_facts["sample_rows"] == cap_rows
     assert rel.points.shape[0] <= cap_rows
+
+
+def test_merged_objective_equals_the_sum_over_measurements():
+    """The fit's loss and gradient, measurements of a clique merged, equal the plain sums."""
+    rng = np.random.default_rng(11)
+    sizes = (3, 2, 4)
+    model = GraphicalModel(sizes, [(0, 1), (1, 2)], total=100.0)
+    model.potentials = {c: rng.normal(0, 1, [sizes[a] for a in c]) for c in model.model_cliques}
+    model.beliefs = model._calibrate(model.potentials)
+    from privsynth.mechanisms.aim.model import NoisyMarginal
+
+    ms = [NoisyMarginal((0, 1), rng.normal(15, 5, (3, 2)), 2.0), NoisyMarginal((0, 1), rng.normal(15, 5, (3, 2)), 3.0),
+          NoisyMarginal((1,), rng.normal(50, 5, (2,)), 1.5, np.array([1.0, 3.0])), NoisyMarginal((1, 2), rng.normal(12, 4, (2, 4)), 2.5)]
+    hosts = {m.clique: next(c for c in model.model_cliques if set(m.clique) <= set(c)) for m in ms}
+    mu = model._model_marginals(model.beliefs)
+    loss, grad = model._loss_and_grad(mu, model._objective(ms, hosts))
+    expected_loss, expected_grad = 0.0, {c: np.zeros_like(v) for c, v in mu.items()}
+    for m in ms:
+        c = hosts[m.clique]
+        var = m.sigma**2 * (1.0 if m.variance_scale is None else m.variance_scale)
+        marg = mu[c].sum(axis=tuple(i for i, a in enumerate(c) if a not in m.clique))
+        expected_loss += 0.5 * float(np.sum((marg - m.values) ** 2 / var))
+        expected_grad[c] += ((marg - m.values) / var).reshape([sizes[a] if a in m.clique else 1 for a in c])
+    assert loss == pytest.approx(expected_loss, rel=1e-12)
+    for c in mu:
+        np.testing.assert_allclose(grad[c], expected_grad[c], rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------- progress

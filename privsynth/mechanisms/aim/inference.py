@@ -19,7 +19,6 @@ The answers are exact (up to rounding): the same numbers as a contraction of the
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,28 +82,29 @@ class Marginals:
         return Plan(-1, tuple(order), tuple(keep), work)
 
     def _steiner(self, clique: Attrs) -> list[int]:
-        """Nodes of a connected subtree whose cliques cover ``clique`` (BFS paths to the nearest holders)."""
+        """Nodes of a small connected subtree whose cliques cover ``clique``: the paths from each
+        attribute's topmost holder up to their lowest common ancestor, then leaves pruned while a
+        neighbour in the subtree holds every attribute of ``clique`` that the leaf holds."""
         tree = self.tree
-        chosen = [next(i for i, c in enumerate(tree.cliques) if clique[0] in c)]
-        for a in clique[1:]:
-            if any(a in tree.cliques[i] for i in chosen):
-                continue
-            prev = {i: -1 for i in chosen}
-            queue = deque(chosen)
-            found = -1
-            while queue:
-                u = queue.popleft()
-                if a in tree.cliques[u]:
-                    found = u
-                    break
-                for v in tree.adjacency[u]:
-                    if v not in prev:
-                        prev[v] = u
-                        queue.append(v)
-            while found >= 0 and found not in chosen:
-                chosen.append(found)
-                found = prev[found]
-        return chosen
+        tops = [tree.top_holder[a] for a in clique]
+        lca = tops[0]
+        for t in tops[1:]:
+            lca = tree.common_ancestor(lca, t)
+        nodes = {lca}
+        for t in tops:
+            while t not in nodes:
+                nodes.add(t)
+                t = tree.parent[t]
+        wanted = set(clique)
+        pruned = True
+        while pruned and len(nodes) > 1:
+            pruned = False
+            for v in list(nodes):
+                near = [w for w in tree.adjacency[v] if w in nodes]
+                if len(near) == 1 and (wanted & set(tree.cliques[v])) <= set(tree.cliques[near[0]]):
+                    nodes.discard(v)
+                    pruned = True
+        return list(nodes)
 
     # ---------------------------------------------------------------- answers
 

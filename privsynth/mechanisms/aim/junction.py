@@ -181,6 +181,14 @@ class JunctionTree:
             self.children[self.parent[v]].append(v)
         self.separator: list[Clique] = [
             () if self.parent[v] < 0 else tuple(a for a in nodes[v] if a in nodes[self.parent[v]]) for v in range(len(nodes))]
+        self.depth = [0] * len(nodes)
+        for v in self.order[1:]:
+            self.depth[v] = self.depth[self.parent[v]] + 1
+        # Each attribute's cliques form a connected subtree; its topmost one (least depth).
+        self.top_holder: dict[int, int] = {}
+        for v in self.order:
+            for a in nodes[v]:
+                self.top_holder.setdefault(a, v)
         self.masks = [mask_of(c) for c in nodes]
         self.cells = [math.prod(self.sizes[a] for a in c) for c in nodes]
         # Per edge (v, parent): the axes of the sender that the message keeps, and the shape that lines
@@ -194,6 +202,15 @@ class JunctionTree:
         shared = set(self.cliques[src]) & set(self.cliques[dst])
         sep = tuple(a for a in self.cliques[src] if a in shared)
         return tuple(a in shared for a in self.cliques[src]), broadcast_shape(sep, self.cliques[dst], self.sizes)
+
+    def common_ancestor(self, u: int, v: int) -> int:
+        while self.depth[u] > self.depth[v]:
+            u = self.parent[u]
+        while self.depth[v] > self.depth[u]:
+            v = self.parent[v]
+        while u != v:
+            u, v = self.parent[u], self.parent[v]
+        return u
 
     def host(self, clique: Clique) -> int:
         """A maximal clique containing ``clique``, or -1."""

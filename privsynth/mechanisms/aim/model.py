@@ -234,6 +234,7 @@ class GraphicalModel:
         hosts = {}
         for m in measurements:
             hosts[m.clique] = next(c for c in self.model_cliques if set(m.clique) <= set(c))
+        objective = self._objective(measurements, hosts)
         if alpha is None:
             lip = {}
             for m in measurements:
@@ -242,13 +243,13 @@ class GraphicalModel:
             alpha = 2.0 / (max(lip.values()) * self.total)
         theta = self.potentials
         mu = self._model_marginals(self.beliefs)
-        loss, grad = self._loss_and_grad(mu, measurements, hosts)
+        loss, grad = self._loss_and_grad(mu, objective)
         checkpoint = loss
         for step in range(1, iterations + 1):
             theta2 = {c: theta[c] - alpha * grad[c] for c in theta}
             beliefs2 = self._calibrate(theta2)
             mu2 = self._model_marginals(beliefs2)
-            loss2, grad2 = self._loss_and_grad(mu2, measurements, hosts)
+            loss2, grad2 = self._loss_and_grad(mu2, objective)
             decrease = sum(float(np.vdot(grad[c], mu[c] - mu2[c])) for c in theta)
             if loss - loss2 >= 0.5 * alpha * decrease:
                 theta, mu, loss, grad, self.beliefs = theta2, mu2, loss2, grad2, beliefs2
@@ -267,16 +268,43 @@ class GraphicalModel:
         # intermediate tables, whose extra passes cost more than they save here.
         return {c: sum_to(beliefs[self.hosts[c]], self.tree.cliques[self.hosts[c]], c) for c in self.model_cliques}
 
-    def _loss_and_grad(self, mu: dict[Clique, np.ndarray], measurements: Sequence[NoisyMarginal],
-                       hosts: dict[Clique, Clique]) -> tuple[float, dict[Clique, np.ndarray]]:
-        grad = {c: np.zeros_like(v) for c, v in mu.items()}
-        loss = 0.0
+    def _objective(self, measurements: Sequence[NoisyMarginal], hosts: dict[Clique, Clique]) -> tuple[list, float]:
+        """The loss as one weighted square per measured clique: measurements of the same clique merge
+        into their precision-weighted mean (sum_i w_i (x - y_i)^2 = W (x - Y)^2 + constant, W = sum w_i,
+        Y = sum w_i y_i / W), with the constant kept so the loss is the same number. Each term: its
+        model clique, the axes of it to keep, its broadcast shape there, W and Y."""
+        merged: dict[Clique, list] = {}
+        constant = 0.0
         for m in measurements:
-            c = hosts[m.clique]
-            variance = m.sigma**2 if m.variance_scale is None else m.sigma**2 * m.variance_scale
-            diff = (sum_to(mu[c], c, m.clique) - m.values) / variance
-            loss += 0.5 * float(np.vdot(diff, diff * variance))
-            grad[c] = grad[c] + diff.reshape(broadcast_shape(m.clique, c, self.sizes))
+            w = 1.0 / (m.sigma**2 if m.variance_scale is None else m.sigma**2 * m.variance_scale)
+            w = np.broadcast_to(w, m.values.shape)
+            acc = merged.setdefault(m.clique, [np.zeros(m.values.shape), np.zeros(m.values.shape)])
+            acc[0] = acc[0] + w
+            acc[1] = acc[1] + w * m.values
+            constant += 0.5 * float(np.vdot(w * m.values, m.values))
+        terms = []
+        for r, (w, wy) in merged.items():
+            c = hosts[r]
+            y = wy / w
+            constant -= 0.5 * float(np.vdot(w * y, y))
+            terms.append((c, tuple(a in set(r) for a in c), broadcast_shape(r, c, self.sizes), w, y, len(r) == len(c)))
+        terms.sort(key=lambda t: not t[5])          # a term over the whole model clique first: no broadcast copy
+        return terms, constant
+
+    def _loss_and_grad(self, mu: dict[Clique, np.ndarray], objective: tuple[list, float]) -> tuple[float, dict[Clique, np.ndarray]]:
+        terms, loss = objective
+        grad: dict[Clique, np.ndarray] = {}
+        for c, keep, shape, w, y, whole in terms:
+            diff = (mu[c] if whole else sum_axes(mu[c], keep)) - y
+            weighted = w * diff
+            loss += 0.5 * float(np.vdot(weighted, diff))
+            if c not in grad:
+                grad[c] = weighted if whole else np.broadcast_to(weighted.reshape(shape), mu[c].shape).copy()
+            else:
+                grad[c] += weighted.reshape(shape)
+        for c in mu:                                  # a model clique no measurement lies in (tests build such)
+            if c not in grad:
+                grad[c] = np.zeros_like(mu[c])
         return loss, grad
 
     # ---------------------------------------------------------------- sampling

@@ -25,7 +25,8 @@ from privsynth.workload import Histogram
 
 Marginal = tuple[int, ...]
 
-COUNT_CACHE_CELLS = 1 << 23      # count tables kept across rounds: 64 MB of float64
+COUNT_CACHE_CELLS = 1 << 23
+COVER_FROM_RECORDS = 1 << 16      # count tables kept across rounds: 64 MB of float64
 
 
 class CountCache:
@@ -145,7 +146,11 @@ class AimStatistics:
         """Count tables (shape = the marginal's level counts), each read off a covering set's table."""
         out: dict[Marginal, np.ndarray] = {}
         wanted = list(dict.fromkeys(tuple(r) for r in marginals))
-        for attrs, served in covering_sets(wanted, self.domain.sizes, cover_cells(self.histogram.codes.shape[0])):
+        m = self.histogram.codes.shape[0]
+        # Below COVER_FROM_RECORDS records a pass costs less than planning the cover: one pass each.
+        plans = covering_sets(wanted, self.domain.sizes, cover_cells(m)) if m >= COVER_FROM_RECORDS else \
+            [(r, [r]) for r in wanted]
+        for attrs, served in plans:
             table = self._count(attrs)
             for r in served:
                 out[r] = np.ascontiguousarray(sum_to(table, attrs, r))
