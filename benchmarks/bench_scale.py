@@ -13,6 +13,16 @@ the table loaded through ibis first (load time shown apart); its RSS column is t
 
     python benchmarks/bench_scale.py                              # 10^6 and 10^7 on DuckDB
     python benchmarks/bench_scale.py --rows 1e6,1e7,1e8 --engines duckdb,postgres --memory-limit 1GB
+
+The default mechanism (``--mechanism aim``): time and peak RSS of ``aim.run`` on the histogram of a
+generated table (the mechanism reads a histogram, so no files are written), against n on Adult's
+domain (``--rows``), against the number of columns (``--columns``, generated domains of 2 to 16 levels
+per column, ``--column-rows`` records), and on the issue's 337,000-row, 18-column, 225-level class
+(``--transport``). Each run is one child process (``--measure-aim``): it loads the cached histogram
+and runs the mechanism with seeded noise; its peak RSS (``ru_maxrss``) includes the histogram.
+Beside each run, the forecast of ``aim.forecast`` (config and domain only).
+
+    python benchmarks/bench_scale.py --mechanism aim --rows 1e4,1e5,1e6,1e7 --columns 10,20,50,100 --transport
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -33,7 +44,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from generate import iter_generated_batches  # noqa: E402
+from generate import (  # noqa: E402
+    TRANSPORT_ROWS,
+    iter_generated_batches,
+    transport_like_domain,
+    wide_domain,
+)
 
 from privsynth.schema import Schema, load_schema  # noqa: E402
 from privsynth.schema.encoding import domain_of  # noqa: E402
@@ -145,6 +161,95 @@ def load_postgres(url: str, files: list[Path]) -> float:
     return time.perf_counter() - start
 
 
+# ---------------------------------------------------------------- the mechanism (aim) at scale
+
+def mechanism_domain(kind: str, columns: int):
+    from privsynth.schema.encoding import Domain  # noqa: F401
+
+    if kind == "adult":
+        return domain_of(load_schema(SCHEMA_PATH))
+    if kind == "transport":
+        return transport_like_domain()
+    return wide_domain(columns)
+
+
+def cached_histogram(folder: Path, kind: str, columns: int, rows: int) -> Path:
+    """The generated table's histogram as .npz (made once, in a child process, so the parent stays small)."""
+    path = folder / f"hist-{kind}-{columns}-{rows}.npz"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        code = (f"import sys, numpy as np; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+                f"from bench_scale import mechanism_domain; from generate import generated_histogram; "
+                f"h = generated_histogram(mechanism_domain({kind!r}, {columns}), {rows}, 0); "
+                f"np.savez({str(path.with_suffix('.tmp.npz'))!r}, codes=h.codes, counts=h.counts)")
+        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        os.replace(path.with_suffix(".tmp.npz"), path)
+    return path
+
+
+def measure_aim(spec: dict) -> dict:
+    """In the child: load the histogram, run aim (seeded noise), time it."""
+    from privsynth.mechanisms.aim import mechanism as aim
+    from privsynth.privacy.noise import SeededNoise
+    from privsynth.schema.workload import Histogram
+
+    data = np.load(spec["path"])
+    histogram = Histogram(data["codes"], data["counts"])
+    domain = mechanism_domain(spec["kind"], spec["columns"])
+    config = aim.Config(epsilon=spec["epsilon"])
+    noise = SeededNoise(spec["seed"], f"bench-scale-{spec['kind']}")
+    noise.authorize("bench")
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    wall, cpu = time.perf_counter(), time.process_time()
+    release = aim.run(aim.collect_statistics(histogram, domain, config), domain, config, noise)
+    return {"seconds": time.perf_counter() - wall, "cpu_seconds": time.process_time() - cpu,
+            "rounds": release.public_facts["rounds"], "histogram_rows": int(histogram.codes.shape[0]),
+            "rss_before_run_mb": rss_before, "release_rows": int(release.points.shape[0])}
+
+
+def run_aim_child(spec: dict) -> dict:
+    proc = subprocess.Popen([sys.executable, __file__, "--measure-aim", json.dumps(spec)], stdout=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"aim run {spec} failed (status {status})")
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024
+    return result
+
+
+def mechanism_main(args) -> None:
+    from privsynth.mechanisms.aim import mechanism as aim
+
+    folder = Path(args.folder)
+    runs = [("adult", 15, int(float(r))) for r in args.rows.split(",") if r]
+    runs += [("wide", int(c), int(float(args.column_rows))) for c in args.columns.split(",") if c]
+    if args.transport:
+        runs.append(("transport", 18, TRANSPORT_ROWS))
+    results = []
+    for kind, columns, rows in runs:
+        t = time.perf_counter()
+        path = cached_histogram(folder, kind, columns, rows)
+        domain = mechanism_domain(kind, columns)
+        forecast = aim.forecast(aim.Config(epsilon=args.epsilon), domain)
+        spec = {"path": str(path), "kind": kind, "columns": columns, "epsilon": args.epsilon, "seed": args.seed}
+        r = run_aim_child(spec)
+        results.append({"table": kind, "n": rows, "columns": domain.n_attributes, "levels": domain.width,
+                        "forecast_s": forecast.seconds, "forecast_mb": forecast.memory_mb,
+                        "histogram_s": time.perf_counter() - t - r["seconds"], **r})
+        print(json.dumps(results[-1]), flush=True)
+    print()
+    print(f"aim at epsilon {args.epsilon}, seed {args.seed}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("| table | n | columns | one-hot levels | distinct records | rounds | aim wall s | aim CPU s | peak RSS MB | "
+          "forecast s | forecast MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['table']} | {r['n']:,} | {r['columns']} | {r['levels']} | {r['histogram_rows']:,} | {r['rounds']} | "
+              f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['peak_rss_mb']:.0f} | {r['forecast_s']:.0f} | "
+              f"{r['forecast_mb']:.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="1e6,1e7", help="comma-separated row counts (1e6, 1e7, 1e8)")
@@ -154,7 +259,20 @@ def main() -> None:
     parser.add_argument("--memory-limit", default=None, help="DuckDB memory_limit, e.g. 1GB")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--mechanism", choices=["aim"], default=None, help="time the mechanism instead of the engine")
+    parser.add_argument("--columns", default="", help="with --mechanism: comma-separated column counts (10,20,50,100)")
+    parser.add_argument("--column-rows", default="1e5", help="with --mechanism: rows of the column-scaling tables")
+    parser.add_argument("--transport", action="store_true", help="with --mechanism: the 337,000-row 18-column class")
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--measure-aim", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure_aim:
+        print(json.dumps(measure_aim(json.loads(args.measure_aim))))
+        return
+    if args.mechanism:
+        mechanism_main(args)
+        return
     if args.measure:
         print(json.dumps(measure(args.measure, args.memory_limit, args.threads)))
         return

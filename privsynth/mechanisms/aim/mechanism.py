@@ -25,8 +25,11 @@ selection score has sensitivity equal to its weight under add/remove-one):
   rho selects / measures;
 * annealing (paper, Alg. 2): when a measurement changes the model's estimate of that marginal by less
   than sqrt(2/pi) * sigma_t * cells(r) in L1, sigma halves and eps doubles (the round cost x4);
-* the last round: once what is left is below twice the round cost, one round spends exactly what is
-  left (0.9 measures, 0.1 selects) and the mechanism stops.
+* a round cap (``rounds_cap``, a work cap from the config and d): when what is left, spread over the
+  rounds still allowed, exceeds the round cost, the round cost is raised to that share (same 0.1 / 0.9
+  split), so the cap is reached with the budget spent (``schedule.next_round``);
+* the last round: once what is left is below twice the round cost, or one round is left under the
+  cap, one round spends exactly what is left (0.9 measures, 0.1 selects) and the mechanism stops.
 The number of rounds and each round's budget depend on earlier DP outputs; the running total never
 exceeds rho, and composing zCDP steps whose budgets are chosen adaptively, stopping before a fixed
 total is passed, is rho-zCDP by the Renyi / zCDP privacy filter (Feldman & Zrnic 2021; Whitehouse,
@@ -34,48 +37,69 @@ Ramdas, Rogers & Wu 2023), the argument of the AIM paper's privacy theorem.
 
 Candidates of a round are those whose addition keeps the model (mbi's junction tree size) under
 ``max_model_size_mb * rho_used / rho``, plus every marginal inside a clique of the model's junction
-tree (as mbi's AIM). When the workload's closure holds more than ``max_candidates`` marginals (wide
+tree (as mbi's AIM); ``selection.py`` states why scoring only part of the pool keeps the law. When the workload's closure holds more than ``max_candidates`` marginals (wide
 tables: 26,289 for a 54-column 3-way workload), each round scores a uniform random subset of that many,
 drawn independently of the data: the exponential mechanism's guarantee holds for any candidate set
 fixed before the scores are computed, and the sensitivity stays max_r w_r over the whole closure.
 
 Post-processing (no privacy cost): the graphical model (``model.py``) fitted to all noisy
 measurements by mirror descent, warm started across rounds; the estimate of n is the inverse-variance
-weighted mean of the noisy totals of all measurements; the release is ``sample_rows`` (default: that
-estimate) records drawn from the model with ``noise.post_rng`` (a merged level expanded to one of its
-original levels in proportion to their clipped noisy 1-way counts), published as distinct one-hot rows
-weighted by their frequency, and every noisy marginal with its sigma (``Release.measurements``).
+weighted mean of the noisy totals of all measurements; the release is ``sample_rows`` records drawn
+from the model with ``noise.post_rng`` (default: that estimate, at most what fits ``max_release_mb``
+as one-hot rows; a merged level expanded to one of its original levels in proportion to their clipped
+noisy 1-way counts), published as distinct one-hot rows weighted by their frequency, and every noisy
+marginal with its sigma (``Release.measurements``).
+
+Cost: ``check_config`` refuses, before any charge, a run whose forecast (``cost.forecast_cost``, from
+the config and the domain only) passes ``max_seconds`` or ``max_memory_gb``; ``progress.py`` reports
+each round to a caller's hook.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import Field, field_validator
 
-from privsynth.mechanisms.aim.compression import Compression, compress_levels, compressed_one_way, expand_codes
-from privsynth.mechanisms.aim.model import GraphicalModel, NoisyMarginal, downward_closure, model_size_mb
-from privsynth.mechanisms.base import Measurement, MechanismConfig, Release
+from privsynth.mechanisms.aim.compression import compress_levels, compressed_one_way, expand_codes
+from privsynth.mechanisms.aim.cost import CostForecast, forecast_cost, release_row_cap
+from privsynth.mechanisms.aim.model import GraphicalModel, NoisyMarginal, downward_closure
+from privsynth.mechanisms.aim.progress import ProgressHook, RoundProgress, progress_hook, report
+from privsynth.mechanisms.aim.schedule import (  # noqa: F401  (re-exported: the module's budget API)
+    MEASURE_SHARE,
+    WIDE_ATTRIBUTES,
+    exponential_rho,
+    gaussian_rho,
+    initial_epsilon,
+    initial_sigma,
+    next_round,
+    rho_of_config,
+    rounds_cap,
+    rounds_parameter,
+)
+from privsynth.mechanisms.aim.selection import (  # noqa: F401  (re-exported: the module's selection API)
+    REJECTION_TRIES,
+    Eligibility,
+    round_pool,
+    scored_pool,
+    select_eligible,
+    selection_scores,
+)
+from privsynth.mechanisms.aim.statistics import AimStatistics, CountCache
+from privsynth.mechanisms.base import Measurement, MechanismConfig, Release, check_memory
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
-from privsynth.privacy.spending import rho_allowance
 from privsynth.schema.encoding import Domain, one_hot
-from privsynth.schema.workload import Histogram, Marginal, StatisticsInput, accumulate_marginals, all_marginals
+from privsynth.schema.workload import Histogram, Marginal, StatisticsInput, all_marginals
 
 NAME = "aim"
 logger = logging.getLogger("privsynth.mechanisms.aim")
 
-MEASURE_SHARE = 0.9   # of each round's rho (paper: 0.9 measures, 0.1 selects)
-# The paper's T = 16 d splits rho into 16 d round budgets. Measured on a 54-column, 10,000-row real
-# table at epsilon 1 (benchmarks/README.md, "A wide real table"), 2-way mean TV against the
-# independent-columns model's 0.048: T = 864 (16 d) 0.056-0.060, T = 256 0.052, T = 108 0.048,
-# T = 81 (1.5 d) 0.047, T = 60 0.052. With many columns the budget cannot cover many marginals, and
-# fewer, better measurements (the 1-way ones first) win, down to a point. A config default: no
-# privacy effect.
-WIDE_ATTRIBUTES = 16
+PUBLIC_ROWS_OPTION = "public_rows"   # the run's --public-rows (a declared public row count) fills it
 
 
 class Config(MechanismConfig):
@@ -99,6 +123,16 @@ class Config(MechanismConfig):
     compress_threshold: float = Field(
         3.0, description="levels whose noisy 1-way count is below this many sigmas are merged into one rare "
                          "level for the later rounds (MST's domain compression); 0 = never")
+    rounds_cap: int | None = Field(None, description="most adaptive rounds (a work cap; the budget is spread so "
+                                                     "the cap is reached with it spent); None = max(48, 4 d)")
+    max_seconds: float = Field(1800.0, description="refuse, before the budget is charged, a run whose forecast "
+                                                   "(cost.forecast_cost) passes this many seconds")
+    max_memory_gb: float = Field(4.0, description="refuse, before the budget is charged, a run whose forecast "
+                                                  "peak memory passes this")
+    max_release_mb: float = Field(256.0, description="with sample_rows None: draw at most as many records as fit "
+                                                     "this many MB as one-hot rows (the rounding stage resamples)")
+    public_rows: int | None = Field(None, description="the table's row count if it is public (declared): used "
+                                                      "only to forecast the cost, never by the release")
 
     @field_validator("k")
     @classmethod
@@ -107,7 +141,7 @@ class Config(MechanismConfig):
             raise ValueError(f"k must be >= 1, got {v}")
         return v
 
-    @field_validator("max_rounds", "sample_rows", "max_candidates")
+    @field_validator("max_rounds", "sample_rows", "max_candidates", "rounds_cap", "public_rows")
     @classmethod
     def _positive_or_none(cls, v: int | None, info) -> int | None:
         if v is not None and v < 1:
@@ -128,11 +162,11 @@ class Config(MechanismConfig):
             raise ValueError(f"{info.field_name} must be a finite number >= 0, got {v}")
         return v
 
-    @field_validator("max_model_size_mb")
+    @field_validator("max_model_size_mb", "max_seconds", "max_memory_gb", "max_release_mb")
     @classmethod
-    def _size(cls, v: float) -> float:
+    def _size(cls, v: float, info) -> float:
         if not (math.isfinite(v) and v > 0):
-            raise ValueError(f"max_model_size_mb must be a finite number > 0, got {v}")
+            raise ValueError(f"{info.field_name} must be a finite number > 0, got {v}")
         return v
 
     @field_validator("marginal_weights")
@@ -154,7 +188,9 @@ class Config(MechanismConfig):
 # ---------------------------------------------------------------- config-only checks and cost
 
 def check_config(config: Config, domain: Domain) -> None:
-    """Every config problem visible before any data is read (the plan calls this before charging)."""
+    """Every config problem visible before any data is read (the plan calls this before charging),
+    including a run whose forecast cost (``cost.forecast_cost``: config and domain only) passes
+    ``max_seconds`` or ``max_memory_gb``; the message names settings that would fit."""
     d = domain.n_attributes
     if config.k > d:
         raise ValueError(f"k={config.k} exceeds the number of attributes ({d})")
@@ -166,42 +202,36 @@ def check_config(config: Config, domain: Domain) -> None:
     initial = initial_sigma(config, d)
     if rho_of_config(config) <= d / (2.0 * initial**2):
         raise ValueError("max_rounds: the initial 1-way measurements would spend the whole budget; raise max_rounds")
+    forecast = forecast_cost(config, domain)
+    if forecast.seconds > config.max_seconds:
+        raise ValueError(f"aim would take about {forecast.seconds:.0f} s ({forecast.basis}), above "
+                         f"max_seconds={config.max_seconds:g}; settings that fit: {fitting_options(config, domain)}, "
+                         "or raise max_seconds")
+    check_memory(NAME, forecast.memory_mb * 2**20, config.max_memory_gb,
+                 f"a junction tree up to {forecast.tree_mb:.0f} MB, count tables, {forecast.release_rows:,} records drawn",
+                 "lower max_model_size_mb, max_release_mb or sample_rows")
 
 
-def rho_of_config(config: Config) -> float:
-    """The total zCDP budget: the largest rho whose tight conversion fits (epsilon, delta)."""
-    return rho_allowance(config.epsilon, config.delta)
+def fitting_options(config: Config, domain: Domain) -> str:
+    """Single changes to the config whose forecast fits ``max_seconds`` (public facts only)."""
+    d = domain.n_attributes
+    options = []
+    for field, values in (("rounds_cap", [c for c in (240, 160, 120, 96, 64, 48, 32, 24, 16, 8)
+                                          if c < rounds_cap(config, d)]),
+                          ("max_model_size_mb", [m for m in (64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.5)
+                                                 if m < config.max_model_size_mb]),
+                          ("iterations_per_round", [i for i in (75, 50, 30, 20, 10) if i < config.iterations_per_round]),
+                          ("max_candidates", [c for c in (500, 250, 100) if c < config.max_candidates])):
+        for value in values:
+            if forecast_cost(config.model_copy(update={field: value}), domain).seconds <= config.max_seconds:
+                options.append(f"{field}={value:g}")
+                break
+    return ", ".join(options) or "none of rounds_cap, max_model_size_mb, iterations_per_round, max_candidates alone"
 
 
-def rounds_parameter(config: Config, n_attributes: int) -> int:
-    """T: the paper's 16 d up to ``WIDE_ATTRIBUTES`` columns; beyond, max(1.5 d, 16 * 16^2 / d), which
-    meets 16 d at d = 16 and falls to 1.5 d (the 1-way start then takes 60% of rho)."""
-    if config.max_rounds is not None:
-        return config.max_rounds
-    d = n_attributes
-    if d <= WIDE_ATTRIBUTES:
-        return 16 * d
-    return max(math.ceil(1.5 * d), round(16 * WIDE_ATTRIBUTES**2 / d))
-
-
-def initial_sigma(config: Config, n_attributes: int) -> float:
-    """sigma_0 = sqrt(T / (2 * 0.9 * rho))."""
-    return math.sqrt(rounds_parameter(config, n_attributes) / (2.0 * MEASURE_SHARE * rho_of_config(config)))
-
-
-def initial_epsilon(config: Config, n_attributes: int) -> float:
-    """eps_0 = sqrt(8 * 0.1 * rho / T)."""
-    return math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * rho_of_config(config) / rounds_parameter(config, n_attributes))
-
-
-def gaussian_rho(sigma: float, sensitivity: float = 1.0) -> float:
-    """zCDP cost of the Gaussian mechanism: Delta^2 / (2 sigma^2)."""
-    return sensitivity**2 / (2.0 * sigma**2)
-
-
-def exponential_rho(epsilon: float) -> float:
-    """zCDP cost of one eps-DP exponential-mechanism selection (bounded range): eps^2 / 8."""
-    return epsilon**2 / 8.0
+def forecast(config: Config, domain: Domain) -> CostForecast:
+    """``cost.forecast_cost``: seconds, peak memory and rounds of a run, from public facts only."""
+    return forecast_cost(config, domain)
 
 
 def privacy_cost(config: Config) -> PrivacyCost:
@@ -253,30 +283,6 @@ def candidate_weights(work: dict[Marginal, float]) -> dict[Marginal, float]:
     return out
 
 
-@dataclass(frozen=True)
-class AimStatistics:
-    """PRIVATE: the histogram of the records (distinct level codes and their counts). Never publish.
-
-    AIM asks for the count tables of the candidates it scores, round by round (``tables``); on a wide
-    table the workload's closure holds tens of thousands of marginals, so none is counted before it is
-    needed."""
-
-    histogram: Histogram = field(repr=False)
-    domain: Domain
-
-    def tables(self, marginals: list[Marginal]) -> dict[Marginal, np.ndarray]:
-        """Count tables (shape = the marginal's level counts), through ``accumulate_marginals``."""
-        counts, _ = accumulate_marginals(self.histogram, self.domain, marginals)
-        return {m: c.reshape([self.domain.sizes[a] for a in m]) for m, c in counts.items()}
-
-    def on_levels(self, compression: Compression) -> "AimStatistics":
-        """The same records with every level replaced by its merged level."""
-        h = self.histogram
-        codes = np.column_stack([compression.groups[a][h.codes[:, a]] for a in range(self.domain.n_attributes)]) \
-            if h.codes.shape[0] else h.codes
-        return AimStatistics(Histogram(codes.astype(np.int32), h.counts), Domain(self.domain.names, compression.sizes))
-
-
 def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) -> AimStatistics:
     """The histogram of the records (a Histogram as given, or per-record code batches merged into one)."""
     check_config(config, domain)
@@ -297,68 +303,6 @@ def n_estimate(measurements: list[NoisyMarginal]) -> float:
     return max(1.0, float(np.sum(weights * totals) / np.sum(weights)))
 
 
-def selection_scores(candidates: dict[Marginal, float], counts: dict[Marginal, np.ndarray],
-                     estimates: dict[Marginal, np.ndarray], sigma: float) -> np.ndarray:
-    """q_r = w_r * (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) sigma cells(r)), in the order of ``candidates``."""
-    out = np.empty(len(candidates))
-    for i, (r, w) in enumerate(candidates.items()):
-        bias = math.sqrt(2.0 / math.pi) * sigma * counts[r].size
-        out[i] = w * (float(np.abs(counts[r] - estimates[r]).sum()) - bias)
-    return out
-
-
-def round_pool(candidates: dict[Marginal, float], cap: int, rng: np.random.Generator) -> dict[Marginal, float]:
-    """The candidates a round scores: all of them, or (beyond ``cap``) every 1-way candidate (always
-    free, so a round always has one it may pick) and a uniform random subset of the rest, ``cap`` in
-    all, drawn independently of the data, so the exponential mechanism's guarantee for a fixed
-    candidate set holds as it is."""
-    if len(candidates) <= cap:
-        return candidates
-    keys = list(candidates)
-    ones = [i for i, r in enumerate(keys) if len(r) == 1]
-    rest = [i for i, r in enumerate(keys) if len(r) > 1]
-    picked = sorted(ones + rng.choice(rest, size=max(0, cap - len(ones)), replace=False).tolist())
-    return {keys[i]: candidates[keys[i]] for i in picked}
-
-
-class Eligibility:
-    """Whether a candidate may be measured this round: inside a clique of the model's junction tree
-    (free: the model does not grow), or its addition keeps the junction tree within ``size_limit`` MB
-    (as mbi's AIM filters). Public structure only; answers are cached for the round."""
-
-    def __init__(self, model: GraphicalModel, size_limit: float) -> None:
-        self.model = model
-        self.size_limit = size_limit
-        self.tree_cliques = [tuple(c) for c in model.tree.cliques]
-        self.cache: dict[Marginal, bool] = {}
-
-    def __call__(self, r: Marginal) -> bool:
-        if r not in self.cache:
-            self.cache[r] = self.model.tree.host(r) >= 0 or \
-                model_size_mb(self.model.sizes, self.tree_cliques + [r]) <= self.size_limit
-        return self.cache[r]
-
-
-REJECTION_TRIES = 25
-
-
-def select_eligible(scores: np.ndarray, eligible, noise: NoiseSource, scale: float) -> int:
-    """Report-noisy-max (Gumbel, ``scale``) over the candidates i with ``eligible(i)``, by rejection:
-    draw over all candidates and keep the pick if it is eligible; after ``REJECTION_TRIES`` refusals,
-    draw over the eligible ones directly. The result has exactly the exponential mechanism's law over
-    the eligible set: P(i) = p_i / P(E) for i in E, where p is the law over all candidates, whether it
-    is accepted at a try (each try ends in i with p_i, and tries are repeated while outside E) or drawn
-    at the end. Only the pick leaves the round; ``eligible`` reads public structure, never the data;
-    so the round costs one selection, and only a few candidates need the model-size check instead of
-    all of them (on a 54-column table that check was most of a round's time)."""
-    for _ in range(REJECTION_TRIES):
-        i = noise.noisy_max(scores, scale)
-        if eligible(i):
-            return i
-    allowed = np.array([i for i in range(scores.size) if eligible(i)])
-    return int(allowed[noise.noisy_max(scores[allowed], scale)])
-
-
 @dataclass
 class RoundLog:
     """Public record of one round: what it selected and spent (DP outputs and config only)."""
@@ -367,13 +311,35 @@ class RoundLog:
     sigma: float
     epsilon: float
     rho: float
+    last: bool = False
 
 
-def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseSource) -> Release:
-    """The AIM release (rho-zCDP as stated in the module docstring)."""
+def _progress(phase: str, log: list[RoundLog], spent: float, rho: float, cap: int, sigma: float, eps: float,
+              domain: Domain, started: float, final_fit_seconds: float | None) -> RoundProgress:
+    """Public facts of the run so far. Rounds left: at most what the cap allows and what is left at
+    the current round cost (annealing only raises that cost)."""
+    done = len(log)
+    elapsed = time.perf_counter() - started
+    if log and not log[-1].last:
+        per_round = exponential_rho(eps) + gaussian_rho(sigma)
+        left = max(1, min(cap - done, math.floor((1.0 - spent) * rho / per_round)))
+    else:
+        left = 0
+    eta = None if final_fit_seconds is None else elapsed / max(1, done) * left + final_fit_seconds
+    marginal = tuple(domain.names[a] for a in log[-1].marginal) if log and phase == "round" else ()
+    return RoundProgress(phase, done, done + left, spent, marginal, log[-1].sigma if log else None, elapsed, eta)
+
+
+def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseSource,
+        progress: ProgressHook | None = None) -> Release:
+    """The AIM release (rho-zCDP as stated in the module docstring). ``progress`` (or, if None, the
+    hook set by ``progress.reporting_progress``) hears about every round: public facts only."""
     check_config(config, domain)
+    hook = progress if progress is not None else progress_hook.get()
+    started = time.perf_counter()
     d = domain.n_attributes
     rho = rho_of_config(config)
+    cap = rounds_cap(config, d)
     cands = candidate_weights(workload(config, domain))
     delta_q = max(cands.values())
     sigma = initial_sigma(config, d)
@@ -390,54 +356,50 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
     compression = compress_levels([m.values for m in one_way],
                                   [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d)
     sizes = compression.sizes
-    merged = statistics.on_levels(compression)
-    counts: dict[Marginal, np.ndarray] = {}      # PRIVATE: count tables on merged levels, filled as asked
+    counts = CountCache(statistics.on_levels(compression))     # PRIVATE: count tables on merged levels
     measured = [compressed_one_way(m, compression) for m in one_way]
     model = GraphicalModel(sizes, [m.clique for m in measured], n_estimate(measured))
     alpha = model.fit(measured, config.iterations_per_round, tolerance=config.tolerance)
     log: list[RoundLog] = []
-    terminate = False
-    while not terminate:
-        round_rho = exponential_rho(eps) + gaussian_rho(sigma)
-        if rho - rho_used < 2.0 * round_rho:
-            remaining = rho - rho_used
-            sigma = math.sqrt(1.0 / (2.0 * MEASURE_SHARE * remaining))
-            eps = math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * remaining)
-            round_rho = remaining
-            terminate = True
-        rho_used += round_rho
+    fit_seconds = 0.0
+    while not log or not log[-1].last:
+        step = next_round(rho, rho_used, sigma, eps, len(log), cap)
+        sigma, eps = step.sigma, step.epsilon
+        rho_used = rho if step.last else rho_used + step.rho
         size_limit = config.max_model_size_mb * min(1.0, rho_used / rho)
-        pool = round_pool(cands, config.max_candidates, noise.post_rng)
         eligible = Eligibility(model, size_limit)
-        if d <= WIDE_ATTRIBUTES:
-            # Narrow tables: the size check is cheap and the model's answers to oversized candidates
-            # are not, so only the eligible ones are scored; the same law as select_eligible's.
-            pool = {r: w for r, w in pool.items() if eligible(r)}
+        pool = scored_pool(round_pool(cands, config.max_candidates, noise.post_rng), model.marginals(), eligible)
         names = list(pool)
-        estimates = {r: model.marginal(r) for r in pool}
-        counts.update(merged.tables([r for r in pool if r not in counts]))
-        scores = selection_scores(pool, counts, estimates, sigma)
+        estimates = model.marginals().many(names)
+        scores = selection_scores(pool, counts.get(names), estimates, sigma)
         pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, 2.0 * delta_q / eps)]
-        y = noise.add_gaussian(counts[pick], sigma)
+        y = noise.add_gaussian(counts.get([pick])[pick], sigma)
         measured.append(NoisyMarginal(pick, y, sigma))
-        log.append(RoundLog(pick, sigma, eps, round_rho))
+        log.append(RoundLog(pick, sigma, eps, step.rho, step.last))
         # Progress (a DP output only: the selected marginal and the budget schedule are published anyway).
         logger.info("aim round %d: measured %s (sigma %.3g); %.0f%% of rho spent", len(log),
                     " x ".join(domain.names[a] for a in pick), sigma, 100.0 * rho_used / rho)
         before = estimates[pick]
+        fit_started = time.perf_counter()
         model = GraphicalModel(sizes, model.model_cliques + [pick], n_estimate(measured), model.potentials)
         alpha = model.fit(measured, config.iterations_per_round, alpha, config.tolerance)
+        fit_seconds = time.perf_counter() - fit_started
         after = model.marginal(pick)
-        if not terminate and np.abs(after - before).sum() <= math.sqrt(2.0 / math.pi) * sigma * y.size:
+        if not step.last and np.abs(after - before).sum() <= math.sqrt(2.0 / math.pi) * sigma * y.size:
             sigma /= 2.0
             eps *= 2.0
+        report(hook, _progress("round", log, rho_used / rho, rho, cap, sigma, eps, domain, started,
+                               fit_seconds * config.final_iterations / config.iterations_per_round))
+    report(hook, _progress("final_fit", log, 1.0, rho, cap, sigma, eps, domain, started, None))
     model.fit(measured, config.final_iterations, alpha)
+    report(hook, _progress("sampling", log, 1.0, rho, cap, sigma, eps, domain, started, None))
 
     n_hat = n_estimate(measured)
-    rows = config.sample_rows or max(1, int(round(n_hat)))
+    rows = config.sample_rows or min(max(1, int(round(n_hat))), release_row_cap(config, domain))
     codes = expand_codes(model.sample(rows, noise.post_rng), compression, [m.values for m in one_way], noise.post_rng)
     unique, freq = np.unique(codes, axis=0, return_counts=True)
     points = one_hot(unique, domain, dtype=np.float64)
+    report(hook, _progress("done", log, 1.0, rho, cap, sigma, eps, domain, started, None))
     return Release(
         mechanism=NAME,
         points=points,

@@ -2,8 +2,8 @@
 
 A discrete Markov random field whose potentials live on the measured cliques (as in private-pgm /
 mbi, McKenna et al. 2019): the structure (junction tree, its maximal cliques, and the model size in
-MB that AIM caps) comes from ``mbi.junction_tree``; estimation, inference and sampling are numpy
-code in this module. Why not mbi's own estimator (``mbi.estimation.MirrorDescent``): its jitted step
+MB that AIM caps) is mbi's triangulation (``junction.py``); estimation and sampling are numpy code in
+this module, inference on many marginals at once in ``inference.py``. Why not mbi's own estimator (``mbi.estimation.MirrorDescent``): its jitted step
 is compiled per set of measured cliques (on Adult, 1-way plus eight 3-way measurements: 11.5 s for
 the first 100-iteration fit, 0.07 s for a second fit with the same cliques) and AIM changes that set
 every round; and its out-of-model marginals (``MarkovRandomField.project``, variable elimination)
@@ -18,88 +18,21 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from privsynth.mechanisms.aim.inference import Marginals
+from privsynth.mechanisms.aim.junction import (  # noqa: F401  (model_size_mb, mbi_model_size_mb: re-exported)
+    JunctionTree,
+    junction_tree,
+    mbi_model_size_mb,
+    model_size_mb,
+)
+from privsynth.mechanisms.aim.tables import broadcast_shape, combine, sum_axes, sum_to
+
 Clique = tuple[int, ...]
-
-
-def _mbi():
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from mbi import Domain, junction_tree
-    return Domain, junction_tree
-
-
-def mbi_model_size_mb(sizes: Sequence[int], cliques: Sequence[Clique]) -> float:
-    """mbi's own ``hypothetical_model_size`` (networkx; about 5 ms a call): the reference for ``model_size_mb``."""
-    Domain, junction_tree = _mbi()
-    return float(junction_tree.hypothetical_model_size(Domain(tuple(range(len(sizes))), tuple(sizes)), list(cliques)))
-
-
-def model_size_mb(sizes: Sequence[int], cliques: Sequence[Clique]) -> float:
-    """The size in MB (8 bytes per cell) of the maximal cliques of the triangulation that mbi's greedy
-    elimination order gives (``mbi.junction_tree.greedy_order``: eliminate the attribute whose
-    neighbourhood has the fewest cells, ties to the lowest index). Same definition as mbi's
-    ``hypothetical_model_size``, on adjacency bit masks: O(d^2) per call, fast enough to test every
-    AIM candidate every round on wide tables."""
-    d = len(sizes)
-    cells: dict[int, int] = {}
-
-    def size_of(mask: int) -> int:
-        if mask not in cells:
-            out, a, rest = 1, 0, mask
-            while rest:
-                if rest & 1:
-                    out *= sizes[a]
-                rest >>= 1
-                a += 1
-            cells[mask] = out
-        return cells[mask]
-
-    adjacent = [0] * d
-    for c in cliques:
-        mask = sum(1 << a for a in set(c))
-        for a in set(c):
-            adjacent[a] |= mask
-    for a in range(d):
-        adjacent[a] &= ~(1 << a)
-    unmarked = list(range(d))
-    order: list[int] = []
-    later: list[int] = []                # the neighbours of each eliminated attribute when it went
-    for _ in range(d):
-        best, best_cost = -1, None
-        for a in unmarked:
-            cost = size_of(adjacent[a] | (1 << a))
-            if best_cost is None or cost < best_cost:
-                best, best_cost = a, cost
-        bit, neighbours = 1 << best, adjacent[best]
-        unmarked.remove(best)
-        order.append(best)
-        later.append(neighbours)
-        rest = neighbours
-        while rest:                      # eliminating ``best`` joins its neighbours pairwise
-            low = rest & -rest
-            b = low.bit_length() - 1
-            adjacent[b] = (adjacent[b] | neighbours) & ~low & ~bit
-            rest ^= low
-    # The elimination order is perfect for the filled graph, so (Blair & Peyton 1993, Lemma 4.5) the
-    # clique {v_i} + later(i) is maximal unless an attribute eliminated before, whose first later
-    # neighbour is v_i, has exactly one more later neighbour.
-    position = {v: i for i, v in enumerate(order)}
-    maximal = [True] * d
-    for j in range(d):
-        if later[j]:
-            first = min((b for b in range(d) if later[j] >> b & 1), key=position.__getitem__)
-            i = position[first]
-            if later[j].bit_count() == later[i].bit_count() + 1:
-                maximal[i] = False
-    return sum(size_of(later[i] | (1 << order[i])) for i in range(d) if maximal[i]) * 8 / 2**20
 
 
 def maximal_subsets(cliques: Sequence[Clique]) -> list[Clique]:
@@ -142,81 +75,10 @@ def _lse(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return np.squeeze(np.log(np.sum(np.exp(x - mx), axis=axes, keepdims=True)) + mx, axis=axes)
 
 
-def _broadcast_shape(sub: Clique, full: Clique, sizes: Sequence[int]) -> tuple[int, ...]:
-    return tuple(sizes[a] if a in sub else 1 for a in full)
-
-
-def _sum_to(x: np.ndarray, full: Clique, sub: Clique) -> np.ndarray:
-    """Marginal over ``sub`` (a subset of ``full``; both ascending) of a table over ``full``."""
-    axes = tuple(i for i, a in enumerate(full) if a not in sub)
-    return x.sum(axis=axes) if axes else x
-
-
-class JunctionTree:
-    """Maximal cliques of mbi's junction tree over the model cliques, joined into one tree (components
-    are linked by empty separators), rooted at clique 0, with the host clique of every model clique."""
-
-    def __init__(self, sizes: Sequence[int], model_cliques: Sequence[Clique]) -> None:
-        Domain, junction_tree = _mbi()
-        self.sizes = tuple(int(s) for s in sizes)
-        d = len(self.sizes)
-        cliques = list(model_cliques) + [(a,) for a in range(d) if not any(a in c for c in model_cliques)]
-        graph, _ = junction_tree.make_junction_tree(Domain(tuple(range(d)), self.sizes), cliques)
-        nodes = sorted(tuple(sorted(n)) for n in graph.nodes)
-        index = {n: i for i, n in enumerate(nodes)}
-        adjacency: list[list[int]] = [[] for _ in nodes]
-        for u, v in graph.edges:
-            i, j = index[tuple(sorted(u))], index[tuple(sorted(v))]
-            adjacency[i].append(j)
-            adjacency[j].append(i)
-        # Link the components (a spanning forest when cliques share no attribute) by empty separators.
-        seen: set[int] = set()
-        roots: list[int] = []
-        for start in range(len(nodes)):
-            if start in seen:
-                continue
-            roots.append(start)
-            queue = deque([start])
-            seen.add(start)
-            while queue:
-                u = queue.popleft()
-                for v in adjacency[u]:
-                    if v not in seen:
-                        seen.add(v)
-                        queue.append(v)
-        for a, b in zip(roots, roots[1:]):
-            adjacency[a].append(b)
-            adjacency[b].append(a)
-        self.cliques: list[Clique] = nodes
-        self.adjacency = adjacency
-        self.parent: list[int] = [-1] * len(nodes)
-        self.order: list[int] = []           # BFS from the root: parents before children
-        queue = deque([0])
-        visited = {0}
-        while queue:
-            u = queue.popleft()
-            self.order.append(u)
-            for v in adjacency[u]:
-                if v not in visited:
-                    visited.add(v)
-                    self.parent[v] = u
-                    queue.append(v)
-        self.children: list[list[int]] = [[] for _ in nodes]
-        for v in self.order[1:]:
-            self.children[self.parent[v]].append(v)
-        self.separator: list[Clique] = [
-            () if self.parent[v] < 0 else tuple(a for a in nodes[v] if a in nodes[self.parent[v]]) for v in range(len(nodes))]
-
-    def host(self, clique: Clique) -> int:
-        """A maximal clique containing ``clique``, or -1."""
-        s = set(clique)
-        for i, c in enumerate(self.cliques):
-            if s <= set(c):
-                return i
-        return -1
-
-    def shape(self, i: int) -> tuple[int, ...]:
-        return tuple(self.sizes[a] for a in self.cliques[i])
+def _scaled(message: np.ndarray) -> np.ndarray:
+    """A message divided by its maximum (messages are only defined up to a factor)."""
+    top = message.max()
+    return message / top if top > 0 else message
 
 
 class GraphicalModel:
@@ -230,8 +92,13 @@ class GraphicalModel:
         self.sizes = tuple(int(s) for s in sizes)
         self.model_cliques = maximal_subsets(model_cliques)
         self.total = float(total)
-        self.tree = JunctionTree(self.sizes, self.model_cliques)
-        self.hosts = {c: self.tree.host(c) for c in self.model_cliques}
+        self.tree = junction_tree(self.sizes, self.model_cliques)
+        self.hosts = {c: self.tree.smallest_host(c) for c in self.model_cliques}
+        self._hosted: list[list[Clique]] = [[] for _ in self.tree.cliques]
+        for c, h in self.hosts.items():
+            self._hosted[h].append(c)
+        self._marginals: Marginals | None = None
+        self._marginals_of: list[np.ndarray] | None = None
         self.potentials = {c: np.zeros(tuple(self.sizes[a] for a in c)) for c in self.model_cliques}
         if potentials:
             self._warm_start(potentials)
@@ -243,59 +110,77 @@ class GraphicalModel:
             target = next((c for c in self.model_cliques if set(c_old) <= set(c)), None)
             if target is None:
                 continue
-            self.potentials[target] = self.potentials[target] + theta.reshape(_broadcast_shape(c_old, target, self.sizes))
+            self.potentials[target] = self.potentials[target] + theta.reshape(broadcast_shape(c_old, target, self.sizes))
 
     # ---------------------------------------------------------------- inference
 
-    def _calibrate(self, potentials: dict[Clique, np.ndarray]) -> list[np.ndarray]:
-        """Beliefs of every maximal clique (Shafer-Shenoy sum-product on the junction tree, in
-        probability space: each clique's potential is exponentiated once, shifted by its maximum,
-        and messages are rescaled to a maximum of 1; beliefs are normalised per clique). Falls back to
-        log space if a belief underflows."""
-        tree = self.tree
-        log_psi = [np.zeros(tree.shape(i)) for i in range(len(tree.cliques))]
-        for c, theta in potentials.items():
-            h = self.hosts[c]
-            log_psi[h] = log_psi[h] + theta.reshape(_broadcast_shape(c, tree.cliques[h], self.sizes))
-        psi = [np.exp(lp - lp.max()) for lp in log_psi]
-        up: dict[int, np.ndarray] = {}
-        for v in reversed(tree.order[1:]):
-            b = psi[v]
-            for ch in tree.children[v]:
-                b = b * up[ch]
-            up[v] = self._sum_message(b, v, tree.parent[v])
-        down: dict[int, np.ndarray] = {}
-        beliefs: list[np.ndarray] = [None] * len(tree.cliques)  # type: ignore[list-item]
-        for v in tree.order:
-            base = psi[v] * down[v] if v in down else psi[v]
-            kids = tree.children[v]
-            # Each child's message leaves its own upward message out: prefix and suffix products of the
-            # children's messages give all of them in 3k products instead of k^2.
-            prefix = [base]
-            for ch in kids:
-                prefix.append(prefix[-1] * up[ch])
-            suffix = None
-            for i in range(len(kids) - 1, -1, -1):
-                b = prefix[i] if suffix is None else prefix[i] * suffix
-                down[kids[i]] = self._sum_message(b, v, kids[i])
-                suffix = up[kids[i]] if suffix is None else suffix * up[kids[i]]
-            beliefs[v] = prefix[-1]
+    def _log_potentials(self, potentials: dict[Clique, np.ndarray]) -> list[np.ndarray]:
+        """Per maximal clique of the tree, the sum of the potentials of the model cliques it hosts."""
         out = []
-        for b in beliefs:
-            z = b.sum()
-            if not (np.isfinite(z) and z > 0):
-                return self._calibrate_log(log_psi)
-            out.append(b * (self.total / z))
+        for h, hosted in enumerate(self._hosted):
+            lp = np.zeros(self.tree.shape(h))
+            for c in hosted:
+                np.add(lp, potentials[c].reshape(broadcast_shape(c, self.tree.cliques[h], self.sizes)), out=lp)
+            out.append(lp)
         return out
 
-    def _sum_message(self, b: np.ndarray, src: int, dst: int) -> np.ndarray:
-        cs, cd = self.tree.cliques[src], self.tree.cliques[dst]
-        axes = tuple(i for i, a in enumerate(cs) if a not in cd)
-        sep = tuple(a for a in cs if a in cd)
-        m = b.sum(axis=axes) if axes else b
-        top = m.max()
-        m = m / top if top > 0 else m
-        return m.reshape(_broadcast_shape(sep, cd, self.sizes))
+    def _clique_tables(self, potentials: dict[Clique, np.ndarray]) -> list[np.ndarray]:
+        """Per maximal clique, exp of the potentials it hosts, each shifted by its own maximum, as a
+        product of small exponentials (``combine``) rather than one exponential of the whole table:
+        numpy's float64 exp costs about 10 ns a cell here, a broadcast product about 2."""
+        out = []
+        for h, hosted in enumerate(self._hosted):
+            full = self.tree.cliques[h]
+            parts = []
+            for c in hosted:
+                theta = potentials[c]
+                parts.append((np.exp(theta - theta.max()), c))
+            if not parts:
+                out.append(np.ones(self.tree.shape(h)))
+                continue
+            table, attrs = combine(parts, self.sizes)
+            if attrs != full or len(parts) == 1:
+                grown = np.empty(self.tree.shape(h))
+                grown[...] = table.reshape(broadcast_shape(attrs, full, self.sizes))
+                table = grown
+            out.append(table)
+        return out
+
+    def _calibrate(self, potentials: dict[Clique, np.ndarray]) -> list[np.ndarray]:
+        """Beliefs of every maximal clique, scaled to ``total`` (Hugin sum-product on the junction tree,
+        in probability space: each clique's table is the product of its potentials' exponentials, each
+        shifted by its maximum). Upwards, each clique multiplies in its children's messages (rescaled to
+        a maximum of 1) and sends its separator sums up; downwards, a child's belief is its table times
+        (parent belief on the separator) / (the sums it sent), which touches each clique table twice
+        instead of once per child and scales it as its parent. Falls back to log space on underflow."""
+        tree = self.tree
+        table = self._clique_tables(potentials)
+        up: dict[int, np.ndarray] = {}
+        sent: dict[int, np.ndarray] = {}
+        for v in reversed(tree.order):
+            for ch in tree.children[v]:
+                np.multiply(table[v], up[ch], out=table[v])
+            if tree.parent[v] >= 0:
+                keep, shape = tree.messages[v]
+                sent[v] = sum_axes(table[v], keep)
+                up[v] = _scaled(sent[v]).reshape(shape)
+        root = tree.order[0]
+        z = float(table[root].sum())
+        if not (math.isfinite(z) and z > 0):
+            return self._calibrate_log(self._log_potentials(potentials))
+        table[root] *= self.total / z
+        # Parents before children: a child's belief is its table times (parent belief on the separator) /
+        # (the separator sums it sent, unscaled), which also scales it to ``total``; a separator cell
+        # that underflowed to 0 on the child's side while the parent holds mass there would lose that
+        # mass, so the sum is checked on the separator and the log-space pass takes over if it is off.
+        for v in tree.order[1:]:
+            keep, shape = tree.down_messages[v]
+            parent_side = sum_axes(table[tree.parent[v]], keep)
+            ratio = np.divide(parent_side, sent[v], out=np.zeros_like(parent_side), where=sent[v] > 0)
+            if abs(float(np.vdot(ratio, sent[v])) - self.total) > 1e-9 * self.total:
+                return self._calibrate_log(self._log_potentials(potentials))
+            np.multiply(table[v], ratio.reshape(shape), out=table[v])
+        return table
 
     def _calibrate_log(self, log_psi: list[np.ndarray]) -> list[np.ndarray]:
         """The same sum-product in log space (slower; used when probability space underflows)."""
@@ -325,97 +210,18 @@ class GraphicalModel:
         cs, cd = self.tree.cliques[src], self.tree.cliques[dst]
         axes = tuple(i for i, a in enumerate(cs) if a not in cd)
         sep = tuple(a for a in cs if a in cd)
-        return _lse(b, axes).reshape(_broadcast_shape(sep, cd, self.sizes))
+        return _lse(b, axes).reshape(broadcast_shape(sep, cd, self.sizes))
 
-    def clique_marginal(self, clique: Clique) -> np.ndarray | None:
-        """The model's marginal over ``clique`` if one maximal clique holds it, else None."""
-        h = self.tree.host(clique)
-        if h < 0:
-            return None
-        return _sum_to(self.beliefs[h], self.tree.cliques[h], clique)
+    def marginals(self) -> Marginals:
+        """Answers to marginal queries on the current calibration (cached reductions, see ``inference.py``)."""
+        if self._marginals is None or self._marginals_of is not self.beliefs:
+            self._marginals = Marginals(self.tree, self.beliefs, self.total)
+            self._marginals_of = self.beliefs
+        return self._marginals
 
     def marginal(self, clique: Clique) -> np.ndarray:
-        """The model's marginal over any clique (ascending attributes), scaled to ``total``: inside one
-        maximal clique by summation, otherwise by summing out the junction tree's conditionals over
-        the smallest subtree that covers the clique."""
-        clique = tuple(sorted(clique))
-        direct = self.clique_marginal(clique)
-        if direct is not None:
-            return direct
-        tree = self.tree
-        nodes = self._steiner(clique)
-        root = nodes[0]
-        node_set = set(nodes)
-        # Parent of each subtree node on its path to ``root``.
-        parent = {root: -1}
-        queue = deque([root])
-        while queue:
-            u = queue.popleft()
-            for v in tree.adjacency[u]:
-                if v in node_set and v not in parent:
-                    parent[v] = u
-                    queue.append(v)
-        operands = [(self._conditional(v, parent[v]), tree.cliques[v]) for v in nodes]
-        # Sum out attributes used by one operand only and not asked for (they integrate to the same
-        # value whatever the rest is), then contract the rest with einsum.
-        counts: dict[int, int] = {}
-        for _, attrs in operands:
-            for a in attrs:
-                counts[a] = counts.get(a, 0) + 1
-        reduced = []
-        for table, attrs in operands:
-            keep = tuple(a for a in attrs if a in clique or counts[a] > 1)
-            reduced.append((_sum_to(table, attrs, keep), keep))
-        # einsum names its axes with 52 letters: relabel the attributes involved 0, 1, ... first.
-        label = {a: i for i, a in enumerate(sorted({a for _, attrs in reduced for a in attrs}))}
-        args: list = []
-        for table, attrs in reduced:
-            args += [table, [label[a] for a in attrs]]
-        # A contraction path pays off from three operands on; for two, numpy's path search is pure overhead.
-        out = np.einsum(*args, [label[a] for a in clique], optimize="greedy" if len(reduced) > 2 else False)
-        return out * self.total
-
-    def _conditional(self, v: int, parent: int) -> np.ndarray:
-        """P(clique v) if parent < 0, else P(clique v | separator with parent), cached per calibration."""
-        if getattr(self, "_cache_of", None) is not self.beliefs:
-            self._cache_of = self.beliefs
-            self._cache: dict[tuple[int, int], np.ndarray] = {}
-        key = (v, parent)
-        if key not in self._cache:
-            attrs = self.tree.cliques[v]
-            belief = self.beliefs[v] / self.total
-            if parent >= 0:
-                sep = tuple(a for a in attrs if a in self.tree.cliques[parent])
-                denom = _sum_to(belief, attrs, sep).reshape(_broadcast_shape(sep, attrs, self.sizes))
-                belief = np.divide(belief, denom, out=np.zeros_like(belief), where=denom > 0)
-            self._cache[key] = belief
-        return self._cache[key]
-
-    def _steiner(self, clique: Clique) -> list[int]:
-        """Nodes of a small subtree of the junction tree whose cliques cover ``clique``."""
-        tree = self.tree
-        holders = {a: [i for i, c in enumerate(tree.cliques) if a in c] for a in clique}
-        chosen = [holders[clique[0]][0]]
-        for a in clique[1:]:
-            if any(a in tree.cliques[i] for i in chosen):
-                continue
-            # BFS from the current subtree to the nearest clique holding a; add the path.
-            prev = {i: -1 for i in chosen}
-            queue = deque(chosen)
-            found = -1
-            while queue:
-                u = queue.popleft()
-                if a in tree.cliques[u]:
-                    found = u
-                    break
-                for v in tree.adjacency[u]:
-                    if v not in prev:
-                        prev[v] = u
-                        queue.append(v)
-            while found >= 0 and found not in chosen:
-                chosen.append(found)
-                found = prev[found]
-        return chosen
+        """The model's marginal over any clique (ascending attributes), scaled to ``total``."""
+        return self.marginals().marginal(tuple(sorted(clique)))
 
     # ---------------------------------------------------------------- estimation
 
@@ -428,6 +234,7 @@ class GraphicalModel:
         hosts = {}
         for m in measurements:
             hosts[m.clique] = next(c for c in self.model_cliques if set(m.clique) <= set(c))
+        objective = self._objective(measurements, hosts)
         if alpha is None:
             lip = {}
             for m in measurements:
@@ -436,13 +243,13 @@ class GraphicalModel:
             alpha = 2.0 / (max(lip.values()) * self.total)
         theta = self.potentials
         mu = self._model_marginals(self.beliefs)
-        loss, grad = self._loss_and_grad(mu, measurements, hosts)
+        loss, grad = self._loss_and_grad(mu, objective)
         checkpoint = loss
         for step in range(1, iterations + 1):
             theta2 = {c: theta[c] - alpha * grad[c] for c in theta}
             beliefs2 = self._calibrate(theta2)
             mu2 = self._model_marginals(beliefs2)
-            loss2, grad2 = self._loss_and_grad(mu2, measurements, hosts)
+            loss2, grad2 = self._loss_and_grad(mu2, objective)
             decrease = sum(float(np.vdot(grad[c], mu[c] - mu2[c])) for c in theta)
             if loss - loss2 >= 0.5 * alpha * decrease:
                 theta, mu, loss, grad, self.beliefs = theta2, mu2, loss2, grad2, beliefs2
@@ -457,18 +264,47 @@ class GraphicalModel:
         return alpha
 
     def _model_marginals(self, beliefs: list[np.ndarray]) -> dict[Clique, np.ndarray]:
-        return {c: _sum_to(beliefs[self.hosts[c]], self.tree.cliques[self.hosts[c]], c) for c in self.model_cliques}
+        # One BLAS pass per model clique straight to its (small) marginal: cheaper than sharing
+        # intermediate tables, whose extra passes cost more than they save here.
+        return {c: sum_to(beliefs[self.hosts[c]], self.tree.cliques[self.hosts[c]], c) for c in self.model_cliques}
 
-    def _loss_and_grad(self, mu: dict[Clique, np.ndarray], measurements: Sequence[NoisyMarginal],
-                       hosts: dict[Clique, Clique]) -> tuple[float, dict[Clique, np.ndarray]]:
-        grad = {c: np.zeros_like(v) for c, v in mu.items()}
-        loss = 0.0
+    def _objective(self, measurements: Sequence[NoisyMarginal], hosts: dict[Clique, Clique]) -> tuple[list, float]:
+        """The loss as one weighted square per measured clique: measurements of the same clique merge
+        into their precision-weighted mean (sum_i w_i (x - y_i)^2 = W (x - Y)^2 + constant, W = sum w_i,
+        Y = sum w_i y_i / W), with the constant kept so the loss is the same number. Each term: its
+        model clique, the axes of it to keep, its broadcast shape there, W and Y."""
+        merged: dict[Clique, list] = {}
+        constant = 0.0
         for m in measurements:
-            c = hosts[m.clique]
-            variance = m.sigma**2 if m.variance_scale is None else m.sigma**2 * m.variance_scale
-            diff = (_sum_to(mu[c], c, m.clique) - m.values) / variance
-            loss += 0.5 * float(np.vdot(diff, diff * variance))
-            grad[c] = grad[c] + diff.reshape(_broadcast_shape(m.clique, c, self.sizes))
+            w = 1.0 / (m.sigma**2 if m.variance_scale is None else m.sigma**2 * m.variance_scale)
+            w = np.broadcast_to(w, m.values.shape)
+            acc = merged.setdefault(m.clique, [np.zeros(m.values.shape), np.zeros(m.values.shape)])
+            acc[0] = acc[0] + w
+            acc[1] = acc[1] + w * m.values
+            constant += 0.5 * float(np.vdot(w * m.values, m.values))
+        terms = []
+        for r, (w, wy) in merged.items():
+            c = hosts[r]
+            y = wy / w
+            constant -= 0.5 * float(np.vdot(w * y, y))
+            terms.append((c, tuple(a in set(r) for a in c), broadcast_shape(r, c, self.sizes), w, y, len(r) == len(c)))
+        terms.sort(key=lambda t: not t[5])          # a term over the whole model clique first: no broadcast copy
+        return terms, constant
+
+    def _loss_and_grad(self, mu: dict[Clique, np.ndarray], objective: tuple[list, float]) -> tuple[float, dict[Clique, np.ndarray]]:
+        terms, loss = objective
+        grad: dict[Clique, np.ndarray] = {}
+        for c, keep, shape, w, y, whole in terms:
+            diff = (mu[c] if whole else sum_axes(mu[c], keep)) - y
+            weighted = w * diff
+            loss += 0.5 * float(np.vdot(weighted, diff))
+            if c not in grad:
+                grad[c] = weighted if whole else np.broadcast_to(weighted.reshape(shape), mu[c].shape).copy()
+            else:
+                grad[c] += weighted.reshape(shape)
+        for c in mu:                                  # a model clique no measurement lies in (tests build such)
+            if c not in grad:
+                grad[c] = np.zeros_like(mu[c])
         return loss, grad
 
     # ---------------------------------------------------------------- sampling

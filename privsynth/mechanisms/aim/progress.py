@@ -1,0 +1,75 @@
+"""Progress of an AIM run, for a caller's progress bar or log (public facts only).
+
+A ``RoundProgress`` carries what the release publishes anyway (the marginal measured, as column
+names; the round's sigma; rounds done; the share of rho spent) and wall-clock times: never a count,
+a score or a model answer. The hook is called after every round and at the last phases.
+
+How a caller listens (the mechanism's contract ``run(statistics, domain, config, noise)`` is kept):
+
+    from privsynth.mechanisms.aim.progress import reporting_progress
+    with reporting_progress(lambda p: print(p.describe())):
+        release = aim.run(statistics, domain, config, noise)
+
+or pass ``progress=`` to ``aim.run`` directly. The hook is a context variable, so it follows the
+caller's context (threads started inside it do not inherit it unless they copy the context: call
+``run`` where the hook was set). An exception raised by the hook is logged and ignored: the budget is
+already charged when rounds run, and a failing progress bar must not waste it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+logger = logging.getLogger("privsynth.mechanisms.aim")
+
+
+@dataclass(frozen=True)
+class RoundProgress:
+    """phase: "round" (after each round), "final_fit", "sampling" or "done". rounds_expected: the
+    most rounds left by the budget schedule at the current round cost and by the round cap, plus
+    those done (annealing can only make it fewer). eta_seconds: rounds left times the mean round so
+    far, plus the final fit; None before the first round."""
+
+    phase: str
+    rounds_done: int
+    rounds_expected: int
+    rho_spent: float
+    marginal: tuple[str, ...]
+    sigma: float | None
+    elapsed_seconds: float
+    eta_seconds: float | None
+
+    def describe(self) -> str:
+        eta = "" if self.eta_seconds is None else f", about {self.eta_seconds:.0f} s left"
+        what = f": measured {' x '.join(self.marginal)}" if self.marginal else ""
+        return (f"aim {self.phase} {self.rounds_done}/{self.rounds_expected}{what}; "
+                f"{100 * self.rho_spent:.0f}% of rho spent; {self.elapsed_seconds:.0f} s{eta}")
+
+
+ProgressHook = Callable[[RoundProgress], None]
+
+progress_hook: ContextVar[ProgressHook | None] = ContextVar("privsynth_aim_progress", default=None)
+
+
+@contextmanager
+def reporting_progress(hook: ProgressHook | None) -> Iterator[None]:
+    """Within the block, ``aim.run`` reports to ``hook`` (None: no reports)."""
+    token = progress_hook.set(hook)
+    try:
+        yield
+    finally:
+        progress_hook.reset(token)
+
+
+def report(hook: ProgressHook | None, progress: RoundProgress) -> None:
+    """Call the hook; an exception there is logged, never raised (see the module docstring)."""
+    if hook is None:
+        return
+    try:
+        hook(progress)
+    except Exception:  # noqa: BLE001 - a progress display must not abort a charged release
+        logger.warning("aim progress hook failed; the run goes on", exc_info=True)

@@ -1,0 +1,127 @@
+"""AIM's budget schedule: how rho is split between the 1-way start and the rounds (config and DP outputs only).
+
+Every function here reads the config, the number of attributes, and facts the release publishes anyway
+(rounds done, rho spent, annealing steps): none reads data. ``mechanism.py`` states the guarantee.
+
+* the start: every 1-way marginal at sigma_0 = sqrt(T / (2 * 0.9 * rho)), with T = ``rounds_parameter``;
+* a round spends eps^2 / 8 (selection) + 1 / (2 sigma^2) (measurement), 0.1 / 0.9 of its budget,
+  starting at rho / T; annealing halves sigma and doubles eps (x4);
+* at most ``rounds_cap`` rounds: from the second half of the allowed rounds on, when what is left
+  spread over the rounds still allowed is more than the current round budget, the round budget is
+  raised to that (same 0.1 / 0.9 split), so the last allowed round is reached with the budget spent
+  (a run that anneals to its end within half the cap, as most do, is not touched);
+* the last round: once what is left is below twice the round budget, or one round is left, one round
+  spends exactly what is left (0.9 measures, 0.1 selects).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from privsynth.privacy.spending import rho_allowance
+
+MEASURE_SHARE = 0.9   # of each round's rho (paper: 0.9 measures, 0.1 selects)
+# The paper's T = 16 d splits rho into 16 d round budgets. Measured on a 54-column, 10,000-row real
+# table at epsilon 1 (benchmarks/README.md, "A wide real table"), 2-way mean TV against the
+# independent-columns model's 0.048: T = 864 (16 d) 0.056-0.060, T = 256 0.052, T = 108 0.048,
+# T = 81 (1.5 d) 0.047, T = 60 0.052. With many columns the budget cannot cover many marginals, and
+# fewer, better measurements (the 1-way ones first) win, down to a point. A config default: no
+# privacy effect.
+WIDE_ATTRIBUTES = 16
+
+
+def rho_of_config(config) -> float:
+    """The total zCDP budget: the largest rho whose tight conversion fits (epsilon, delta)."""
+    return rho_allowance(config.epsilon, config.delta)
+
+
+def rounds_parameter(config, n_attributes: int) -> int:
+    """T: the paper's 16 d up to ``WIDE_ATTRIBUTES`` columns; beyond, max(1.5 d, 16 * 16^2 / d), which
+    meets 16 d at d = 16 and falls to 1.5 d (the 1-way start then takes 60% of rho)."""
+    if config.max_rounds is not None:
+        return config.max_rounds
+    d = n_attributes
+    if d <= WIDE_ATTRIBUTES:
+        return 16 * d
+    return max(math.ceil(1.5 * d), round(16 * WIDE_ATTRIBUTES**2 / d))
+
+
+def rounds_cap(config, n_attributes: int) -> int:
+    """The most rounds a run may take (``config.rounds_cap``, or ``DEFAULT_ROUNDS_PER_ATTRIBUTE`` x d,
+    at least ``DEFAULT_MIN_ROUNDS``): a work cap from public facts, so the run's cost is bounded
+    before the budget is charged."""
+    if config.rounds_cap is not None:
+        return config.rounds_cap
+    return max(DEFAULT_MIN_ROUNDS, DEFAULT_ROUNDS_PER_ATTRIBUTE * n_attributes)
+
+
+DEFAULT_ROUNDS_PER_ATTRIBUTE = 4
+DEFAULT_MIN_ROUNDS = 48
+
+
+def initial_sigma(config, n_attributes: int) -> float:
+    """sigma_0 = sqrt(T / (2 * 0.9 * rho))."""
+    return math.sqrt(rounds_parameter(config, n_attributes) / (2.0 * MEASURE_SHARE * rho_of_config(config)))
+
+
+def initial_epsilon(config, n_attributes: int) -> float:
+    """eps_0 = sqrt(8 * 0.1 * rho / T)."""
+    return math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * rho_of_config(config) / rounds_parameter(config, n_attributes))
+
+
+def gaussian_rho(sigma: float, sensitivity: float = 1.0) -> float:
+    """zCDP cost of the Gaussian mechanism: Delta^2 / (2 sigma^2)."""
+    return sensitivity**2 / (2.0 * sigma**2)
+
+
+def exponential_rho(epsilon: float) -> float:
+    """zCDP cost of one eps-DP exponential-mechanism selection (bounded range): eps^2 / 8."""
+    return epsilon**2 / 8.0
+
+
+def split(budget: float) -> tuple[float, float]:
+    """(sigma, eps) of a round spending ``budget``: 0.9 of it measures, 0.1 selects."""
+    return math.sqrt(1.0 / (2.0 * MEASURE_SHARE * budget)), math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * budget)
+
+
+@dataclass(frozen=True)
+class RoundBudget:
+    """One round's noise and cost: sigma of the measurement, eps of the selection, their rho, and
+    whether it is the last round."""
+
+    sigma: float
+    epsilon: float
+    rho: float
+    last: bool
+
+
+def next_round(rho: float, rho_used: float, sigma: float, epsilon: float, rounds_done: int, cap: int) -> RoundBudget:
+    """The next round's budget, from the current (annealed) sigma and eps, what is spent, and the cap."""
+    remaining = rho - rho_used
+    budget = exponential_rho(epsilon) + gaussian_rho(sigma)
+    left = cap - rounds_done
+    if left <= 1 or remaining < 2.0 * budget:
+        sigma, epsilon = split(remaining)
+        return RoundBudget(sigma, epsilon, remaining, True)
+    if rounds_done >= cap // 2 and remaining / left > budget:
+        budget = remaining / left
+        sigma, epsilon = split(budget)
+    return RoundBudget(sigma, epsilon, budget, False)
+
+
+def largest_schedule(config, n_attributes: int) -> list[float]:
+    """rho spent after each round when no round anneals: the most rounds the budget and the cap allow
+    (annealing only makes rounds dearer, so fewer). Public: config and d only."""
+    rho = rho_of_config(config)
+    sigma, eps = initial_sigma(config, n_attributes), initial_epsilon(config, n_attributes)
+    used = n_attributes * gaussian_rho(sigma)
+    cap = rounds_cap(config, n_attributes)
+    out: list[float] = []
+    while True:
+        step = next_round(rho, used, sigma, eps, len(out), cap)
+        used += step.rho
+        out.append(min(used, rho))
+        sigma, eps = step.sigma, step.epsilon
+        if step.last:
+            return out
