@@ -282,6 +282,11 @@ def command_forecast(args: argparse.Namespace) -> int:
     plan = plan_run(parse_parameters(values), schema=schema, in_memory=True)
     result = forecast(args.mechanism, plan.cost, args.epsilon, None if plan.cost.pure_epsilon else args.delta,
                       domain_of(plan.schema), args.public_rows)
+    forecast_cost = getattr(plan.mechanism, "forecast_cost", None)  # the mechanism's own time and memory model
+    if forecast_cost is not None:
+        from dataclasses import asdict, replace
+
+        result = replace(result, cost=asdict(forecast_cost(plan.mechanism_config, domain_of(plan.schema))))
     print(json.dumps(result.to_json(), indent=2) if args.json else format_forecast(result))
     return 0
 

@@ -350,3 +350,14 @@ def test_credentials_blocks_need_a_prefect_server(tmp_path, monkeypatch, capsys)
     code, out, err = _run([*_toy_run_arguments(tmp_path), "--credentials-block", "db", "--output",
                            str(tmp_path / "run")], capsys)
     assert code == EXIT_USAGE and "needs a Prefect server" in _one_error_line(err)
+
+
+def test_forecast_states_the_mechanisms_time_and_memory_before_anything_is_read(capsys):
+    import json
+
+    code, out, err = _run(["forecast", "--public-rows", "50000", "--json"], capsys)
+    assert code == 0, err
+    cost = json.loads(out)["cost"]
+    assert cost["seconds"] > 0 and cost["memory_mb"] > 0 and "rounds" in cost["basis"]
+    code, out, err = _run(["forecast", "--public-rows", "50000"], capsys)
+    assert "time and memory of the mechanism: about" in out

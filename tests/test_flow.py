@@ -235,4 +235,5 @@ def test_the_mechanisms_rounds_reach_the_prefect_run_logs(harness, toy):
         run_logs.removeHandler(kept)
     rounds = [r for r in kept.records if "aim round" in r.getMessage()]
     assert rounds, [r.getMessage() for r in kept.records][-20:]
-    assert all("sigma" in r.getMessage() and "of rho spent" in r.getMessage() for r in rounds)
+    assert all("of rho spent" in r.getMessage() and "measured" in r.getMessage() for r in rounds)
+    assert any("s left" in r.getMessage() for r in rounds)  # the time left, once a round has been timed

@@ -54,6 +54,8 @@ class Forecast:
     orders: tuple[OrderForecast, ...]
     warnings: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    # The mechanism's own forecast of its run (seconds, memory_mb, basis), where it has one (aim).
+    cost: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -124,6 +126,10 @@ def format_forecast(f: Forecast) -> str:
                      f"once, each cell gets {o.noise} noise of scale {o.noise_per_cell:.3g}: {_tv_text(o.expected_tv_from_noise)}")
     lines.append(f"  memory: one-hot width {f.width}; largest 3-way marginal {f.largest_marginal_cells:,} cells; the "
                  f"engine returns at most {f.histogram_rows_at_most:,} histogram rows")
+    if f.cost:
+        lines.append(f"  time and memory of the mechanism: about {f.cost['seconds']:.0f} s (at most "
+                     f"{f.cost['seconds_bound']:.0f} s with every model at its size cap), peak about "
+                     f"{f.cost['memory_mb']:.0f} MB; {f.cost['basis']}")
     if f.mechanism in ADAPTIVE:
         lines.append(f"  {f.mechanism} is adaptive: it measures the marginals it selects, each with more budget than the "
                      "all-at-once figures, so expect less error than them on 2- and 3-way marginals")

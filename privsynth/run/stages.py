@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from privsynth.engine.datasource import ValidationFailedError
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
+from privsynth.mechanisms.aim.progress import reporting_progress
 from privsynth.mechanisms.base import Release
 from privsynth.mechanisms.rounding import round_release
 from privsynth.run import phase
@@ -119,11 +120,14 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
         from privsynth.run.fine_decoding import sub_bin_counts
 
         fine_counts = sub_bin_counts(ctx.data, ctx.schema)  # private: only its noisy release leaves
-    outcome = release_stage(mechanism=plan.mechanism, config=plan.mechanism_config, statistics=histogram,
-                            domain=domain, key=key, store=ctx.store, ledger=ctx.ledger, dataset=plan.dataset,
-                            delta=plan.delta, seed=plan.parameters.seed, column_names=names,
-                            require_budget=not plan.unlimited, fine=plan.fine_decoding, schema=ctx.schema,
-                            fine_counts=fine_counts)
+    # The mechanism's rounds (aim: the marginal measured, rho spent, time left; public facts only) reach the
+    # run's progress lines: the console, the Python API's callback, the Prefect run logs.
+    with reporting_progress(lambda progress: ctx.progress(progress.describe())):
+        outcome = release_stage(mechanism=plan.mechanism, config=plan.mechanism_config, statistics=histogram,
+                                domain=domain, key=key, store=ctx.store, ledger=ctx.ledger, dataset=plan.dataset,
+                                delta=plan.delta, seed=plan.parameters.seed, column_names=names,
+                                require_budget=not plan.unlimited, fine=plan.fine_decoding, schema=ctx.schema,
+                                fine_counts=fine_counts)
     atomic_write_table(ctx.folder.file("release.parquet"), outcome.release.to_arrow(names))
     artifacts = ["release.parquet", "privacy.json"]
     if outcome.release.measurements:

@@ -4,6 +4,7 @@ The mechanism lives in ``mechanism.py``; the graphical model it fits (post-proce
 the cost forecast in ``cost.py``; per-round progress for callers in ``progress.py``.
 """
 
+from privsynth.mechanisms.aim.cost import CostForecast, forecast_cost
 from privsynth.mechanisms.aim.mechanism import (
     NAME,
     PUBLIC_ROWS_OPTION,
@@ -18,5 +19,5 @@ from privsynth.mechanisms.aim.mechanism import (
 )
 from privsynth.mechanisms.aim.progress import RoundProgress, reporting_progress
 
-__all__ = ["NAME", "PUBLIC_ROWS_OPTION", "AimStatistics", "Config", "RoundProgress", "check_config",
+__all__ = ["NAME", "PUBLIC_ROWS_OPTION", "AimStatistics", "Config", "CostForecast", "forecast_cost", "RoundProgress", "check_config",
            "collect_statistics", "forecast", "privacy_cost", "releases_n_estimate", "reporting_progress", "run"]

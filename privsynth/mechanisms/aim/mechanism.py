@@ -377,7 +377,9 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         measured.append(NoisyMarginal(pick, y, sigma))
         log.append(RoundLog(pick, sigma, eps, step.rho, step.last))
         # Progress (a DP output only: the selected marginal and the budget schedule are published anyway).
-        logger.info("aim round %d: measured %s (sigma %.3g); %.0f%% of rho spent", len(log),
+        # With a progress hook the caller shows the round (with the time left); the log line then is debug.
+        logger.log(logging.DEBUG if hook is not None else logging.INFO,
+                   "aim round %d: measured %s (sigma %.3g); %.0f%% of rho spent", len(log),
                     " x ".join(domain.names[a] for a in pick), sigma, 100.0 * rho_used / rho)
         before = estimates[pick]
         fit_started = time.perf_counter()
