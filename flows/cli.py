@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--public-rows", type=int, help="the table's row count, if it is public knowledge (private "
                      "sampling's guarantee needs it); never read from the data")
     run.add_argument("--option", action="append", metavar="KEY=VALUE", help="mechanism setting (repeatable)")
+    run.add_argument("--fine-decoding", type=float, metavar="SHARE", help="share of the budget for DP sub-bin counts "
+                     "of numeric and temporal columns, so values follow the data inside a bin (default 0.05; 0: "
+                     "uniform inside the bin); the total charged is unchanged")
     run.add_argument("--audit", action="store_true", help="also write the INTERNAL (not DP) audit against the real "
                      "data to DIR/internal-audit/ (never sent to Prefect)")
     run.add_argument("--audit-target", help="with --audit: column for the train-on-synthetic / test-on-real score")
@@ -133,7 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--dataset", help="dataset name in the budget ledger (default: the schema name)")
     draft.add_argument("--ledger", help="budget ledger URL (default as for `privsynth run`)")
     draft.add_argument("--bounds", action="append", metavar="COL=LOW:HIGH", help="PUBLIC bounds of a numeric column "
-                       "(repeatable): with --epsilon its bin edges become DP quantiles")
+                       "(repeatable; dates and timestamps as ISO, COL=2013-01-01..2014-01-01): never read, and with "
+                       "--epsilon its bin edges become DP")
+    draft.add_argument("--categories", action="append", metavar="COL=a,b,c", help="PUBLIC categories of a column "
+                       "(repeatable): never read from the data")
     draft.add_argument("--bins", type=int, default=8, help="bins per numeric column with --epsilon (default 8)")
     draft.add_argument("--unlimited", action="store_true", help="charge a dataset that has no budget (explicit)")
     draft.add_argument("--force", action="store_true", help="overwrite --output")
@@ -183,7 +189,8 @@ def command_run(args: argparse.Namespace) -> int:
         "dataset": args.dataset, "ledger": args.ledger, "mechanism_options": _parse_options(args.option),
         "unlimited": args.unlimited or None, "public_rows": args.public_rows, "credentials_block": args.credentials_block,
         "allow_seed_with_budget": args.allow_seed_with_budget or None, "audit": args.audit or None,
-        "keep_private": args.keep_private or None, "audit_target": args.audit_target}.items() if v is not None}
+        "keep_private": args.keep_private or None, "audit_target": args.audit_target,
+        "fine_decoding": args.fine_decoding}.items() if v is not None}
     parameters = parse_parameters(values)
     plan_run(parameters)  # every parameter checked here, before Prefect starts or any data is read
     os.environ["PRIVSYNTH_CLI_RUN"] = "1"  # the flow then stops at once on SIGTERM (flows.synthesize)
@@ -347,7 +354,7 @@ def command_schema_expectations(args: argparse.Namespace) -> int:
 def command_schema(args: argparse.Namespace) -> int:
     if args.schema_command == "expectations":
         return command_schema_expectations(args)
-    from privsynth.schema_draft import DraftOptions, default_name, parse_bounds, write_draft
+    from privsynth.schema_draft import DraftOptions, default_name, parse_bounds, parse_categories, write_draft
 
     if args.ledger is not None:
         from privsynth.run.plan import check_ledger_url
@@ -355,6 +362,7 @@ def command_schema(args: argparse.Namespace) -> int:
         check_ledger_url(args.ledger)
     options = DraftOptions(name=args.name or default_name(args.input), epsilon=args.epsilon, dataset=args.dataset,
                            ledger=args.ledger, bounds=parse_bounds(args.bounds), bins=args.bins,
+                           categories=parse_categories(args.categories),
                            require_budget=not args.unlimited, peek_without_dp=args.peek_without_dp)
     if args.peek_without_dp:
         print("privsynth: WARNING: --peek-without-dp reads the exact values: the draft is NOT differentially private "

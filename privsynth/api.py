@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from privsynth.mechanisms.base import Release as MechanismRelease
 from privsynth.privacy.accounting import DEFAULT_DELTA
 from privsynth.run.context import direct
+from privsynth.run.fine_decoding import decoding_counts
 from privsynth.run.parameters import DEFAULT_MECHANISM, ParameterError, RunParameters, describe_validation_error
 from privsynth.run.prepare import prepare_run
 from privsynth.run.stages import RunOutcome, execute, rounding_rng, synthesize_table
@@ -69,7 +70,8 @@ class Release:
             raise ParameterError(f"the {self.mechanism_release.mechanism} release is exact: its guarantee covers its "
                                  f"{self.table.num_rows} records once each, so more cannot be drawn from it")
         rng = rounding_rng(self.seed if seed is None else seed, draw=1 if seed is None else 2)
-        return synthesize_table(self.mechanism_release, self.schema, rows, rng).to_pandas()
+        return synthesize_table(self.mechanism_release, self.schema, rows, rng,
+                                fine=decoding_counts(self.privacy)).to_pandas()
 
     @property
     def epsilon(self) -> float | None:

@@ -30,7 +30,8 @@ FIELD_OPTIONS = {"input": "--input", "schema_file": "--schema", "mechanism": "--
                  "dataset": "--dataset", "ledger": "--ledger", "mechanism_options": "--option",
                  "audit_target": "--audit-target", "public_rows": "--public-rows",
                  "allow_seed_with_budget": "--allow-seed-with-budget", "unlimited": "--unlimited", "audit": "--audit",
-                 "keep_private": "--keep-private", "credentials_block": "--credentials-block"}
+                 "keep_private": "--keep-private", "credentials_block": "--credentials-block",
+                 "fine_decoding": "--fine-decoding"}
 
 
 # A mechanism and row count fixed, so that the case reaches the check it is about.

@@ -75,7 +75,7 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
         ledger.claim_noise(dataset, key)
     finally:
         ledger.close()
-    noise = make_noise_source(None, key)
+    noise = make_noise_source(options.seed, key)
     noise.authorize(receipt.reference)
     measure(table, read, options, cost.rho, delta_tau, noise)
     return cost, dataset

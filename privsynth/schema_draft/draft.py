@@ -42,6 +42,9 @@ class DraftOptions:
     bins: int = DEFAULT_BINS
     require_budget: bool = True
     peek_without_dp: bool = False  # exact categories and bins from the rows: NOT DP, labelled loudly
+    # TESTING ONLY, as a run's --seed: reproducible numpy noise derived from the seed and the draft's release
+    # key, not hardened against floating-point attacks. None: OpenDP's samplers.
+    seed: int | None = None
 
 
 @dataclass
