@@ -128,3 +128,10 @@ def test_every_wing_has_a_rank():
     wings = {p.name for p in LIBRARY.iterdir() if p.is_dir() and not p.name.startswith("__")}
     at_the_top = {name.split(".")[1] for name in AT_THE_TOP if name.count(".") == 1}
     assert wings - at_the_top == set(RANK) - {"top"}
+
+
+def test_no_file_of_the_library_or_its_wiring_is_over_450_lines():
+    roots = [LIBRARY, LIBRARY.parent / "flows", LIBRARY.parent / "tasks"]
+    long = sorted(f"{p.relative_to(LIBRARY.parent)}: {n}" for root in roots for p in root.rglob("*.py")
+                  if (n := len(p.read_text().splitlines())) > MAX_LINES)
+    assert long == []
