@@ -247,16 +247,10 @@ class _ToStandardError(logging.StreamHandler):
 @contextmanager
 def _console_logging() -> Iterator[None]:
     """While a run is in process: the library's progress lines (stages, the mechanism's rounds) on the console."""
-    library = logging.getLogger("privsynth")
-    handler, level = _ToStandardError(), library.level
-    library.addHandler(handler)
-    if library.getEffectiveLevel() > logging.INFO:
-        library.setLevel(logging.INFO)
-    try:
+    from privsynth.api import attached_at_info
+
+    with attached_at_info(logging.getLogger("privsynth"), _ToStandardError()):
         yield
-    finally:
-        library.removeHandler(handler)
-        library.setLevel(level)
 
 
 def run_in_process(parameters) -> dict:

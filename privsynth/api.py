@@ -154,25 +154,28 @@ class _ProgressHandler(logging.Handler):
 
 
 @contextmanager
+def attached_at_info(logger: logging.Logger, handler: logging.Handler) -> Iterator[None]:
+    """While the block runs, ``handler`` hears ``logger``'s INFO records (the level is restored after)."""
+    level = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+@contextmanager
 def forwarded_progress(progress: Callable[[str], None] | None) -> Iterator[None]:
     """While the block runs, the library's own progress lines (``privsynth.*`` loggers below the run's
     stages: a mechanism's rounds) also go to ``progress``. They carry DP outputs and public facts only."""
     if progress is None:
         yield
         return
-    handler = _ProgressHandler(progress)
-    loggers = [logging.getLogger("privsynth.mechanisms")]
-    previous = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        if lg.getEffectiveLevel() > logging.INFO:
-            lg.setLevel(logging.INFO)
-    try:
+    with attached_at_info(logging.getLogger("privsynth.mechanisms"), _ProgressHandler(progress)):
         yield
-    finally:
-        for lg, level in zip(loggers, previous):
-            lg.removeHandler(handler)
-            lg.setLevel(level)
 
 
 def _release_of(outcome: RunOutcome, schema: Schema, seed: int | None) -> Release:

@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sys
-from pathlib import Path
 
 import pytest
-
 from prefect_server import PrefectServer, log_tail, stop_process, toy_job
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLOW = "privsynth-synthesize"
+
+from browser import CHROMIUM, browser_or_skip  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-
-def _browser_or_skip():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed: run `bash .ci/install-browser-test`")
-    if not Path(CHROMIUM).is_file():
-        pytest.skip("chromium is not installed (Debian package `chromium`): run `bash .ci/install-browser-test`")
-    return sync_playwright
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +58,7 @@ def _dropdown_value(form, label: str) -> str:
 
 
 def test_custom_run_form_starts_a_run_that_completes_with_artifacts(server, tmp_path):
-    sync_playwright = _browser_or_skip()
+    sync_playwright = browser_or_skip()
     job = toy_job(tmp_path)
     # The form's default mechanism, shown in its drop-down; the dataset gets a budget (no --unlimited, no seed).
     parameters = {k: v for k, v in job["parameters"].items() if k not in ("unlimited", "seed")} | {"mechanism": "aim"}

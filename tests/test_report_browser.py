@@ -12,28 +12,18 @@ import shutil
 from pathlib import Path
 
 import pytest
+from browser import CHROMIUM, browser_or_skip  # noqa: E402
+from conftest import TOY_SCHEMA, toy_frame
 
 import privsynth
-from conftest import TOY_SCHEMA, toy_frame
 from privsynth.schema import parse_schema
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 pytestmark = pytest.mark.slow
 
 
-def _browser_or_skip():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed: run `bash .ci/install-browser-test`")
-    if not Path(CHROMIUM).is_file():
-        pytest.skip("chromium is not installed (Debian package `chromium`): run `bash .ci/install-browser-test`")
-    return sync_playwright
-
 
 def test_report_html_renders_every_figure_offline(tmp_path):
-    sync_playwright = _browser_or_skip()
+    sync_playwright = browser_or_skip()
     release = privsynth.synthesize(toy_frame(400, seed=2), parse_schema(TOY_SCHEMA), epsilon=2.0, seed=4, rows=300,
                                    unlimited=True, output=tmp_path / "run", mechanism="aim",
                                    options={"max_rounds": 6, "iterations_per_round": 20, "final_iterations": 50},
