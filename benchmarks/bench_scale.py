@@ -23,6 +23,7 @@ and runs the mechanism with seeded noise; its peak RSS (``ru_maxrss``) includes 
 Beside each run, the forecast of ``aim.forecast`` (config and domain only).
 
     python benchmarks/bench_scale.py --mechanism aim --rows 1e4,1e5,1e6,1e7 --columns 10,20,50,100 --transport
+    python benchmarks/bench_scale.py --calibrate adult@0.3,adult@1,adult@3,loans@1,transport@1,wide50@1
 """
 
 from __future__ import annotations
@@ -250,6 +251,92 @@ def mechanism_main(args) -> None:
               f"{r['forecast_mb']:.0f} |")
 
 
+# ---------------------------------------------------------------- calibrating aim's cost model
+
+def calibration_tables(names: list[str]):
+    """(name, histogram, domain, epsilon) for the calibration runs: real Adult, the loans table (with the
+    bench extra), generated tables."""
+    from privsynth.encoding import encode_codes
+    from privsynth.workload import Histogram
+
+    out = []
+    for name in names:
+        kind, _, eps = name.partition("@")
+        eps = float(eps or 1)
+        if kind == "adult":
+            import pandas as pd
+
+            schema = load_schema(SCHEMA_PATH)
+            frame = pd.read_csv(REPO / "privsynth" / "data" / "adult.csv.gz")
+            out.append((name, Histogram.of_codes(encode_codes(frame, schema)), domain_of(schema), eps))
+        elif kind == "loans":
+            from bench_wide import SCHEMA, load_loans
+
+            schema = load_schema(SCHEMA)
+            out.append((name, Histogram.of_codes(encode_codes(load_loans(), schema)), domain_of(schema), eps))
+        else:                                              # transport or wide<columns>, 34,000 generated rows
+            domain = transport_like_domain() if kind == "transport" else wide_domain(int(kind[4:]))
+            out.append((name, generated_histogram(domain, 34_000, 0), domain, eps))
+    return out
+
+
+def calibrate(names: list[str]) -> None:
+    """Time every fit step and every round's scoring through the mechanism's own functions, with the
+    tree's cells, and fit cost.py's lines by least squares (CPU seconds)."""
+    from privsynth.mechanisms.aim import inference, selection
+    from privsynth.mechanisms.aim import mechanism as aim
+    from privsynth.mechanisms.aim import model as model_module
+    from privsynth.privacy.noise import SeededNoise
+
+    fits, rounds = [], []
+    original_fit, original_many, original_pool = model_module.GraphicalModel.fit, inference.Marginals.many, aim.scored_pool
+    original_calibrate = model_module.GraphicalModel._calibrate
+    steps = [0]
+
+    def fit(self, measurements, iterations, alpha=None, tolerance=0.0):
+        steps[0], start = 0, time.process_time()
+        out = original_fit(self, measurements, iterations, alpha, tolerance)
+        fits.append((sum(self.tree.cells), len(measurements), steps[0], time.process_time() - start))
+        return out
+
+    def counted_calibrate(self, potentials):
+        steps[0] += 1
+        return original_calibrate(self, potentials)
+
+    pending = {}
+
+    def scored(pool, marginals, eligible):
+        pending["start"] = time.process_time()
+        return original_pool(pool, marginals, eligible)
+
+    def many(self, queries):
+        out = original_many(self, queries)
+        rounds.append((len(queries), sum(self.tree.cells), time.process_time() - pending.pop("start", time.process_time())))
+        return out
+
+    model_module.GraphicalModel.fit, model_module.GraphicalModel._calibrate = fit, counted_calibrate
+    inference.Marginals.many, aim.scored_pool = many, scored
+    try:
+        for name, histogram, domain, eps in calibration_tables(names):
+            config = aim.Config(epsilon=eps)
+            noise = SeededNoise(0, f"calibrate-{name}")
+            noise.authorize("calibrate")
+            start = time.process_time()
+            release = aim.run(aim.collect_statistics(histogram, domain, config), domain, config, noise)
+            print(f"{name}: {release.public_facts['rounds']} rounds, {time.process_time() - start:.1f} CPU s", flush=True)
+    finally:
+        model_module.GraphicalModel.fit, model_module.GraphicalModel._calibrate = original_fit, original_calibrate
+        inference.Marginals.many, aim.scored_pool = original_many, original_pool
+    f = np.array([(1.0, cells, meas, secs / max(steps_, 1)) for cells, meas, steps_, secs in fits if steps_])
+    fit_coef = np.linalg.lstsq(f[:, :3], f[:, 3], rcond=None)[0]
+    r = np.array(rounds, dtype=np.float64)
+    select_coef = np.linalg.lstsq(r[:, :2], r[:, 2], rcond=None)[0]
+    print(f"{len(f)} fits: per step {fit_coef[0]:.2e} s + {fit_coef[1]:.2e} s/cell + {fit_coef[2]:.2e} s/measurement "
+          f"(R^2 {1 - np.var(f[:, 3] - f[:, :3] @ fit_coef) / np.var(f[:, 3]):.2f})")
+    print(f"{len(r)} rounds: scoring {select_coef[0]:.2e} s/candidate + {select_coef[1]:.2e} s/tree cell "
+          f"(R^2 {1 - np.var(r[:, 2] - r[:, :2] @ select_coef) / np.var(r[:, 2]):.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="1e6,1e7", help="comma-separated row counts (1e6, 1e7, 1e8)")
@@ -266,7 +353,12 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measure-aim", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--calibrate", default=None,
+                        help="fit aim's cost model on these runs, e.g. adult@0.3,adult@1,adult@3,loans@1,transport@1,wide50@1")
     args = parser.parse_args()
+    if args.calibrate:
+        calibrate(args.calibrate.split(","))
+        return
     if args.measure_aim:
         print(json.dumps(measure_aim(json.loads(args.measure_aim))))
         return

@@ -16,16 +16,22 @@ Time model (seconds on the 2-core benchmark machine, see ``COEFFICIENTS``):
     selection   = SELECT_CANDIDATE * candidates scored + SELECT_CELL * tree cells   (per round)
     counting    = COUNT_RECORD * distinct records * covering passes   (only with a public row count)
     sampling    = SAMPLE_CELL * rows drawn * attributes
-``seconds`` assumes the tree at ``TREE_FILL`` of the size the rule allows (measured runs fill it
-less: Adult's final tree held 1.6 of 8 MB) and every step taken; ``seconds_bound`` has every round's
-tree at the full cap.
+``seconds`` is a planning figure: every round the schedule allows, the tree at ``TREE_FILL`` of the
+size the rule allows, every step taken; ``seconds_bound`` has every round's tree at the full cap.
+Measured runs anneal sooner and fill the tree less, and took 0.2 to 0.6 of ``seconds`` (Adult at eps
+0.3 / 1 / 3: 14 / 33 / 42 CPU s against 83; loans: 39 against 87; the 18-column class at 34,000 rows:
+19 against 118), so ``max_seconds`` refuses only what cannot finish, never a run that merely might be
+slow. Memory counts the release at its cap when n is not public.
 
-Calibration (how the coefficients were set): ``benchmarks/bench_scale.py --calibrate`` times every
-fit step and every round's scoring of real runs (Adult at eps 0.3, 1 and 3; the 54-column loans
-table; generated tables of 10 to 100 columns and the 18-column, 225-level class) through the
-mechanism's own functions, with the tree's cells, and fits each line by least squares on CPU seconds;
-the constants below are those fits rounded up, from the run recorded in benchmarks/README.md
-("AIM's cost model").
+Calibration (how the coefficients were set): ``benchmarks/bench_scale.py --calibrate
+adult@0.3,adult@1,adult@3,loans@1,transport@1,wide50@1`` runs the mechanism on those tables (real
+Adult, the 54-column loans table, generated 18- and 50-column tables) with its fit and scoring
+functions wrapped: it records, for each of 203 fits, the tree's cells, the measurements and the CPU
+seconds per step, and for each of 191 rounds the candidates scored, the tree's cells and the CPU
+seconds of scoring, and fits both lines by least squares. Fit steps: 1.85e-8 s per cell and 9.9e-5 s
+per measurement (R^2 0.96); scoring: 3.3e-4 s per candidate and 1.0e-6 s per tree cell (R^2 0.28: the
+candidates' spread over the tree matters too). The constants below are those, rounded up, on the
+2-core benchmark machine (shared, load 4 to 8 while measured).
 """
 
 from __future__ import annotations
@@ -38,17 +44,17 @@ from privsynth.mechanisms.aim.statistics import COUNT_CACHE_CELLS
 from privsynth.schema.encoding import Domain
 
 COEFFICIENTS = {
-    "FIT_STEP": 1.0e-3,          # s per mirror-descent step (Python overhead)
-    "FIT_CELL": 4.5e-8,          # s per tree cell per step
-    "FIT_MEASUREMENT": 3.0e-5,   # s per measurement per step
-    "SELECT_CANDIDATE": 3.0e-4,  # s per candidate scored
-    "SELECT_CELL": 2.0e-7,       # s per tree cell per round (clique reductions)
+    "FIT_STEP": 2.0e-4,          # s per mirror-descent step (Python overhead)
+    "FIT_CELL": 2.0e-8,          # s per tree cell per step
+    "FIT_MEASUREMENT": 1.0e-4,   # s per measurement per step
+    "SELECT_CANDIDATE": 3.5e-4,  # s per candidate scored
+    "SELECT_CELL": 1.0e-6,       # s per tree cell per round (clique reductions)
     "COUNT_RECORD": 1.5e-8,      # s per distinct record per covering pass
     "SAMPLE_CELL": 1.5e-7,       # s per drawn row per attribute (sampling, expansion, one-hot)
-    "START": 0.5,                # s: candidate weights, first fit, imports
+    "START": 1.0,                # s: candidate weights, first fit, imports
 }
 TREE_FILL = 0.5
-BASE_MB = 250.0                  # interpreter, numpy, pydantic, privsynth (measured RSS before the run)
+BASE_MB = 200.0                  # interpreter, numpy, pydantic, privsynth (measured RSS before the run)
 TREE_COPIES = 6                  # clique tables, beliefs, line-search beliefs, cached reductions
 CANDIDATE_BYTES = 400            # a candidate's tuple, weight, plan and score
 CELLS_PER_PASS = 12              # marginals a covering pass serves, typically
