@@ -12,6 +12,7 @@ import pytest
 from scipy.stats import beta
 
 from privsynth.mechanisms.base import Measurement, Release
+from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.audit import (
     GAUSSIAN_STEPS,
     LAPLACE_STEPS,
@@ -20,6 +21,8 @@ from privsynth.privacy.audit import (
     ScaledNoise,
     clopper_pearson,
     epsilon_lower_bound,
+    format_results,
+    function_target,
     neighbours,
     run_audit,
     scaled,
@@ -231,8 +234,17 @@ def test_a_step_whose_sensitivity_is_understated_exceeds_its_claim(name):
     assert result.exceeds_claim, result
 
 
+def test_function_target_audits_any_release_function():
+    # The few lines a new target needs: (table, noise) -> score. Here a Laplace count claimed 1-DP.
+    nb = neighbours()
+    target = function_target("toy count", PrivacyCost.pure(1.0, "toy"), 1e-9, nb,
+                             lambda table, noise: float(noise.add_laplace(np.array([float(table.n)]), 1.0)[0]),
+                             "the noisy count")
+    assert run_audit(target, 3000, seeded_noise(3)).within_claim
+    assert run_audit(target, 3000, scaled(seeded_noise(4), 0.25)).exceeds_claim
+
+
 def test_results_print_as_a_table():
-    from privsynth.privacy.audit import format_results
     text = format_results([run_audit(STEP_TARGETS["reduced_space: Laplace"](), 2_000, seeded_noise(1))])
     assert "reduced_space: Laplace" in text and "lower bound" in text and "2000" in text
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
+from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.audit.canaries import Neighbours
 from privsynth.privacy.audit.core import AuditTarget, NoiseFactory
 from privsynth.schema.workload import Histogram
@@ -89,12 +89,7 @@ def step_sampler(statistics_of: StatisticsOf, neighbours: Neighbours):
 
 
 def step_target(name: str, claim: PrivacyCost, release_delta: float, neighbours: Neighbours,
-                statistics_of: StatisticsOf, statistic: str,
-                claim_at: Callable[[float], float] | None = None) -> AuditTarget:
+                statistics_of: StatisticsOf, statistic: str) -> AuditTarget:
+    """One noise step in isolation: the claim (from the mechanism's accounting) and its statistics."""
     return AuditTarget(name=name, scope="step", claim=claim, release_delta=release_delta, neighbours=neighbours,
-                       sample=step_sampler(statistics_of, neighbours), statistic=statistic, claim_at=claim_at)
-
-
-def zcdp_claim(rho: float, guarantee: str) -> tuple[PrivacyCost, Callable[[float], float]]:
-    cost = PrivacyCost.zcdp(rho, guarantee)
-    return cost, lambda delta: epsilon_from_rho(rho, delta)
+                       sample=step_sampler(statistics_of, neighbours), statistic=statistic)
