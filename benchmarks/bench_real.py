@@ -88,7 +88,7 @@ def evaluation_schema(name: str):
 
 def worker(table: str, mode: str, epsilon: float, delta: float, seed: int, data: Path, out: Path) -> None:
     import privsynth
-    from privsynth.schema_draft import DraftOptions, write_draft
+    from privsynth.discovery import DraftOptions, write_draft
 
     work = out.with_suffix("")
     work.mkdir(parents=True, exist_ok=True)

@@ -348,7 +348,7 @@ def command_schema_expectations(args: argparse.Namespace) -> int:
 def command_schema(args: argparse.Namespace) -> int:
     if args.schema_command == "expectations":
         return command_schema_expectations(args)
-    from privsynth.schema_draft import DraftOptions, default_name, parse_bounds, parse_categories, write_draft
+    from privsynth.discovery import DraftOptions, default_name, parse_bounds, parse_categories, write_draft
 
     if args.ledger is not None:
         from privsynth.run.plan import check_ledger_url

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from scipy.stats import norm
 
-import privsynth.schema_draft as sd
-import privsynth.schema_draft.dp_pass as dp_pass_module
+import privsynth.discovery as sd
+import privsynth.discovery.dp_pass as dp_pass_module
 from flows.cli import EXIT_USAGE, main
 from privsynth.privacy.accounting import DEFAULT_DELTA, epsilon_from_rho
 from privsynth.privacy.ledger import BudgetLedger
@@ -377,7 +377,7 @@ def test_parse_bounds_reads_iso_dates_and_categories():
 # ---------------------------------------------------------------- the budget split and the mechanisms' math
 
 def test_budget_split_by_need_spends_the_charge_exactly():
-    from privsynth.schema_draft import budget
+    from privsynth.discovery import budget
 
     rho = 0.13
     first = {"flag2": "categories", "x": "bounds", "d": "bounds"}
@@ -398,7 +398,7 @@ def test_the_draft_spends_exactly_its_charge(every_kind, tmp_path):
 
 
 def test_cell_counts_move_one_cell_by_one_between_neighbours():
-    from privsynth.schema_draft import bounds as B
+    from privsynth.discovery import bounds as B
 
     rng = np.random.default_rng(3)
     values = np.round(rng.normal(0, 1000, 500), 1)
@@ -410,7 +410,7 @@ def test_cell_counts_move_one_cell_by_one_between_neighbours():
 
 
 def test_gaussian_cells_noise_scale_and_threshold():
-    from privsynth.schema_draft import bounds as B
+    from privsynth.discovery import bounds as B
 
     assert B.gaussian_sigma(0.02, 1.0) == pytest.approx(5.0)  # sqrt(1 / (2 * 0.02))
     assert B.utility_threshold(5.0, 100) == pytest.approx(5.0 * norm.isf(1e-4))
@@ -420,7 +420,7 @@ def test_gaussian_cells_noise_scale_and_threshold():
 
 
 def test_fine_read_out_small_domain_constant_and_quantiles():
-    from privsynth.schema_draft import bounds as B
+    from privsynth.discovery import bounds as B
 
     edges = B.fine_edges(0.0, 16.0, True)
     counts = np.zeros(len(edges) - 1)
@@ -439,7 +439,7 @@ def test_fine_read_out_small_domain_constant_and_quantiles():
 
 def _levels(true_counts, edges):
     """Noise-free levels (sigma 1, no noise drawn): the read-out's logic alone."""
-    from privsynth.schema_draft import bounds as B
+    from privsynth.discovery import bounds as B
 
     out = []
     for f in B.level_factors(len(edges) - 1):
@@ -449,7 +449,7 @@ def _levels(true_counts, edges):
 
 
 def test_level_hierarchy_costs_rho_in_all_and_moves_one_cell_per_level():
-    from privsynth.schema_draft import bounds as B
+    from privsynth.discovery import bounds as B
 
     class Recorder:
         def __init__(self):

@@ -2,7 +2,7 @@
 limits (``limits``), the binarisation (``encoding``) and marginal workloads and histograms (``workload``).
 
 Everything here is public: a schema is written from documentation, or drafted under DP and charged
-(``privsynth.schema_draft``). The model's names are re-exported: ``from privsynth.schema import Schema``.
+(``privsynth.discovery``). The model's names are re-exported: ``from privsynth.schema import Schema``.
 """
 
 from privsynth.schema.model import (

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from privsynth import schema_draft
+from privsynth import discovery as schema_draft
 from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms.aim import mechanism as aim
 from privsynth.mechanisms.base import Release

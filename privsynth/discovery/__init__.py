@@ -21,14 +21,14 @@ from typing import Any
 
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run.parameters import ParameterError
-from privsynth.schema_draft.bounds import gaussian_sigma
-from privsynth.schema_draft.categories import (
+from privsynth.discovery.bounds import gaussian_sigma
+from privsynth.discovery.categories import (
     THRESHOLD_DELTA_FRACTION,
     CategoryRelease,
     dp_categories,
     threshold,
 )
-from privsynth.schema_draft.declared import (
+from privsynth.discovery.declared import (
     IDENTIFIER_TOKENS,
     DeclaredColumn,
     classify_dtype,
@@ -37,8 +37,8 @@ from privsynth.schema_draft.declared import (
     name_tokens,
     open_declared,
 )
-from privsynth.schema_draft.dp_pass import release_key_for, run_dp_pass, to_read, value_counts
-from privsynth.schema_draft.draft import (
+from privsynth.discovery.dp_pass import release_key_for, run_dp_pass, to_read, value_counts
+from privsynth.discovery.draft import (
     DEFAULT_BINS,
     ColumnDraft,
     DraftOptions,
@@ -48,9 +48,9 @@ from privsynth.schema_draft.draft import (
     declared_entry,
     draft_cost,
 )
-from privsynth.schema_draft.peek import peek_pass
-from privsynth.schema_draft.quantiles import GRID_POINTS, dp_quantile, gumbel_scale, linear_grid, quantile_scores
-from privsynth.schema_draft.writer import render
+from privsynth.discovery.peek import peek_pass
+from privsynth.discovery.quantiles import GRID_POINTS, dp_quantile, gumbel_scale, linear_grid, quantile_scores
+from privsynth.discovery.writer import render
 
 
 @dataclass(frozen=True)

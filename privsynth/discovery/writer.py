@@ -7,9 +7,9 @@ from typing import Any
 import yaml
 
 from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
-from privsynth.schema_draft.budget import split_lines
-from privsynth.schema_draft.categories import THRESHOLD_DELTA_FRACTION
-from privsynth.schema_draft.draft import ColumnDraft, DraftOptions
+from privsynth.discovery.budget import split_lines
+from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
+from privsynth.discovery.draft import ColumnDraft, DraftOptions
 
 INTERNAL_KEYS = ("settled",)
 

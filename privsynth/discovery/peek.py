@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from privsynth.schema_draft.dp_pass import value_counts
-from privsynth.schema_draft.draft import ColumnDraft, DraftOptions
+from privsynth.discovery.dp_pass import value_counts
+from privsynth.discovery.draft import ColumnDraft, DraftOptions
 
 PEEK_LABEL = "NOT DP: exact values read by --peek-without-dp"
 PEEK_MIN_KEPT_MASS = 0.5

@@ -8,11 +8,11 @@ import uuid
 
 import numpy as np
 
-from privsynth.schema_draft import budget
-from privsynth.schema_draft.bounds import Bounds
-from privsynth.schema_draft.categories import THRESHOLD_DELTA_FRACTION
-from privsynth.schema_draft.declared import DeclaredColumn
-from privsynth.schema_draft.draft import (
+from privsynth.discovery import budget
+from privsynth.discovery.bounds import Bounds
+from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
+from privsynth.discovery.declared import DeclaredColumn
+from privsynth.discovery.draft import (
     ColumnDraft,
     DraftOptions,
     categorical_release,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from privsynth.schema_draft.bounds import gaussian_sigma
+from privsynth.discovery.bounds import gaussian_sigma
 
 THRESHOLD_DELTA_FRACTION = 1e-3  # the thresholds' total delta, as a fraction of the statement's delta
 MAX_CATEGORIES = 64

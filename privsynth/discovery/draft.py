@@ -19,9 +19,9 @@ import numpy as np
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import rho_allowance
 from privsynth.run.parameters import ParameterError
-from privsynth.schema_draft import bounds as B
-from privsynth.schema_draft.categories import THRESHOLD_DELTA_FRACTION, dp_categories
-from privsynth.schema_draft.declared import DeclaredColumn
+from privsynth.discovery import bounds as B
+from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories
+from privsynth.discovery.declared import DeclaredColumn
 
 DEFAULT_BINS = 8
 NUMERIC = ("integer", "float")
