@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="release a DP synthetic table (default: the bundled Adult example)")
     run.add_argument("--input", help="CSV/Parquet path or URL, duckdb:PATH?table=NAME, or SQLAlchemy URL?table=NAME")
-    run.add_argument("--schema", dest="schema_file", help="YAML schema (public metadata); required with --input")
+    run.add_argument("--schema", dest="schema_file", help="YAML schema (public metadata); without it an --input's "
+                     "schema is discovered under DP inside the run's budget")
     run.add_argument("--mechanism", default=DEFAULT_MECHANISM, help=f"one of {', '.join(sorted(MECHANISM_MODULES))}")
     run.add_argument("--epsilon", type=float, default=1.0)
     run.add_argument("--delta", type=float, default=1e-9)
@@ -93,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--audit", action="store_true", help="also write the INTERNAL (not DP) audit against the real "
                      "data to DIR/internal-audit/ (never sent to Prefect)")
     run.add_argument("--audit-target", help="with --audit: column for the train-on-synthetic / test-on-real score")
+    run.add_argument("--public", action="append", metavar="SOURCE", help="without --schema: a data contract whose "
+                     "facts are PUBLIC (dbt schema.yml, GX suite, Frictionless schema, db:); repeatable")
+    run.add_argument("--public-model", help="the dbt model to read when a schema.yml holds several")
+    run.add_argument("--discovery-share", type=float, metavar="SHARE", help="without --schema: the share of the "
+                     "budget spent discovering the table's domain (default: by need, 3%% per column, at most 35%%)")
     run.add_argument("--keep-private", action="store_true", help="DEBUG: keep the private intermediates")
 
     feas = sub.add_parser("feasibility", help="what private sampling's guarantee allows for a table")
@@ -190,7 +196,8 @@ def command_run(args: argparse.Namespace) -> int:
         "unlimited": args.unlimited or None, "public_rows": args.public_rows, "credentials_block": args.credentials_block,
         "allow_seed_with_budget": args.allow_seed_with_budget or None, "audit": args.audit or None,
         "keep_private": args.keep_private or None, "audit_target": args.audit_target,
-        "fine_decoding": args.fine_decoding}.items() if v is not None}
+        "fine_decoding": args.fine_decoding, "public": args.public, "public_model": args.public_model,
+        "discovery_share": args.discovery_share}.items() if v is not None}
     parameters = parse_parameters(values)
     plan_run(parameters)  # every parameter checked here, before Prefect starts or any data is read
     os.environ["PRIVSYNTH_CLI_RUN"] = "1"  # the flow then stops at once on SIGTERM (flows.synthesize)

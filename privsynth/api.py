@@ -98,7 +98,8 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
                rows: int | None = None, public_rows: int | None = None, output: str | Path | None = None,
                sink: str | None = None, release_store: str | Path | None = None, unlimited: bool = False,
                allow_seed_with_budget: bool = False, audit: bool = False, audit_target: str | None = None,
-               progress: Callable[[str], None] | None = None) -> Release:
+               public: list[str] | None = None, public_model: str | None = None,
+               discovery_share: float | None = None, progress: Callable[[str], None] | None = None) -> Release:
     """Release a DP synthetic table of ``data`` (the same run as ``privsynth run``, without Prefect).
 
     data: a source URL or path (every ``--input`` form), a pandas or polars DataFrame, a pyarrow
@@ -106,20 +107,22 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
     the bundled example. Defaults as the CLI's: the default mechanism, delta 1e-9, the per-user
     ledger and release store. The dataset's budget is charged once, before any noise is drawn;
     a dataset without a budget is refused unless ``unlimited=True`` (explicit and logged).
+    Without a schema the run discovers one under DP inside ``epsilon`` (``discovery_share`` of it, by need
+    when None), after the public facts of the ``public`` data contracts; ``release.run_dir / "schema.yaml"``
+    is reusable as the schema of later runs at no new cost.
     Raises the typed errors of ``privsynth.errors`` before anything is charged. ``progress``, if given,
     receives each progress line (stages, the mechanism's rounds: public facts only) as it happens.
     """
     schema_obj = _schema_of(schema)
     in_memory = data is not None and not isinstance(data, (str, Path))
-    if data is not None and schema_obj is None:
-        raise ParameterError("schema is required with data: a schema is public metadata written from documentation")
     parameters = _parameters(
         input=None if in_memory or data is None else str(data),
         schema_file=str(schema) if isinstance(schema, (str, Path)) else None,
         mechanism=mechanism or DEFAULT_MECHANISM, epsilon=epsilon, delta=DEFAULT_DELTA if delta is None else delta,
         rows=rows, public_rows=public_rows, seed=seed, allow_seed_with_budget=allow_seed_with_budget,
         output=None if output is None else str(output), sink=sink, dataset=dataset, ledger=ledger, unlimited=unlimited,
-        mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target)
+        mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target, public=list(public or []),
+        public_model=public_model, discovery_share=discovery_share)
     with forwarded_progress(progress):
         ctx = prepare_run(parameters, data=data if in_memory else None, schema=schema_obj, release_store=release_store,
                           progress=progress)

@@ -65,11 +65,11 @@ class DraftResult:
 
 def draft_schema(source: str, options: DraftOptions) -> DraftResult:
     """Draft a schema for ``source`` (see the module docstring for what is read and what it costs)."""
-    opened, csv_sniffed = open_declared(source)
+    opened, text_source = open_declared(source)
     try:
         columns = declared_columns(opened.table)
         check_options(options, columns)
-        drafts = [declared_entry(c, csv_sniffed) for c in columns]
+        drafts = [declared_entry(c, text_source) for c in columns]
         for d in drafts:
             if not d.entry.get("drop"):
                 apply_public(d, options)
@@ -82,7 +82,7 @@ def draft_schema(source: str, options: DraftOptions) -> DraftResult:
             peek_pass(opened.table, drafts, options)
             read = [d for d in drafts if d.column.identifier_reason is None
                     and d.column.kind in ("integer", "float", "categorical")]
-        text = render(drafts, options, opened.description, csv_sniffed, cost, dataset)
+        text = render(drafts, options, opened.description, text_source, cost, dataset)
     finally:
         opened.close()
     dropped = sum(1 for d in drafts if d.entry.get("drop"))

@@ -92,9 +92,8 @@ def merged(noisy: np.ndarray, cell_edges: np.ndarray, factor: int) -> tuple[np.n
 
 
 TIGHT_SHARE = 0.75  # a finer read-out is kept when its passing cells hold this share of the most any holds (noise: not 1)
-
-
 COARSE_FACTORS = (1, 2, 4)
+ZERO_CELL = 2.0 ** MIN_OCTAVE  # the log grid's cell [-2^-32, 2^-32) holds the zeros
 
 
 def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: bool) -> Bounds | None:
@@ -102,7 +101,8 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
 
     A spread-out column may have no single cell above the threshold: the cells are also read merged by
     2 and 4 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
-    passing cells hold at least TIGHT_SHARE of the most any merge holds sets the bounds."""
+    passing cells hold at least TIGHT_SHARE of the most any merge holds sets the bounds. An outermost
+    passing cell that is the zeros' cell bounds the column at 0 (its other edge, 2^-32, is grid, not data)."""
     found = []
     for factor in COARSE_FACTORS:
         cells, cell_edges = merged(noisy, edges, factor)
@@ -115,8 +115,12 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
         return None
     best = max(mass for mass, _, _ in found)
     _, low, high = next(f for f in found if f[0] >= TIGHT_SHARE * best)
+    low = 0.0 if low == -ZERO_CELL else low
+    high = 0.0 if high == ZERO_CELL else high
     if integer:
         low, high = float(math.floor(low)), float(math.ceil(high))
+    if not low < high:
+        high = low + 1.0
     return Bounds(low, high)
 
 
@@ -163,6 +167,7 @@ class FineResult:
     high: float
     edges: tuple[float, ...]  # the bin edges (low ... high)
     small_domain: bool  # one level per integer value
+    codes: tuple[float, ...] | None = None  # a coded column: exactly these values (``Column.values``)
 
 
 def quantile_cuts(noisy: np.ndarray, cell_edges: np.ndarray, bins: int, floor: float = 0.0) -> list[float]:
@@ -207,44 +212,45 @@ def measure_levels(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarra
     return out
 
 
-def fine_result(levels: list[Level], integer: bool, bins: int, fallback: Bounds) -> FineResult | None:
-    """Round 2 read-out (post-processing): tight bounds, a small integer domain, or DP quantile edges.
+MAX_CODES = 40  # a whole-number column with at most this many values found is coded (one level per value)
+CODED_REST_SHARE = 0.01  # ... when the values found hold all but this share of the column's noisy mass
 
-    The finest level whose passing cells hold at least TIGHT_SHARE of the coarsest level's noisy total
-    sets the bounds (a constant or a short integer range: the finest; a spread-out column: a
-    coarser one) and the edges (where its clipped noisy CDF crosses i/bins). None: no cell of any level
-    passes (round 1 found the column's values by a false alarm: it is proposed dropped)."""
-    spans = []
-    for level in levels:
-        span = passing_span(level.noisy, level.sigma)
-        mass = 0.0 if span is None else float(level.noisy[level.noisy > utility_threshold(level.sigma, len(level.noisy))].sum())
-        spans.append((mass, span))
-    if all(span is None for _, span in spans):
-        return None  # no evidence of any value in round 2 either (round 1's pass was a false alarm)
-    n_hat = float(levels[-1].noisy.sum())  # the coarsest level's total: an estimate of the non-missing count
-    chosen = next((i for i, (mass, _) in enumerate(spans) if mass >= TIGHT_SHARE * n_hat), len(levels) - 1)
-    level, span = levels[chosen], spans[chosen][1]
-    cells, edges, s = level.noisy, level.edges, level.sigma
-    if spans[chosen][0] < max(MIN_SIGNAL * s, TIGHT_SHARE * n_hat):
-        # too little signal above the noise to trust a tighter span: round 1's bounds, equal-width bins
-        level, span = levels[-1], None
-        cells, edges, s = level.noisy, level.edges, level.sigma
-    if span is None:
-        first, last = 0, len(cells) - 1
-        low, high = fallback.low, fallback.high
-    else:
-        first, last = span
-        low, high = float(edges[first]), float(edges[last + 1])
+
+def coded_values(level: Level) -> tuple[float, ...] | None:
+    """The whole numbers a one-cell-per-integer level shows (post-processing), or None when the column is
+    not coded: more than MAX_CODES pass the threshold, or the cells that do not pass hold more than
+    CODED_REST_SHARE of the noisy mass beyond what their noise explains (a spread-out column)."""
+    if level.factor != 1 or len(level.edges) < 2 or not np.all(np.diff(level.edges) == 1.0):
+        return None
+    ok = level.noisy > utility_threshold(level.sigma, len(level.noisy))
+    if not ok.any() or ok.sum() > MAX_CODES:
+        return None
+    total = float(level.noisy.sum())
+    rest = total - float(level.noisy[ok].sum())
+    if rest > CODED_REST_SHARE * max(total, 0.0) + 3.0 * level.sigma * math.sqrt(max(int((~ok).sum()), 1)):
+        return None
+    return tuple(float(v) for v in level.edges[:-1][ok])
+
+
+def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds) -> FineResult:
+    """Round 2 read-out (post-processing) inside round 1's DP bounds, which it never narrows (a tail is data):
+    a coded column's values (``coded_values``), else ``bins`` edges where the noisy CDF of the finest level
+    with signal crosses i/bins (equal widths when the noise leaves too little to place them)."""
+    low, high = bounds.low, bounds.high
     if integer:
-        low, high = float(math.floor(low)), float(math.ceil(high))
-        if high - low <= SMALL_INTEGER_DOMAIN and np.all(np.diff(edges[first:last + 2]) == 1.0):
-            # one level per value low .. high-1 (cells [v, v+1)); the schema's last bin [high-1, high] is closed
-            return FineResult(low, high, tuple(np.arange(low, high + 1.0)), True)
-    cuts = quantile_cuts(cells[first:last + 1], edges[first:last + 2], bins, floor=s)
+        codes = coded_values(levels[0])
+        if codes is not None:
+            return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
+    n_hat = float(levels[-1].noisy.sum())
+    chosen = levels[-1]
+    for level in levels:
+        signal = level.noisy[level.noisy > level.sigma].sum()
+        if signal >= 0.5 * n_hat and signal >= MIN_SIGNAL * level.sigma:
+            chosen = level
+            break
+    cuts = quantile_cuts(chosen.noisy, chosen.edges, bins, floor=chosen.sigma)
     out = sorted({low, high, *(c for c in cuts if low < c < high)})
     if len(out) - 1 < max(2, bins // 2):
-        # the noise left too little to place edges by the data: equal widths inside the DP bounds (a public
-        # function of them), so a weak budget still gives the mechanism `bins` levels to work with
         out = sorted(set(np.linspace(low, high, bins + 1).tolist()))
     if integer:
         out = sorted({float(round(e)) for e in out})

@@ -41,6 +41,7 @@ class CategoryRelease:
     categories: tuple[str, ...]
     sigma: float
     tau: float
+    kept_mass: float = 0.0  # the kept values' noisy counts, summed (post-processing)
 
 
 def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
@@ -55,4 +56,4 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
         cut = np.sort(noisy_counts[keep])[-max_categories]
         keep &= noisy_counts >= cut
     kept = sorted(str(v) for v, k in zip(values, keep) if k)
-    return CategoryRelease(tuple(kept), sigma, tau)
+    return CategoryRelease(tuple(kept), sigma, tau, float(noisy_counts[keep].sum()) if len(counts) else 0.0)

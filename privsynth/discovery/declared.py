@@ -1,14 +1,13 @@
 """The source's declared column types (metadata only: no value is read here).
 
 Column names and types come from the source's declared types (Parquet footers, the DuckDB /
-PostgreSQL catalog); for CSV, which declares none, DuckDB's sniffer infers them from sample rows (a
-non-DP look at the values' *format*, said in the draft's header).
+PostgreSQL catalog). CSV declares none: its columns are read as text, and the types are decided
+under DP (``facts``) or by public facts, never sniffed from the rows.
 """
 
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass
 
 # Name tokens that mark identifiers and free text (proposed ``drop: true``; their values are never read).
@@ -78,26 +77,12 @@ def declared_columns(table) -> list[DeclaredColumn]:
     return out
 
 
-def open_declared(source: str):
-    """Open ``source`` reading metadata only; returns (OpenedTable, csv_sniffed: bool)."""
-    from privsynth.engine.backends import CSV_SUFFIXES, EngineOptions, backend_error, duckdb_backend, open_table
-    from privsynth.engine.sources import SourceSpec, _check_file
-    from privsynth.io.connections import InputError
+def open_declared(source):
+    """Open ``source`` reading metadata only; returns (OpenedTable, text_source: bool).
 
-    path_part = str(source).split("?")[0]
-    if path_part.lower().endswith(CSV_SUFFIXES) and "://" not in path_part:
-        from privsynth.engine.backends import OpenedTable
+    A CSV file declares no types: it is read as text (never sniffed: a type inferred from the rows would
+    change with one added row), and ``text_source`` is True; the discovery's DP column facts decide."""
+    from privsynth.engine.backends import open_table
 
-        tsv = ".tsv" in path_part.lower()
-        _check_file(SourceSpec("csv", path_part, delimiter="\t" if tsv else ","))
-        backend = duckdb_backend(EngineOptions())
-        try:
-            table = backend.read_csv(path_part, table_name=f"privsynth_{uuid.uuid4().hex[:8]}", header=True,
-                                     delim="\t" if tsv else ",", auto_detect=True)
-        except Exception as err:  # noqa: BLE001
-            backend.disconnect()
-            raise backend_error(err, f"input file {path_part!r}") from None
-        return OpenedTable(backend, table, f"csv:{path_part}", closers=[backend.disconnect]), True
-    if path_part.lower().endswith(CSV_SUFFIXES):
-        raise InputError(f"--input {path_part!r}: schema draft reads local CSV files; copy the file or use Parquet")
-    return open_table(source, None), False  # the schema argument is used by local CSV only
+    opened = open_table(source, None)
+    return opened, bool(getattr(opened, "text_from_csv", False))

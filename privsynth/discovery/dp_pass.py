@@ -1,4 +1,4 @@
-"""The DP pass of a draft: charge once, then two rounds of Gaussian measurements (``budget``)."""
+"""The DP pass of a draft: charge once, then discovery's rounds of Gaussian measurements (``discover``)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,10 @@ import uuid
 
 import numpy as np
 
-from privsynth.discovery import budget
-from privsynth.discovery.bounds import Bounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.declared import DeclaredColumn
-from privsynth.discovery.draft import (
-    ColumnDraft,
-    DraftOptions,
-    categorical_release,
-    draft_cost,
-    needs,
-    numeric_values,
-    public_bounds,
-    round_one_bounds,
-    round_two_edges,
-)
+from privsynth.discovery.discover import measure
+from privsynth.discovery.draft import ColumnDraft, DraftOptions, draft_cost, needs
 
 
 def value_counts(table, name: str) -> tuple[list, np.ndarray]:
@@ -59,7 +48,7 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
 
     read = to_read(drafts, options)
     dataset = options.dataset or options.name
-    n_cat = sum(1 for d in read if needs(d, options) == "categories")
+    n_cat = sum(1 for d in read if needs(d, options) in ("facts", "categories"))  # may need a category threshold
     cost = draft_cost(float(options.epsilon), options.delta, n_cat)
     delta_tau = THRESHOLD_DELTA_FRACTION * options.delta / max(n_cat, 1)
     config = {"epsilon": options.epsilon, "delta": options.delta, "bins": options.bins,
@@ -77,42 +66,5 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
         ledger.close()
     noise = make_noise_source(options.seed, key)
     noise.authorize(receipt.reference)
-    measure(table, read, options, cost.rho, delta_tau, noise)
+    measure(table, read, options, cost.rho, delta_tau, noise)  # discovery.discover: one code path with the run
     return cost, dataset
-
-
-def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, delta_tau: float, noise) -> None:
-    """The two rounds (see ``budget``); total rho spent <= ``rho``, equal when any column needs round 2."""
-    first = {d.column.name: needs(d, options) for d in read}
-    round1 = {c: m for c, m in first.items() if m in ("categories", "bounds")}
-    maybe_edges = [c for c, m in first.items() if m in ("bounds", "edges")]
-    share1 = budget.round_one(rho, round1, maybe_edges)
-    cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    coarse: dict[str, Bounds] = {}
-    for d in read:
-        name, kind = d.column.name, first[d.column.name]
-        if kind == "edges":
-            low, high = public_bounds(d.column, options)
-            coarse[name] = Bounds(low, high)
-            continue
-        raw, counts = value_counts(table, name)
-        if kind == "categories":
-            categorical_release(d, raw, counts, share1[name], delta_tau, noise)
-            continue
-        values = numeric_values(d.column.kind, raw)
-        cache[name] = (values, counts)
-        found = round_one_bounds(d, values, counts, share1[name], noise)
-        if found is not None:
-            coarse[name] = found
-    spent = sum(share1.values())
-    share2 = budget.round_two(rho, spent, [c for c in maybe_edges if c in coarse])
-    for d in read:
-        name = d.column.name
-        if name not in share2:
-            continue
-        if name not in cache:
-            raw, counts = value_counts(table, name)
-            cache[name] = (numeric_values(d.column.kind, raw), counts)
-        values, counts = cache.pop(name)
-        round_two_edges(d, values, counts, share2[name], coarse[name], options.bins, noise,
-                        public=first[name] == "edges")

@@ -22,6 +22,7 @@ from privsynth.run.parameters import ParameterError
 from privsynth.discovery import bounds as B
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories
 from privsynth.discovery.declared import DeclaredColumn
+from privsynth.discovery.public import PublicColumn, PublicFacts, from_flags
 
 DEFAULT_BINS = 8
 NUMERIC = ("integer", "float")
@@ -45,6 +46,12 @@ class DraftOptions:
     # TESTING ONLY, as a run's --seed: reproducible numpy noise derived from the seed and the draft's release
     # key, not hardened against floating-point attacks. None: OpenDP's samplers.
     seed: int | None = None
+    # PUBLIC facts from data contracts and the source's catalogue (``--public``); the flags above join them
+    public: PublicFacts = field(default_factory=PublicFacts)
+
+    def public_facts(self) -> PublicFacts:
+        """Everything public about the columns: the contracts' facts and the --bounds / --categories flags."""
+        return self.public.merged(from_flags(self.bounds, self.categories))
 
 
 @dataclass
@@ -53,6 +60,9 @@ class ColumnDraft:
     entry: dict[str, Any]
     comments: list[str]
     spent: dict[str, float] = field(default_factory=dict)  # rho per measurement
+    text_source: bool = False  # the type is not declared (CSV text): public facts or the DP facts decide it
+    stored: str = "text"  # how the source stores it: text, or its declared type (never changes)
+    ood_share: float | None = None  # DP estimate: share of present values outside the discovered domain
 
 
 def check_options(options: DraftOptions, columns: list[DeclaredColumn]) -> None:
@@ -69,34 +79,40 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn]) -> None:
     for col in options.bounds:
         if col not in known:
             raise ParameterError(f"--bounds: the source has no column {col!r}")
-        if known[col].kind not in (*NUMERIC, *TEMPORAL):
+        if known[col].kind not in (*NUMERIC, *TEMPORAL, "categorical"):
             raise ParameterError(f"--bounds: column {col!r} is not numeric or temporal (declared {known[col].declared})")
-        public_bounds(known[col], options)  # refuses bad values
     for col, cats in options.categories.items():
-        if col not in known or known[col].kind != "categorical":
-            raise ParameterError(f"--categories: the source has no categorical column {col!r}")
+        if col not in known or known[col].kind not in ("categorical", *NUMERIC):
+            raise ParameterError(f"--categories: the source has no categorical or numeric column {col!r}")
         if not cats:
             raise ParameterError(f"--categories {col}: give at least one value")
+    for col in options.public.columns:
+        if col not in known:
+            raise ParameterError(f"--public: {options.public.columns[col].origins and next(iter(options.public.columns[col].origins.values()))} "
+                                 f"names column {col!r}, which the source does not have")
 
 
 def public_bounds(c: DeclaredColumn, options: DraftOptions) -> tuple[float, float] | None:
-    """A column's PUBLIC bounds in its unit (given by the user), or None. A constant's bounds (low == high)
-    are widened to one integer step for integer and temporal columns."""
-    if c.name not in options.bounds:
+    """A column's PUBLIC bounds in its unit (flags or contracts, both ends given), or None. A constant's
+    bounds (low == high) are widened to one integer step for integer and temporal columns."""
+    p = options.public_facts().get(c.name)
+    if p is None or p.bounds is None or None in p.bounds or c.kind not in (*NUMERIC, *TEMPORAL):
         return None
     from privsynth.schema import temporal
 
-    low, high = options.bounds[c.name]
+    low, high = p.bounds
     try:
         if c.kind in TEMPORAL:
             low, high = temporal.to_unit(low, c.kind), temporal.to_unit(high, c.kind)
         low, high = float(low), float(high)
     except (TypeError, ValueError):
-        raise ParameterError(f"--bounds {c.name}: expected LOW:HIGH in the column's type, got {low}:{high}") from None
+        raise ParameterError(f"public bounds of {c.name} ({p.origin('bounds')}): expected LOW:HIGH in the column's type, "
+                             f"got {low}:{high}") from None
     if c.kind != "float" and low == high and math.isfinite(low):
         high = low + 1.0
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ParameterError(f"--bounds {c.name}: expected finite LOW <= HIGH, got {low}:{high}")
+        raise ParameterError(f"public bounds of {c.name} ({p.origin('bounds')}): expected finite LOW <= HIGH, got "
+                             f"{low}:{high}")
     return low, high
 
 
@@ -110,54 +126,114 @@ def draft_cost(epsilon: float, delta: float, n_categorical: int) -> PrivacyCost:
     return PrivacyCost.zcdp(rho, f"schema draft: {rho:.6g}-zCDP", tuple(notes))
 
 
-def declared_entry(c: DeclaredColumn, csv_sniffed: bool) -> ColumnDraft:
+def declared_entry(c: DeclaredColumn, text_source: bool) -> ColumnDraft:
     """A column's entry from its declared type alone (TODOs where a domain is needed)."""
     entry: dict[str, Any] = {"name": c.name}
     comments: list[str] = []
-    how = "type inferred by DuckDB's CSV sniffer" if csv_sniffed else "declared type"
     if c.kind is None:
         entry.update(type="categorical", drop=True)
-        comments.append(f"{how} {c.declared} has no privsynth column type: dropped (its values were not read)")
+        comments.append(f"declared type {c.declared} has no privsynth column type: dropped (its values were not read)")
         return ColumnDraft(c, entry, comments)
     entry["type"] = c.kind
-    comments.append(f"{how}: {c.declared}")
+    comments.append("CSV declares no type: TODO the type from documentation, or a DP pass decides it (--epsilon)"
+                    if text_source else f"declared type: {c.declared}")
+    draft = ColumnDraft(c, entry, comments, text_source=text_source,
+                        stored="text" if text_source or c.kind == "categorical" else c.kind)
     if c.identifier_reason:
         entry["drop"] = True
-        comments.append(f"drop: {c.identifier_reason}")
-        return ColumnDraft(c, entry, comments)
+        draft.comments.append(f"drop: {c.identifier_reason}")
+        return draft
     if c.nullable:
         entry["nullable"] = True
-    if c.kind == "categorical":
+    _todo(draft)
+    return draft
+
+
+def _todo(d: ColumnDraft) -> None:
+    """The TODO entries of a column whose domain is not settled yet (its type as the entry says)."""
+    kind, entry = d.entry["type"], d.entry
+    d.comments = [x for x in d.comments if not x.startswith("TODO:")]
+    for key in ("categories", "bounds", "bins", "bin_by", "on_out_of_domain"):
+        entry.pop(key, None)
+    if kind == "categorical":
         entry["categories"] = []
-        comments.append("TODO: the public list of categories (from documentation), e.g. categories: [a, b, c]; "
-                        "or re-draft with --epsilon for a DP list; free text or one value per row: set drop: true")
+        d.comments.append("TODO: the public list of categories (from documentation), e.g. categories: [a, b, c]; "
+                          "or re-draft with --epsilon for a DP list; free text or one value per row: set drop: true")
         entry["on_out_of_domain"] = "fail"
-    elif c.kind in NUMERIC:
+    elif kind in NUMERIC:
         entry["bounds"] = None
         entry["bins"] = None
-        comments.append("TODO: public bounds and bin edges from documentation, e.g. bounds: [0, 100] and "
-                        "bins: [0, 25, 50, 75, 100]; or re-draft with --epsilon for DP bounds and edges")
-    elif c.kind in TEMPORAL:
+        d.comments.append("TODO: public bounds and bin edges from documentation, e.g. bounds: [0, 100] and "
+                          "bins: [0, 25, 50, 75, 100]; or re-draft with --epsilon for DP bounds and edges")
+    elif kind in TEMPORAL:
         entry["bounds"] = None
         entry["bin_by"] = "month"
-        comments.append("TODO: public bounds [first, last] as ISO dates from documentation, e.g. bounds: "
-                        "['2015-01-01', '2024-12-31']; bin_by: year | quarter | month | week | day; or re-draft "
-                        "with --epsilon for DP bounds and calendar bins")
-    return ColumnDraft(c, entry, comments)
+        d.comments.append("TODO: public bounds [first, last] as ISO dates from documentation, e.g. bounds: "
+                          "['2015-01-01', '2024-12-31']; bin_by: year | quarter | month | week | day; or re-draft "
+                          "with --epsilon for DP bounds and calendar bins")
+
+
+def set_kind(d: ColumnDraft, kind: str, why: str, *, lenient: bool) -> None:
+    """The column's type is now known (public, or decided under DP): its entry follows. ``lenient``: a DP
+    type, so values that do not read as it become missing instead of failing the run (rule 8: a release
+    never depends on an exact check of the rows)."""
+    from dataclasses import replace
+
+    d.column = replace(d.column, kind=kind)
+    d.entry["type"] = kind
+    d.comments = [x for x in d.comments if not x.startswith(("CSV declares no type", "declared type"))]
+    d.comments.insert(0, why)
+    _todo(d)
+    if lenient:
+        d.entry["nullable"] = True
+        if kind in (*NUMERIC, *TEMPORAL):
+            d.entry["on_unreadable"] = "missing"
 
 
 def apply_public(d: ColumnDraft, options: DraftOptions) -> None:
-    """Public categories and bounds given by the user fill the entry (never read, never DP)."""
-    c = d.column
-    if c.name in options.categories:
-        d.entry["categories"] = list(options.categories[c.name])
+    """Public facts (contracts, catalogue, --bounds / --categories) fill the entry: never read, never DP."""
+    p = options.public_facts().get(d.column.name)
+    if p is None:
+        return
+    if p.type is not None and p.type != d.column.kind:
+        set_kind(d, p.type, f"PUBLIC type ({p.origin('type')})", lenient=False)
+        d.text_source = False
+    elif p.type is not None:
+        d.text_source = False
+    if p.nullable is not None:
+        d.entry["nullable"] = p.nullable
+        if not p.nullable:
+            d.entry.pop("on_unreadable", None)
+    kind = d.column.kind
+    if p.categories is not None and kind in NUMERIC and d.text_source is False:
+        _public_codes(d, p)
+    elif p.categories is not None:
+        if kind != "categorical":
+            set_kind(d, "categorical", f"PUBLIC: categories listed ({p.origin('categories')})", lenient=False)
+            d.text_source = False
+        d.entry["categories"] = list(p.categories)
         d.entry["on_out_of_domain"] = "category"
-        _settle(d, "PUBLIC (you gave --categories): other values become <out-of-domain>")
-    elif c.name in options.bounds and c.kind == "integer":
-        low, high = public_bounds(c, options)
+        _settle(d, f"PUBLIC categories ({p.origin('categories')}): other values become <out-of-domain>")
+    elif p.bounds is not None and kind == "integer" and None not in p.bounds:
+        low, high = public_bounds(d.column, options)
         if high - low <= B.SMALL_INTEGER_DOMAIN:
             _numeric_entry(d, B.FineResult(low, high, tuple(np.arange(low, high + 1.0)), True), dp=())
-            _settle(d, "PUBLIC (you gave --bounds): one level per value")
+            _settle(d, f"PUBLIC bounds ({p.origin('bounds')}): one level per value")
+
+
+def _public_codes(d: ColumnDraft, p: PublicColumn) -> None:
+    """A numeric column whose public accepted values are listed: a coded column (exactly those values)."""
+    try:
+        codes = sorted({float(v) for v in p.categories or ()})
+    except ValueError:
+        raise ParameterError(f"column {d.column.name!r}: public values {p.origin('categories')} are not numbers "
+                             f"but the column is {d.column.kind}") from None
+    for key in ("bounds", "bins", "categories"):
+        d.entry.pop(key, None)
+    cast = int if d.column.kind == "integer" and all(v.is_integer() for v in codes) else float
+    d.entry["values"] = [cast(v) for v in codes]
+    d.entry["on_out_of_domain"] = "clip"
+    _settle(d, f"PUBLIC values ({p.origin('categories')}): a coded column, exactly these values")
 
 
 def _settle(d: ColumnDraft, comment: str) -> None:
@@ -166,13 +242,18 @@ def _settle(d: ColumnDraft, comment: str) -> None:
 
 
 def needs(d: ColumnDraft, options: DraftOptions) -> str | None:
-    """The first DP measurement a column needs: categories, bounds, edges (bounds public), or None."""
+    """The next DP measurement a column needs: facts (its type, whole numbers, identifier), categories,
+    bounds, edges (bounds public), or None."""
     c, e = d.column, d.entry
-    if e.get("drop") or e.get("settled") or c.kind in (None, "boolean"):
+    if e.get("drop") or e.get("settled") or c.kind is None:
+        return None
+    if "facts" not in d.spent and (d.text_source or c.kind in (*NUMERIC, "categorical")):
+        return "facts"
+    if c.kind == "boolean":
         return None
     if c.kind == "categorical":
         return "categories"
-    return "edges" if c.name in options.bounds else "bounds"
+    return "edges" if public_bounds(c, options) is not None else "bounds"
 
 
 def _numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> None:
@@ -189,6 +270,12 @@ def _numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> N
         else:
             d.entry.pop("bin_by", None)
             d.entry["bins"] = [fmt(x) for x in fine.edges]
+    elif fine.codes is not None:
+        cast = int if c.kind == "integer" else float
+        d.entry.pop("bounds", None)
+        d.entry.pop("bins", None)
+        d.entry["values"] = [cast(x) for x in fine.codes]
+        dp = tuple("values" if x == "bins" else x for x in dp if x != "bounds") if dp else dp
     else:
         cast = int if c.kind == "integer" else float
         d.entry["bounds"] = [cast(fine.low), cast(fine.high)]
@@ -212,10 +299,15 @@ def calendar_unit(low: float, high: float, kind: str) -> str | None:
     return None
 
 
-def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: float, delta_tau: float, noise) -> None:
+def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: float, delta_tau: float, noise,
+                        present: float | None = None) -> None:
+    """The DP category list (``dp_categories``); ``present``: a DP estimate of the column's present values (the
+    facts'), from which the share that falls in <out-of-domain> is estimated (post-processing)."""
     from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL
 
     release = dp_categories([str(v) for v in values], counts, rho, delta_tau, noise)
+    if present is not None and present > 0:
+        d.ood_share = min(1.0, max(0.0, 1.0 - release.kept_mass / present))
     d.spent["categories"] = rho
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     cats = [v for v in release.categories if v not in (MISSING_LABEL, OUT_OF_DOMAIN_LABEL)]
@@ -228,8 +320,12 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
     d.entry["categories"] = cats
     d.entry["on_out_of_domain"] = "category"
     d.entry["dp_released"] = ["categories"]
-    d.comments.append(f"DP (rho {rho:.4g}): categories are the values whose noisy count passed the threshold; every "
-                      "other value becomes <out-of-domain>. Add public categories it missed")
+    d.comments.append(f"DP (rho {rho:.4g}): categories are the values whose noisy count passed the threshold "
+                      f"({release.tau:.0f} rows at this budget); every other value becomes <out-of-domain>. Add "
+                      "public categories it missed")
+    if d.ood_share is not None:
+        d.comments.append(f"DP estimate: about {100 * d.ood_share:.1f}% of its present values fall in <out-of-domain>; "
+                          f"list them with --categories {d.column.name}=a,b,... or a data contract (--public) to keep them")
 
 
 def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float,
@@ -256,8 +352,8 @@ def _drop(d: ColumnDraft, reason: str) -> None:
 
 def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, coarse: B.Bounds,
                     bins: int, noise, public: bool) -> None:
-    """Round 2: a hierarchy of histograms over a fine public grid, read out at the finest level the noise
-    supports (``bounds.fine_result``)."""
+    """Round 2: a hierarchy of histograms over a fine public grid inside the bounds, read out
+    (``bounds.read_out``) as a coded column's values or as bin edges; the bounds are never narrowed."""
     c = d.column
     integer = c.kind != "float"
     if c.kind in TEMPORAL:
@@ -266,24 +362,15 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
     levels = B.measure_levels(values, counts, cell_edges, rho, noise)
     d.spent["edges"] = rho
-    fine = B.fine_result(levels, c.kind == "integer", bins, coarse)
-    if fine is None and not public:
-        _drop(d, f"drop: no cell of either DP histogram (rho {d.spent.get('bounds', 0):.4g} and {rho:.4g}) passed the "
-                 "threshold: too few non-missing values to draft; give public --bounds to keep it")
-        return
-    if fine is None:  # public bounds: equal-width bins inside them
-        fine = B.FineResult(coarse.low, coarse.high, tuple(np.linspace(coarse.low, coarse.high, bins + 1)), False)
-    if public:
-        fine = B.FineResult(coarse.low, coarse.high, tuple(sorted({coarse.low, coarse.high,
-                                                                   *(e for e in fine.edges if coarse.low < e < coarse.high)})),
-                            fine.small_domain)
+    fine = B.read_out(levels, c.kind == "integer", bins, coarse)
     _numeric_entry(d, fine, ("bins",) if public else ("bounds", "bins"))
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
-    what = ("one level per value" if fine.small_domain else
+    what = (f"a coded column: the {len(fine.codes)} whole numbers whose noisy count passed the threshold, exactly"
+            if fine.codes is not None else
             f"calendar bins ({d.entry['bin_by']})" if "bin_by" in d.entry else f"{len(fine.edges) - 1} DP quantile bins")
-    src = "PUBLIC bounds (you gave --bounds)" if public else f"DP bounds (rho {d.spent.get('bounds', 0):.4g})"
+    src = "PUBLIC bounds" if public else f"DP bounds (rho {d.spent.get('bounds', 0):.4g}, the widest span with signal)"
     d.comments.append(f"{src}; {what} from DP histograms on a fine public grid (rho {rho:.4g}); values outside "
-                      "the bounds are clipped")
+                      "the domain are clipped to it")
 
 
 def numeric_values(kind: str, raw: list) -> np.ndarray:

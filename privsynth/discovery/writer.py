@@ -18,15 +18,15 @@ def _scalar(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10**9, allow_unicode=True).strip().removesuffix("...").strip()
 
 
-def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, csv_sniffed: bool,
+def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_source: bool,
             cost: PrivacyCost | None, dataset: str | None) -> list[str]:
     head = [
         "# DRAFT SCHEMA, written by `privsynth schema draft`: a file for a human to review and edit.",
         f"# Source: {origin}",
     ]
-    if csv_sniffed:
-        head.append("# CSV declares no types: each column's type was INFERRED by DuckDB's sniffer from sample rows "
-                    "(a non-DP look at the values' format only; no value is written here). Check every type.")
+    if text_source:
+        head.append("# CSV declares no types: its columns were read as text, never sniffed; each type below is "
+                    "PUBLIC (your flags, a contract) or decided under DP (dp_released: [type]), else a TODO.")
     else:
         head.append("# Column types are the source's DECLARED types (metadata only).")
     if options.peek_without_dp:
@@ -55,10 +55,10 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, csv_s
     return head
 
 
-def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, csv_sniffed: bool,
+def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_source: bool,
            cost: PrivacyCost | None, dataset: str | None) -> str:
     """The draft as commented YAML: valid YAML; loads as a Schema once every TODO is filled."""
-    lines = _header(drafts, options, origin, csv_sniffed, cost, dataset)
+    lines = _header(drafts, options, origin, text_source, cost, dataset)
     lines += [f"name: {_scalar(options.name)}", "other_columns: fail", "columns:"]
     for d in drafts:
         lines.append("")

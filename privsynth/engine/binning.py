@@ -255,8 +255,9 @@ def column_code(table: ir.Table, col: Column, text_from_csv: bool, dtype: str, a
     missing_code = lit(n_levels if col.nullable else Fault.MISSING)
     ood_code = lit(len(col.labels) - 1 if col.on_out_of_domain == "category" else Fault.OUT_OF_DOMAIN)
     branches: list[tuple[ir.BooleanValue, ir.Value]] = []
+    unreadable_as_missing = col.on_unreadable == "missing"
     if values.not_a_number is not None:
-        branches.append((values.not_a_number, lit(Fault.NOT_A_NUMBER)))
+        branches.append((values.not_a_number, missing_code if unreadable_as_missing else lit(Fault.NOT_A_NUMBER)))
     branches.append((values.missing, missing_code))
     if col.type == "categorical":
         if values.kind is SourceKind.TEXT and array_lookup:
@@ -286,7 +287,8 @@ def column_code(table: ir.Table, col: Column, text_from_csv: bool, dtype: str, a
     x = values.value
     low, high = col.bounds  # type: ignore[misc]
     if col.type == "integer":
-        branches.append((x.notnull() & ~x.isinf() & (x != x.floor()), lit(Fault.NOT_WHOLE)))
+        branches.append((x.notnull() & ~x.isinf() & (x != x.floor()),
+                         missing_code if unreadable_as_missing else lit(Fault.NOT_WHOLE)))
     branches.append((x.isinf(), lit(Fault.NOT_FINITE)))
     if col.on_out_of_domain != "clip":
         branches.append(((x < low) | (x > high), lit(Fault.OUT_OF_DOMAIN)))

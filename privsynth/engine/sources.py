@@ -122,7 +122,8 @@ def _check_file(spec: SourceSpec) -> None:
 
 def _open_text(location: str):
     raw = gzip.open(location, "rb") if location.lower().endswith(".gz") else open(location, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    # utf-8-sig: a byte-order mark (what spreadsheet exports write) belongs to the encoding, not to the first name
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
 
 
 def check_input_width(columns: int, origin: str) -> None:
@@ -135,7 +136,8 @@ def check_input_width(columns: int, origin: str) -> None:
                          "columns you need with a query or a view, or raise the limit")
 
 
-def _csv_header(spec: SourceSpec, schema: Schema) -> list[str]:
+def _csv_header(spec: SourceSpec, schema: Schema | None) -> list[str]:
+    """The header row's names, checked (``schema`` None: a table being discovered, whose names are all it has)."""
     try:
         with _open_text(spec.location) as handle:
             first = handle.readline()
@@ -154,10 +156,13 @@ def _csv_header(spec: SourceSpec, schema: Schema) -> list[str]:
     if dupes:
         # A file without a header row makes its first data row the "header": name repeats only when
         # they are schema names, which cannot be data values.
+        if schema is None:
+            raise InputError(f"input file {spec.location!r}: {len(dupes)} duplicate column name(s) in the header "
+                             "(names withheld: without a schema the first row may be data); expected unique names")
         named = dupes if set(dupes) <= set(schema.column_names) else f"{len(dupes)} (names withheld: not schema columns)"
         raise InputError(f"input file {spec.location!r}: duplicate column name(s) {named}; expected each of "
                          f"{list(schema.column_names)} once")
-    if len(header) == 1 and len(schema.columns) > 1:
+    if schema is not None and len(header) == 1 and len(schema.columns) > 1:
         for other in (";", "\t", "|"):
             if other in header[0]:
                 raise InputError(f"input file {spec.location!r}: the header has one column but contains {other!r}; "

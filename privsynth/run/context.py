@@ -42,6 +42,7 @@ class RunContext:
         self.private_dir = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
         os.chmod(self.private_dir, 0o700)
         self._handle = None  # the engine source, opened on first use
+        self.discovery = None  # the discover stage's outcome (privsynth.run.discover), when the run has no schema
 
     @property
     def schema(self) -> Schema:

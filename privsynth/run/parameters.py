@@ -37,7 +37,9 @@ class RunParameters(BaseModel):
 
     input: str | None = Field(None, description="CSV/Parquet path or URL, duckdb:PATH?table=NAME, or a SQLAlchemy URL "
                                                 "with ?table=NAME (password as ${ENV_VAR}). Empty: the bundled Adult example.")
-    schema_file: str | None = Field(None, description="YAML schema of the input (public metadata). Empty: the bundled Adult schema.")
+    schema_file: str | None = Field(None, description="YAML schema of the input (public metadata). Empty with an input: "
+                                                      "the run discovers one under DP; empty without: the bundled Adult "
+                                                      "example's.")
     # A Literal of the registered names: the UI's form shows a drop-down, not a free-text box.
     mechanism: MechanismName = Field(DEFAULT_MECHANISM, description="The private mechanism (see `privsynth mechanisms`).")
     epsilon: float = Field(1.0, gt=0, allow_inf_nan=False, description="Privacy budget epsilon for this release (> 0).")
@@ -66,6 +68,14 @@ class RunParameters(BaseModel):
                                  description="Share of the budget for DP sub-bin counts of numeric and temporal columns, so "
                                              "synthetic values follow the data inside a bin (0: uniform inside the bin). "
                                              "The total charged is unchanged.")
+    public: list[str] = Field(default_factory=list, description="Without a schema: data contracts whose facts are "
+                              "PUBLIC (a dbt schema.yml, a Great Expectations suite, a Frictionless table schema, or "
+                              "db: for the source database's catalogue); used first, never charged.")
+    public_model: str | None = Field(None, description="The dbt model to read when a schema.yml holds several.")
+    discovery_share: float | None = Field(None, gt=0, lt=0.9, allow_inf_nan=False,
+                                          description="Without a schema: the share of the run's budget the discover "
+                                                      "stage spends on the table's domain (empty: by need, 3% per "
+                                                      "column it reads, at most 35%).")
     audit: bool = Field(False, description="Also write the INTERNAL (not DP) audit against the real data to "
                                            "internal-audit/ (never sent to Prefect).")
     audit_target: str | None = Field(None, description="Column for the audit's train-on-synthetic / test-on-real score.")

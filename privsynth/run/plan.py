@@ -25,12 +25,24 @@ from privsynth.schema.limits import check_schema_limits
 
 
 @dataclass(frozen=True)
+class DiscoveryPlan:
+    """A run without a schema: discovery spends a share of the run's rho before the mechanism (which gets
+    the rest). ``total`` is the whole run's cost, the (epsilon, delta) asked for; ``rho`` its zCDP part,
+    ``share`` the discovery's share (None: by need, decided from the columns discovery must read)."""
+
+    total: PrivacyCost
+    rho: float
+    share: float | None
+
+
+@dataclass(frozen=True)
 class RunPlan:
-    """A validated run: everything resolved before the data is touched."""
+    """A validated run: everything resolved before the data is touched. Without a schema (``discovery``
+    set), ``schema`` and the mechanism's config are filled by ``complete_plan`` after the discover stage."""
 
     parameters: RunParameters
     source: SourceSpec | None
-    schema: Schema
+    schema: Schema | None
     schema_path: str
     mechanism: ModuleType
     mechanism_config: Any
@@ -39,6 +51,7 @@ class RunPlan:
     cost: PrivacyCost
     bundled_example: bool = False
     fine_decoding: Any = None  # privsynth.run.fine_decoding.FineDecoding, or None: uniform decoding
+    discovery: DiscoveryPlan | None = None
 
     @property
     def delta(self) -> float:
@@ -55,20 +68,21 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
 
     Everything that needs only the parameters, the schema and the (public) domain is checked here,
     before any data is read and before any budget is charged: the mechanism's own ``check_config``,
-    the resource limits of ``privsynth.schema.limits``, paths, URLs and credentials.
+    the resource limits of ``privsynth.schema.limits``, paths, URLs and credentials. Without a schema
+    (an input and no --schema) the run discovers one: the plan holds the whole run's cost, and the
+    domain-dependent checks run in ``complete_plan`` once the schema is known.
     """
     from privsynth.mechanisms.catalogue import mechanism_config
 
     example_input, example_schema = bundled_example()
     bundled = parameters.input is None and not in_memory
-    if schema is None:
-        schema_path = parameters.schema_file or (example_schema if bundled else None)
-        if schema_path is None:
-            raise ParameterError("--schema is required with --input: a schema is public metadata written from documentation")
+    schema_path = parameters.schema_file or (example_schema if bundled else None)
+    if schema is None and schema_path is not None:
         schema = load_schema(schema_path)
-    else:
+    elif schema is not None:
         schema_path = parameters.schema_file or f"<schema {schema.name}>"
-    check_schema_limits(schema)
+    if schema is not None:
+        check_schema_limits(schema)
     source = None
     if not in_memory:
         source = parse_source(parameters.input or example_input)
@@ -79,32 +93,14 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         elif local and not Path(source.location).is_file():
             raise InputError(f"input file {source.location!r} does not exist")
     mechanism = get_mechanism(parameters.mechanism)
-    options = dict(parameters.mechanism_options)
-    public_rows_option = getattr(mechanism, "PUBLIC_ROWS_OPTION", None)
-    if public_rows_option is not None and parameters.public_rows is not None:
-        options.setdefault(public_rows_option, parameters.public_rows)
-    try:
-        domain = domain_of(schema)
-
-        def build(epsilon: float):
-            built = mechanism_config(mechanism, epsilon, parameters.delta, parameters.rows, options)
-            return mechanism.configure_for(built, domain) if hasattr(mechanism, "configure_for") else built
-
-        # the mechanism's share of the budget, and the fine-decoding measurement's (the total unchanged)
-        config, fine = plan_fine_decoding(schema, parameters.fine_decoding, parameters.epsilon, parameters.delta,
-                                          build, mechanism.privacy_cost)
-        if hasattr(mechanism, "check_config"):
-            mechanism.check_config(config, domain)
-        if hasattr(mechanism, "check_feasible"):
-            mechanism.check_feasible(config)
-    except ValidationError as err:
-        raise ParameterError(describe_validation_error(err, prefix=f"mechanism {parameters.mechanism} option ")) from None
-    except TypeError as err:
-        raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
-    except ValueError as err:
-        if type(err).__name__ == "InfeasibleRequestError":
-            raise
-        raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
+    discovery = None
+    if schema is None:
+        discovery = plan_discovery(parameters)
+        config, fine = _checked(parameters, lambda: (mechanism_config(mechanism, parameters.epsilon, parameters.delta,
+                                                                      parameters.rows, _options(parameters, mechanism)),
+                                                     None))
+    else:
+        config, fine = plan_mechanism(parameters, mechanism, schema, parameters.epsilon)
     if parameters.ledger is not None:
         check_ledger_url(parameters.ledger)
     if parameters.rows is None and getattr(mechanism, "ROWS_OPTION", None) is None:
@@ -120,14 +116,103 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
             parse_sink(parameters.sink)  # the same parser write_sink uses, before any data is read
         except InputError as err:
             raise ParameterError(str(err).removeprefix("--")) from None
-    if parameters.audit_target is not None and parameters.audit_target not in [c.name for c in schema.kept_columns]:
+    kept = [c.name for c in schema.kept_columns] if schema is not None else None
+    if parameters.audit_target is not None and kept is not None and parameters.audit_target not in kept:
         raise ParameterError(f"audit_target {parameters.audit_target!r} is not a kept column of schema {schema.name!r}")
     if parameters.audit_target is not None and not parameters.audit:
         raise ParameterError("audit_target needs audit=True (--audit): the train-on-synthetic score reads the real data")
-    return RunPlan(parameters=parameters, source=source, schema=schema, schema_path=str(schema_path), mechanism=mechanism,
-                   mechanism_config=config, output=output, dataset=parameters.dataset or schema.name,
-                   cost=fine.total if fine is not None else mechanism.privacy_cost(config), bundled_example=bundled,
-                   fine_decoding=fine)
+    dataset = parameters.dataset or (schema.name if schema is not None else default_dataset(parameters))
+    cost = discovery.total if discovery is not None else fine.total if fine is not None else mechanism.privacy_cost(config)
+    return RunPlan(parameters=parameters, source=source, schema=schema,
+                   schema_path=str(schema_path) if schema_path else "<discovered by this run>", mechanism=mechanism,
+                   mechanism_config=config, output=output, dataset=dataset, cost=cost, bundled_example=bundled,
+                   fine_decoding=fine, discovery=discovery)
+
+
+def default_dataset(parameters: RunParameters) -> str:
+    """The ledger's dataset of a run without a schema: the input's table or file name (a schema's name)."""
+    from privsynth.discovery import default_name
+
+    return default_name(parameters.input) if parameters.input else "dataframe"
+
+
+def plan_discovery(parameters: RunParameters) -> DiscoveryPlan:
+    """The whole run's cost when it discovers its schema: rho-zCDP for (epsilon, delta minus the categorical
+    thresholds' delta), so the thresholds' delta stays inside the stated delta."""
+    from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
+    from privsynth.privacy.spending import rho_allowance
+
+    delta = parameters.delta
+    rho = rho_allowance(parameters.epsilon, delta * (1.0 - THRESHOLD_DELTA_FRACTION))
+    total = PrivacyCost.zcdp(rho, f"run with discovery: {rho:.6g}-zCDP in all (discovery, then the mechanism)",
+                             (f"categorical thresholds: at most {THRESHOLD_DELTA_FRACTION * delta:.3g} of delta, "
+                              "inside the stated delta",))
+    return DiscoveryPlan(total, rho, parameters.discovery_share)
+
+
+def complete_plan(plan: RunPlan, schema: Schema, spent_rho: float) -> RunPlan:
+    """The plan of a run whose schema was discovered: the mechanism gets the run's rho less what discovery
+    spent, as an epsilon at the run's delta; every domain-dependent check runs now."""
+    from dataclasses import replace
+
+    from privsynth.privacy.accounting import epsilon_from_rho
+
+    assert plan.discovery is not None
+    check_schema_limits(schema)
+    left = plan.discovery.rho - spent_rho
+    if left <= 0:
+        raise ParameterError("discovery spent the whole budget; lower discovery_share")
+    epsilon = epsilon_from_rho(left, plan.delta)
+    config, fine = plan_mechanism(plan.parameters, plan.mechanism, schema, epsilon)
+    cost = fine.total if fine is not None else plan.mechanism.privacy_cost(config)
+    return replace(plan, schema=schema, mechanism_config=config, fine_decoding=fine, cost=cost)
+
+
+def _options(parameters: RunParameters, mechanism: ModuleType) -> dict:
+    options = dict(parameters.mechanism_options)
+    public_rows_option = getattr(mechanism, "PUBLIC_ROWS_OPTION", None)
+    if public_rows_option is not None and parameters.public_rows is not None:
+        options.setdefault(public_rows_option, parameters.public_rows)
+    return options
+
+
+def _checked(parameters: RunParameters, make):
+    """``make()``, with the mechanism's config errors as ParameterError naming the mechanism."""
+    try:
+        return make()
+    except ValidationError as err:
+        raise ParameterError(describe_validation_error(err, prefix=f"mechanism {parameters.mechanism} option ")) from None
+    except TypeError as err:
+        raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
+    except ValueError as err:
+        if type(err).__name__ == "InfeasibleRequestError":
+            raise
+        raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
+
+
+def plan_mechanism(parameters: RunParameters, mechanism: ModuleType, schema: Schema, epsilon: float):
+    """(config, fine decoding) of the mechanism at ``epsilon`` for ``schema``'s domain, every config check run."""
+    from privsynth.mechanisms.catalogue import mechanism_config
+
+    options = _options(parameters, mechanism)
+
+    def make():
+        domain = domain_of(schema)
+
+        def build(eps: float):
+            built = mechanism_config(mechanism, eps, parameters.delta, parameters.rows, options)
+            return mechanism.configure_for(built, domain) if hasattr(mechanism, "configure_for") else built
+
+        # the mechanism's share of the budget, and the fine-decoding measurement's (the total unchanged)
+        config, fine = plan_fine_decoding(schema, parameters.fine_decoding, epsilon, parameters.delta,
+                                          build, mechanism.privacy_cost)
+        if hasattr(mechanism, "check_config"):
+            mechanism.check_config(config, domain)
+        if hasattr(mechanism, "check_feasible"):
+            mechanism.check_feasible(config)
+        return config, fine
+
+    return _checked(parameters, make)
 
 
 def check_ledger_url(url: str) -> None:

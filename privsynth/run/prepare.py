@@ -78,7 +78,7 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
     run_id = run_id or new_run_id()
     location = parameters.output or str(Path("runs") / run_id)
     run_key = parameters.model_dump(mode="json", exclude={"output"})
-    if parameters.public_rows is not None:  # a stated, public n: the forecast costs nothing
+    if parameters.public_rows is not None and plan.schema is not None:  # a stated, public n: the forecast is free
         from privsynth.report.forecast import forecast, format_forecast
 
         say(format_forecast(forecast(plan.mechanism.NAME, plan.cost, parameters.epsilon, parameters.delta,
@@ -92,7 +92,8 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
     run_id = folder.manifest["run_id"]
     folder.manifest.update(parameters=parameters.public_json(), dataset=plan.dataset,
                            schema={"name": plan.schema.name, "path": public_path(plan.schema_path),
-                                   "sha256": plan.schema.content_hash()},
+                                   "sha256": plan.schema.content_hash()} if plan.schema is not None else
+                           {"discovered": "schema.yaml (this run's discover stage, DP)"},
                            input={"source": public_path(plan.source.describe()) if plan.source is not None else
                                   "in-memory table (Python API)"})
     folder.save()

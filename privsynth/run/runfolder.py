@@ -29,6 +29,8 @@ PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highsp
 # Private intermediates never enter a run folder (they live in the run's private temporary folder);
 # the internal audit, when asked for, is written to internal-audit/ and is not listed here.
 VISIBILITY = {
+    "schema.yaml": "public (DP)",
+    "discovery.json": "public (DP)",
     "validation.json": "public",
     "encoding.json": "public",
     "release.parquet": "public (DP)",

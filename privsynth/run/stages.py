@@ -136,6 +136,8 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
         atomic_write_table(ctx.folder.file("measurements.parquet"), measurements_table(outcome.release.measurements))
         artifacts.append("measurements.parquet")
     privacy = dict(outcome.privacy, reused_stored_release=outcome.reused)
+    if ctx.discovery is not None:
+        privacy.update(discovery=ctx.discovery.to_json(), run_total=run_total(ctx, ctx.discovery))
     atomic_write_json(ctx.folder.file("privacy.json"), privacy)
     ctx.folder.record("mechanism", artifacts, privacy_spent=privacy["cost"], reused_stored_release=outcome.reused)
     ctx.progress("mechanism: reused the stored release of this run; nothing charged" if outcome.reused else
@@ -264,7 +266,18 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     return audit
 
 
-STAGES = ("validate", "binarise", "mechanism", "rounding", "report", "audit")
+def run_total(ctx: RunContext, discovery) -> dict:
+    """The whole run's statement when it discovered its schema: discovery's rho plus the mechanism's."""
+    from privsynth.privacy.accounting import PrivacyCost
+
+    total = ctx.plan.discovery.total
+    spent = PrivacyCost.zcdp(discovery.rho + ctx.plan.cost.rho, "this run: discovery, then the mechanism", total.notes)
+    return {"epsilon": ctx.plan.parameters.epsilon, "delta": ctx.plan.delta, "cost": spent.report(ctx.plan.delta),
+            "statement": epsilon_statement(spent, ctx.plan.delta),
+            "parts": {"discovery_rho": discovery.rho, "mechanism_rho": ctx.plan.cost.rho}}
+
+
+STAGES = ("discover", "validate", "binarise", "mechanism", "rounding", "report", "audit")
 
 
 @dataclass(frozen=True)
@@ -288,8 +301,10 @@ class RunOutcome:
         """What a run returns to its caller (and the Prefect flow stores): public facts only."""
         return {"run_id": self.run_id, "run_dir": self.run_dir,
                 "synthetic": f"{self.run_dir}/synthetic.parquet", "rows": self.rounding["rows"],
-                "sink": self.rounding.get("sink"), "privacy": self.privacy["cost"],
-                "epsilon_statement": self.privacy.get("epsilon_statement"), "reused_release": self.reused,
+                "sink": self.rounding.get("sink"),
+                "privacy": self.privacy.get("run_total", {}).get("cost", self.privacy["cost"]),
+                "epsilon_statement": self.privacy.get("run_total", {}).get("statement",
+                                                                           self.privacy.get("epsilon_statement")), "reused_release": self.reused,
                 "report": (self.report or {}).get("summary"),
                 "internal_audit": f"{self.run_dir}/internal-audit" if self.audit is not None else None}
 
@@ -297,6 +312,12 @@ class RunOutcome:
 def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     """The run, stage by stage; the private folder is deleted whatever happens."""
     try:
+        discovery = None
+        if ctx.plan.schema is None:
+            from privsynth.run.discover import stage_discover
+
+            discovery = runner("discover", stage_discover, ctx)
+            ctx.discovery = discovery
         validation = runner("validate", stage_validate, ctx)
         statistics = runner("binarise", stage_binarise, ctx, validation)
         privacy = runner("mechanism", stage_mechanism, ctx, statistics)
@@ -306,7 +327,7 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     finally:
         ctx.close()
     folder = ctx.folder
-    folder.manifest["privacy_spent"] = privacy["cost"]
+    folder.manifest["privacy_spent"] = privacy.get("run_total", {}).get("cost", privacy["cost"])
     folder.manifest["epsilon_statement"] = privacy.get("epsilon_statement")
     folder.manifest["outputs"] = {"synthetic": "synthetic.parquet", "privacy": "privacy.json", "report": "report.json",
                                   "synthetic_validation": "synthetic-validation.json",

@@ -105,9 +105,15 @@ def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
     missing = series.isna().to_numpy()
     if col.type in temporal.TEMPORAL_TYPES:
         in_unit, not_date = temporal.values_in_unit(series, col.type)  # blank text is missing too
-        if not_date.any():
+        if not_date.any() and col.on_unreadable == "missing":
+            in_unit = np.where(not_date, np.nan, in_unit)
+        elif not_date.any():
             raise ValueError(f"column {col.name!r} has value(s) that are not {_plural(col.type)} (the schema says {col.type})")
         missing = np.isnan(in_unit)
+    elif col.type in ("integer", "float") and col.on_unreadable == "missing":
+        number = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        unreadable = np.isnan(number) | (col.type == "integer") & np.isfinite(number) & (number != np.round(number))
+        missing = missing | unreadable
     codes = np.zeros(len(series), dtype=np.int32)
     missing_code = n_levels if col.nullable else -1
     ood_code = len(col.labels) - 1 if col.on_out_of_domain == "category" else -1
@@ -163,6 +169,7 @@ def encode_codes(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
     return out
 
 
+POINT_WIDTH = 1e-9  # a float bin at most this wide (relative) decodes to its lower edge
 SUB_BINS = 16  # fine decoding: at most this many sub-bins per bin
 FINE_FLOOR = 2.0  # fine decoding: noisy sub-bin counts below this many noise scales weigh nothing
 
@@ -190,7 +197,7 @@ def sub_edges(col: Column) -> np.ndarray:
 def fine_schema(schema: Schema) -> Schema | None:
     """The schema with every kept numeric and temporal column's bins replaced by its ``sub_edges`` and every
     other column dropped (None: no such column). Its 1-way marginals are the sub-bin counts."""
-    numeric = [c for c in schema.kept_columns if c.type not in ("categorical", "boolean")]
+    numeric = [c for c in schema.kept_columns if c.type not in ("categorical", "boolean") and c.values is None]
     if not numeric:
         return None
     columns = []
@@ -240,6 +247,11 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
         return pd.Series(values)
     edges = np.asarray(col.bins, dtype=np.float64)
     safe = np.where(in_domain, codes, 0)
+    if col.values is not None:  # a coded column: exactly its values
+        coded = np.asarray(col.values, dtype=np.float64)[safe]
+        values = pd.array(coded.astype(np.int64), dtype="Int64") if col.type == "integer" else pd.array(coded, dtype="Float64")
+        values[~in_domain] = pd.NA
+        return pd.Series(values)
     lo, hi = edges[safe], edges[safe + 1]
     if fine is not None:
         lo, hi = _fine_draws(col, safe, fine, rng)
@@ -257,6 +269,9 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
             return moments.dt.date.where(in_domain, None).astype(object) if col.type == "date" else moments
     else:
         draws = rng.uniform(lo, hi)
+        # a bin narrower than float round-off is a point (the zeros' cell of a DP grid): its lower edge exactly
+        point = (hi - lo) <= POINT_WIDTH * np.maximum(1.0, np.abs(lo))
+        draws = np.where(point, lo, draws)
         if col.precision is not None:
             # The schema's stated precision (money in cents: 2): a draw rounded to it, kept inside its bin
             # [lo, hi) (the last bin [lo, hi]), so the value encodes back to its own level: the grid points

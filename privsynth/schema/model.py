@@ -62,8 +62,41 @@ class Column(BaseModel):
     # which parts of this column's domain a DP draft released (``privsynth schema draft --epsilon``):
     # any of categories, bounds, bins; empty: all public. Drafted categories are the frequent values by
     # construction, so the mostly-in-domain rule (written for public lists) does not apply to them.
-    dp_released: tuple[Literal["categories", "bounds", "bins"], ...] = ()
+    dp_released: tuple[Literal["categories", "bounds", "bins", "values", "type"], ...] = ()
+    # numeric columns: a coded column holds only these values (survey answers 1-5, income brackets 1-12,
+    # 0/1 flags): one level per value, bins generated from them, and synthetic values are exactly these
+    values: tuple[float, ...] | None = None
+    # numeric and temporal columns: a value that cannot be read as the column's type (text in a number
+    # column, a fraction in an integer column) fails validation, or counts as missing (nullable columns)
+    on_unreadable: Literal["fail", "missing"] = "fail"
     description: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coded_edges(cls, data: object) -> object:
+        """A coded column's bounds and bins from its ``values``: one bin [v_i, v_{i+1}) per value, the last
+        [v_k, v_k + step] (step 1 for integers, else the last gap), so each value is its own level."""
+        if not isinstance(data, dict) or data.get("values") is None or data.get("drop"):
+            return data
+        where = f"column {data.get('name')!r}"
+        try:
+            values = tuple(float(v) for v in data["values"])
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: 'values' must be a list of numbers") from None
+        if not values or any(not math.isfinite(v) for v in values) or any(b <= a for a, b in zip(values, values[1:])):
+            raise ValueError(f"{where}: 'values' must be finite numbers in strictly increasing order")
+        if data.get("type") not in ("integer", "float"):
+            raise ValueError(f"{where}: 'values' applies to integer and float columns")
+        step = 1.0 if data.get("type") == "integer" or len(values) == 1 else values[-1] - values[-2]
+        edges = (*values, values[-1] + step)
+        out = dict(data, values=values)
+        for key, generated in (("bins", edges), ("bounds", (edges[0], edges[-1]))):
+            given = out.get(key)
+            if given is None:
+                out[key] = generated
+            elif tuple(float(x) for x in given) != generated:
+                raise ValueError(f"{where}: give 'values' alone; its {key} are generated from it ({list(generated)})")
+        return out
 
     @model_validator(mode="before")
     @classmethod
@@ -135,6 +168,10 @@ class Column(BaseModel):
                 raise ValueError(f"{where}: numeric out-of-domain values can 'fail' or 'clip', not become a category")
         if self.bin_by is not None and self.type not in temporal.TEMPORAL_TYPES:
             raise ValueError(f"{where}: 'bin_by' applies to date and timestamp columns")
+        if self.on_unreadable == "missing" and not self.nullable:
+            raise ValueError(f"{where}: on_unreadable 'missing' needs nullable: true")
+        if self.on_unreadable == "missing" and self.type in ("categorical", "boolean"):
+            raise ValueError(f"{where}: on_unreadable applies to numeric and temporal columns")
         if self.precision is not None and self.type != "float":
             raise ValueError(f"{where}: 'precision' applies to float columns (integers are whole already)")
         return self
@@ -146,6 +183,8 @@ class Column(BaseModel):
             levels = list(self.categories or ())
         elif self.type == "boolean":
             levels = ["false", "true"]
+        elif self.values is not None:
+            levels = [_fmt(v) for v in self.values]
         else:
             edges = self.bins or ()
             fmt = (lambda x: temporal.format_unit(x, self.type)) if self.type in temporal.TEMPORAL_TYPES else _fmt

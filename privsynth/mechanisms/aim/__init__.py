@@ -12,6 +12,7 @@ from privsynth.mechanisms.aim.mechanism import (
     Config,
     check_config,
     collect_statistics,
+    configure_for,
     forecast,
     privacy_cost,
     releases_n_estimate,
@@ -20,4 +21,4 @@ from privsynth.mechanisms.aim.mechanism import (
 from privsynth.mechanisms.aim.progress import RoundProgress, reporting_progress
 
 __all__ = ["NAME", "PUBLIC_ROWS_OPTION", "AimStatistics", "Config", "CostForecast", "forecast_cost", "RoundProgress", "check_config",
-           "collect_statistics", "forecast", "privacy_cost", "releases_n_estimate", "reporting_progress", "run"]
+           "collect_statistics", "configure_for", "forecast", "privacy_cost", "releases_n_estimate", "reporting_progress", "run"]

@@ -187,6 +187,14 @@ class Config(MechanismConfig):
 
 # ---------------------------------------------------------------- config-only checks and cost
 
+def configure_for(config: Config, domain: Domain) -> Config:
+    """The config for this domain (public facts only): a table of fewer columns than the default k gets
+    k = its number of columns (all of them jointly); a k the user set is kept (and checked)."""
+    if "k" not in config.model_fields_set and config.k > domain.n_attributes:
+        return config.model_copy(update={"k": domain.n_attributes})
+    return config
+
+
 def check_config(config: Config, domain: Domain) -> None:
     """Every config problem visible before any data is read (the plan calls this before charging),
     including a run whose forecast cost (``cost.forecast_cost``: config and domain only) passes

@@ -1,0 +1,167 @@
+"""Discovery's measurements: DP column facts, then categories or bounds, then edges or codes.
+
+One code path for ``privsynth schema draft --epsilon`` and the run's discover stage. The caller has
+charged ``rho`` (and the categorical thresholds' delta) to the ledger and authorised ``noise``; this
+module spends at most ``rho`` in three adaptive rounds (zCDP composes adaptively: rhos add):
+
+* round 0, per column whose type, whole-number-ness or identity no public source settles: the DP
+  column facts (``facts``), one share of the column's part;
+* round 1: a categorical column's value histogram with thresholds (its categories), a numeric or
+  temporal column's log-scale or yearly histogram (its bounds);
+* round 2: a numeric or temporal column's fine histograms inside its bounds (coded values or edges).
+
+What round 0 decides is applied before round 1 reads anything; a column it drops is not read again, and
+the rho left by columns that need no further round goes to the columns that do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privsynth.discovery import facts as F
+from privsynth.discovery.bounds import Bounds
+from privsynth.discovery.draft import (
+    NUMERIC,
+    TEMPORAL,
+    ColumnDraft,
+    DraftOptions,
+    categorical_release,
+    needs,
+    public_bounds,
+    round_one_bounds,
+    round_two_edges,
+    set_kind,
+)
+
+FACTS_SHARE = 0.2  # of a column's part of rho: its DP column facts
+BOUNDS_SHARE = 0.5  # of a numeric column's remaining part: its bounds (the rest places its edges)
+
+
+def source_kind(d: ColumnDraft) -> str:
+    """How the source stores the column: text (CSV, strings) or its declared type."""
+    return d.stored
+
+
+def value_expression(table, d: ColumnDraft):
+    """The column's present values in its (now known) type's unit, as an ibis expression; None where a value
+    does not read as that type (it becomes missing in the run, ``on_unreadable: missing``)."""
+    import ibis.expr.datatypes as dt
+
+    from privsynth.engine.binning import SourceKind, temporal_unit
+
+    raw, kind, stored = table[d.column.name], d.column.kind, source_kind(d)
+    if kind == "categorical":
+        return raw.cast("string").strip().nullif("") if stored == "text" else raw
+    if stored == "text":
+        text = raw.strip()
+        if kind in TEMPORAL:
+            moment = text.try_cast(dt.Timestamp(timezone="UTC"))
+            return temporal_unit(moment, SourceKind.TIMESTAMP, kind)
+        return text.try_cast("float64")
+    if kind in TEMPORAL:
+        return temporal_unit(raw, SourceKind.DATE if stored == "date" else SourceKind.TIMESTAMP, kind)
+    return raw.cast("float64")
+
+
+def value_counts(table, d: ColumnDraft) -> tuple[list, np.ndarray]:
+    """Distinct present values (in the column's type) and their counts. Private: they stay inside discovery."""
+    from privsynth.engine.backends import backend_error
+
+    value = value_expression(table, d).name("privsynth_v")
+    kept = table.select(value)
+    kept = kept.filter(kept.privsynth_v.notnull())
+    if d.column.kind in (*NUMERIC, *TEMPORAL):
+        kept = kept.filter(~kept.privsynth_v.isnan() & ~kept.privsynth_v.isinf())
+        if d.column.kind == "integer":
+            kept = kept.filter(kept.privsynth_v == kept.privsynth_v.floor())
+    try:
+        grouped = kept.group_by("privsynth_v").aggregate(privsynth_n=kept.count()).to_pyarrow()
+    except Exception as err:  # noqa: BLE001  (the backend's message may quote a value: a value-free one instead)
+        raise backend_error(err, f"column {d.column.name!r}") from None
+    return grouped.column("privsynth_v").to_pylist(), np.asarray(grouped.column("privsynth_n").to_numpy(),
+                                                                    dtype=np.float64)
+
+
+def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, delta_tau: float, noise) -> None:
+    """The three rounds (module docstring); total rho spent <= ``rho``. Mutates the drafts' entries."""
+    if not read:
+        return
+    part = rho / len(read)
+    present: dict[str, float] = {}
+    spent = _round_facts(table, [d for d in read if needs(d, options) == "facts"], part * FACTS_SHARE, noise, present)
+    later = [d for d in read if needs(d, options) is not None]
+    if not later:
+        return
+    left = (rho - spent) / len(later)
+    coarse: dict[str, Bounds] = {}
+    cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for d in later:
+        need = needs(d, options)
+        if need == "categories":
+            raw, counts = value_counts(table, d)
+            categorical_release(d, raw, counts, left, delta_tau, noise, present.get(d.column.name))
+        elif need == "edges":
+            coarse[d.column.name] = Bounds(*public_bounds(d.column, options))
+        elif need == "bounds":
+            values, counts = _numeric_counts(table, d)
+            cache[d.column.name] = (values, counts)
+            found = round_one_bounds(d, values, counts, left * BOUNDS_SHARE, noise)
+            if found is not None:
+                coarse[d.column.name] = _within_public(found, d, options)
+    for d in later:
+        name = d.column.name
+        if name not in coarse:
+            continue
+        values, counts = cache.pop(name) if name in cache else _numeric_counts(table, d)
+        public = needs(d, options) == "edges"
+        round_two_edges(d, values, counts, left - d.spent.get("bounds", 0.0), coarse[name], options.bins, noise,
+                        public=public)
+
+
+def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, present: dict[str, float]) -> float:
+    """Round 0: each column's DP facts at ``rho_each``, applied to its entry; returns the rho spent."""
+    if not reading:
+        return 0.0
+    counts = F.exact_counts(table, [(d.column.name, source_kind(d)) for d in reading])
+    for d in reading:
+        classes, distinct = counts[d.column.name]
+        noisy = F.release(d.column.name, classes, distinct, rho_each, noise)
+        d.spent["facts"] = rho_each
+        decided = F.decide(noisy, source_kind(d))
+        present[d.column.name] = noisy.present
+        if decided.kind is None:
+            d.entry["drop"] = True
+            for key in ("categories", "bounds", "bins", "bin_by", "on_out_of_domain", "nullable"):
+                d.entry.pop(key, None)
+            d.comments = [x for x in d.comments if not x.startswith("TODO")] + [
+                f"drop (rho {rho_each:.4g}): {decided.reason}"]
+            continue
+        note = f"{decided.reason} (rho {rho_each:.4g})"
+        if decided.unreadable_share > 0.001:
+            note += (f"; about {100 * decided.unreadable_share:.1f}% of its present values do not read as "
+                     f"{decided.kind} and become missing")
+        set_kind(d, decided.kind, note, lenient=True)
+        d.text_source = False
+        d.entry.setdefault("dp_released", [])
+        if "type" not in d.entry["dp_released"]:
+            d.entry["dp_released"] = ["type", *d.entry["dp_released"]]
+    return rho_each * len(reading)
+
+
+def _numeric_counts(table, d: ColumnDraft) -> tuple[np.ndarray, np.ndarray]:
+    from privsynth.discovery.draft import numeric_values
+
+    raw, counts = value_counts(table, d)
+    if d.column.kind in TEMPORAL:
+        return np.asarray(raw, dtype=np.float64), counts
+    return numeric_values(d.column.kind, raw), counts
+
+
+def _within_public(found: Bounds, d: ColumnDraft, options: DraftOptions) -> Bounds:
+    """DP bounds cut to a contract's one-sided bound (public: post-processing with public facts)."""
+    p = options.public_facts().get(d.column.name)
+    if p is None or p.bounds is None or d.column.kind not in NUMERIC:
+        return found
+    low = found.low if p.bounds[0] is None else max(found.low, float(p.bounds[0]))
+    high = found.high if p.bounds[1] is None else min(found.high, float(p.bounds[1]))
+    return Bounds(low, high) if low < high else found

@@ -1,0 +1,147 @@
+"""The discover stage: a schema for a table that comes without one, under DP, inside the run's budget.
+
+Public facts come first (the source's declared types, ``--public`` data contracts); what they leave
+is discovered by ``privsynth.discovery`` (the code path of ``privsynth schema draft --epsilon``): DP
+column facts (type, whole numbers, identifiers), categories by thresholded noisy counts, bounds and
+edges or coded values from noisy histograms. The stage charges its share of the run's rho to the
+ledger BEFORE any value is read, claims the draw, and writes ``schema.yaml`` (every DP fact marked
+with its cost) and ``discovery.json`` (public: what was spent, per column what was decided and the
+DP share of its values that fell outside the discovered domain). A resumed run reuses its folder's
+``schema.yaml`` without a new charge; a later run may pass it as ``--schema`` at no cost.
+
+Guarantee: discovery is rho_d-zCDP (Gaussian measurements, L2 sensitivity 1 each, composed
+adaptively) plus the categorical thresholds' delta, which the run's plan keeps inside its delta; the
+mechanism gets the run's rho less rho_d, so the whole run is (epsilon, delta)-DP as asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
+from privsynth.discovery.public import PublicFacts
+from privsynth.io import atomic_write_bytes, atomic_write_json
+from privsynth.privacy.accounting import PrivacyCost
+from privsynth.run.parameters import ParameterError
+from privsynth.schema import Schema, parse_schema
+
+SHARE_PER_COLUMN = 0.03  # discovery's share of the run's rho per column it reads (by need) ...
+MAX_SHARE = 0.35  # ... at most this much of it
+
+
+@dataclass(frozen=True)
+class DiscoveryOutcome:
+    """What the discover stage decided and spent (public: DP results and schema facts only)."""
+
+    schema: Schema
+    rho: float
+    share: float
+    columns_read: tuple[str, ...]
+    dropped: tuple[str, ...]
+    out_of_domain: tuple[tuple[str, float], ...]  # per categorical column: DP share of present values outside
+    reused: bool = False
+
+    def to_json(self) -> dict:
+        return {"visibility": "public (DP)", "rho": self.rho, "share_of_run": self.share,
+                "columns_read": list(self.columns_read), "dropped": list(self.dropped),
+                "out_of_domain_share_dp": dict(self.out_of_domain), "reused_from_run_folder": self.reused}
+
+
+def discovery_share(requested: float | None, columns_read: int) -> float:
+    """Discovery's share of the run's rho: the requested one, else by need (SHARE_PER_COLUMN per column read)."""
+    if requested is not None:
+        return requested
+    return min(MAX_SHARE, SHARE_PER_COLUMN * columns_read)
+
+
+def public_facts(parameters) -> PublicFacts:
+    """The run's public facts from its ``--public`` contracts (none: empty)."""
+    if not parameters.public:
+        return PublicFacts()
+    from privsynth.discovery.contracts import read_public_sources
+
+    return read_public_sources(parameters.public, parameters.public_model, parameters.input)
+
+
+def stage_discover(ctx) -> DiscoveryOutcome:
+    """Discover the run's schema (module docstring); the context's plan is completed with it."""
+    from privsynth.run.plan import complete_plan
+
+    plan = ctx.plan
+    if ctx.folder.trusted("schema.yaml"):
+        schema = parse_schema(yaml.safe_load(ctx.folder.file("schema.yaml").read_text(encoding="utf-8")),
+                              origin="schema.yaml")
+        spent = float(ctx.folder.manifest["stages"].get("discover", {}).get("discovery_rho", 0.0))
+        ctx.plan = complete_plan(plan, schema, spent)
+        ctx.progress("discover: reused this run folder's schema.yaml; nothing charged")
+        return DiscoveryOutcome(schema, spent, spent / plan.discovery.rho, (), (), (), reused=True)
+    outcome = _discover(ctx)
+    ctx.plan = complete_plan(plan, outcome.schema, outcome.rho)
+    return outcome
+
+
+def _discover(ctx) -> DiscoveryOutcome:
+    from privsynth.discovery import default_name
+    from privsynth.discovery.declared import declared_columns, open_declared
+    from privsynth.discovery.discover import measure
+    from privsynth.discovery.dp_pass import to_read
+    from privsynth.discovery.draft import DraftOptions, apply_public, check_options, declared_entry
+    from privsynth.discovery.writer import render
+    from privsynth.privacy.keys import release_key
+    from privsynth.privacy.noise import make_noise_source
+
+    plan, parameters = ctx.plan, ctx.plan.parameters
+    name = default_name(parameters.input) if parameters.input else plan.dataset
+    options = DraftOptions(name=name, epsilon=parameters.epsilon, delta=parameters.delta, dataset=plan.dataset,
+                           ledger=parameters.ledger, require_budget=not plan.unlimited, seed=parameters.seed,
+                           public=public_facts(parameters))
+    opened, text_source = open_declared(ctx.data)
+    try:
+        columns = declared_columns(opened.table)
+        check_options(options, columns)
+        drafts = [declared_entry(c, text_source) for c in columns]
+        for d in drafts:
+            if not d.entry.get("drop"):
+                apply_public(d, options)
+        read = to_read(drafts, options)
+        share = discovery_share(plan.discovery.share, len(read)) if read else 0.0
+        rho = share * plan.discovery.rho
+        n_thresholds = max(1, len(read))
+        if read:
+            secret = ctx.ledger.release_secret()
+            key = release_key(secret, "discovery", "no-schema", "discovery", {"columns": [d.column.name for d in read],
+                                                                     "rho": rho}, parameters.seed, ctx.run_id)
+            cost = PrivacyCost.zcdp(rho, f"discovery: {rho:.6g}-zCDP (DP column facts, categories, bounds, edges)")
+            receipt = ctx.ledger.charge(plan.dataset, key, cost, "discovery (the run's schema)",
+                                        require_budget=not plan.unlimited)
+            ctx.ledger.claim_noise(plan.dataset, key)
+            noise = make_noise_source(parameters.seed, key)
+            noise.authorize(receipt.reference)
+            measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds, noise)
+        text = render(drafts, options, opened.description, text_source,
+                      PrivacyCost.zcdp(rho, "discovery") if read else None, plan.dataset)
+    finally:
+        opened.close()
+    text = text.replace("# DRAFT SCHEMA, written by `privsynth schema draft`: a file for a human to review and edit.",
+                        f"# SCHEMA DISCOVERED by run {ctx.run_id} (its discover stage); reusable as --schema at no "
+                        "new cost.")
+    kept = [d for d in drafts if not d.entry.get("drop")]
+    if not kept:
+        raise ParameterError("discovery kept no column of the input (each one's reason is in the drafted entries): "
+                             "give public facts (--public, or a schema written from documentation)")
+    schema = parse_schema(yaml.safe_load(text), origin="the discovered schema")
+    atomic_write_bytes(ctx.folder.file("schema.yaml"), text.encode())
+    outcome = DiscoveryOutcome(schema, rho, share, tuple(d.column.name for d in read),
+                               tuple(d.column.name for d in drafts if d.entry.get("drop")),
+                               tuple((d.column.name, round(d.ood_share, 4)) for d in drafts if d.ood_share is not None))
+    atomic_write_json(ctx.folder.file("discovery.json"), outcome.to_json())
+    ctx.folder.record("discover", ["schema.yaml", "discovery.json"], discovery_rho=rho)
+    ctx.progress(f"discover: {len(schema.kept_columns)} columns kept, {len(outcome.dropped)} dropped; "
+                 f"{100 * share:.0f}% of the run's budget (rho {rho:.4g}) spent on the domain")
+    for column, ood in outcome.out_of_domain:
+        if ood >= 0.01:
+            ctx.progress(f"discover: about {100 * ood:.0f}% of column {column!r} falls outside its DP categories "
+                         f"(<out-of-domain>); public categories (--public, or a schema) would keep them")
+    return outcome
