@@ -12,7 +12,8 @@ import yaml
 from scipy.stats import norm
 
 import privsynth.discovery as sd
-import privsynth.discovery.dp_pass as dp_pass_module
+import privsynth.discovery.discover as discover_module
+import privsynth.discovery.facts as facts_module
 from flows.cli import EXIT_USAGE, main
 from privsynth.privacy.accounting import DEFAULT_DELTA, epsilon_from_rho
 from privsynth.privacy.ledger import BudgetLedger
@@ -95,12 +96,12 @@ def test_duckdb_table_declared_types(tmp_path):
     assert cols["joined"]["bin_by"] == "month" and "2031" not in result.text  # no value read
 
 
-def test_csv_types_are_labelled_as_sniffed(tmp_path):
+def test_csv_types_are_never_sniffed_without_a_charge(tmp_path):
     path = tmp_path / "t.csv"
     _frame(50).to_csv(path, index=False)
     text = sd.draft_schema(str(path), sd.DraftOptions(name="t")).text
-    assert "INFERRED by DuckDB's sniffer" in text and SECRET not in text
-    assert _entries(text)["age"]["type"] == "integer"
+    assert "never sniffed" in text and SECRET not in text
+    assert _entries(text)["age"]["type"] == "categorical" and "TODO the type from documentation" in text
 
 
 @pytest.mark.parametrize("name, flagged", [
@@ -165,19 +166,27 @@ def _ledger(tmp_path, budget: float | None = 5.0) -> str:
 def test_dp_pass_charges_once_before_reading_and_loads(parquet, tmp_path, monkeypatch):
     url = _ledger(tmp_path)
     seen = []
-    original = dp_pass_module.value_counts
+    original, original_facts = discover_module.value_counts, facts_module.exact_counts
 
-    def spy(table, name):
+    def check(name):
         with BudgetLedger(url) as ledger:  # the charge and the claim precede every read of values
             history = ledger.history("customers")
             seen.append((name, len(history), ledger.noise_drawn("customers", history[0].release_key)))
-        return original(table, name)
 
-    monkeypatch.setattr(dp_pass_module, "value_counts", spy)
+    def spy(table, d):
+        check(d.column.name)
+        return original(table, d)
+
+    def spy_facts(table, columns):
+        check("facts")
+        return original_facts(table, columns)
+
+    monkeypatch.setattr(discover_module, "value_counts", spy)
+    monkeypatch.setattr(facts_module, "exact_counts", spy_facts)
     options = sd.DraftOptions(name="customers", epsilon=1.0, ledger=url, bounds={"age": (0, 120), "income": (0, 200_000)})
     out = tmp_path / "draft.yaml"
     result = sd.write_draft(str(parquet), out, options)
-    assert sorted(seen) == [(c, 1, True) for c in ("age", "colour", "income", "memo")]
+    assert sorted(seen) == [(c, 1, True) for c in ("age", "colour", "facts", "income", "memo")]
     with BudgetLedger(url) as ledger:
         history = ledger.history("customers")
     assert len(history) == 1
@@ -217,7 +226,7 @@ def test_cli_draft_and_refusals(parquet, tmp_path, capsys):
     assert code == EXIT_USAGE and not other.exists()
     assert "customers" in capsys.readouterr().err
     assert main(["schema", "draft", "--input", str(parquet), "--output", str(other), "--bounds", "colour=0:1"]) == EXIT_USAGE
-    assert "not numeric" in capsys.readouterr().err
+    assert "not numeric" in capsys.readouterr().err  # a declared string column; a CSV's untyped text may take bounds
 
 
 def test_peek_without_dp_is_explicit_and_labelled(parquet, tmp_path, capsys):
@@ -353,8 +362,8 @@ def test_a_drafted_category_list_is_never_refused_but_a_public_one_is():
 
 def test_public_bounds_and_categories_take_precedence_and_are_not_read(every_kind, tmp_path, monkeypatch):
     read = []
-    original = dp_pass_module.value_counts
-    monkeypatch.setattr(dp_pass_module, "value_counts", lambda t, name: read.append(name) or original(t, name))
+    original = discover_module.value_counts
+    monkeypatch.setattr(discover_module, "value_counts", lambda t, d: read.append(d.column.name) or original(t, d))
     result = _draft(every_kind, tmp_path, bounds={"kids": (0, 12), "year": (2013, 2013), "joined": ("2013-01-01", "2014-01-01")},
                     categories={"colour": ("red", "green", "blue", "violet")})
     cols = _entries(result.text)
@@ -363,7 +372,7 @@ def test_public_bounds_and_categories_take_precedence_and_are_not_read(every_kin
     assert cols["year"]["bins"] == [2013, 2014]  # a constant's public bounds are accepted
     assert cols["colour"]["categories"] == ["red", "green", "blue", "violet"] and "dp_released" not in cols["colour"]
     assert cols["joined"]["bounds"] == ["2013-01-01", "2014-01-01"] and cols["joined"]["dp_released"] == ["bins"]
-    assert "PUBLIC (you gave --categories)" in result.text
+    assert "PUBLIC categories (you gave --categories)" in result.text
 
 
 def test_parse_bounds_reads_iso_dates_and_categories():
@@ -375,19 +384,6 @@ def test_parse_bounds_reads_iso_dates_and_categories():
 
 
 # ---------------------------------------------------------------- the budget split and the mechanisms' math
-
-def test_budget_split_by_need_spends_the_charge_exactly():
-    from privsynth.discovery import budget
-
-    rho = 0.13
-    first = {"flag2": "categories", "x": "bounds", "d": "bounds"}
-    share1 = budget.round_one(rho, first, ["x", "d", "pub"])
-    # weights: categories 2, bounds 2 + 2, reserve 1 x 3 = 3: total 9
-    assert share1 == pytest.approx({"flag2": rho * 2 / 9, "x": rho * 2 / 9, "d": rho * 2 / 9})
-    share2 = budget.round_two(rho, sum(share1.values()), ["x", "pub"])  # d was dropped in round 1
-    assert share2 == pytest.approx({"x": rho * 3 / 9 / 2, "pub": rho * 3 / 9 / 2})
-    assert sum(share1.values()) + sum(share2.values()) == pytest.approx(rho)
-
 
 def test_the_draft_spends_exactly_its_charge(every_kind, tmp_path):
     result = _draft(every_kind, tmp_path)
@@ -419,22 +415,35 @@ def test_gaussian_cells_noise_scale_and_threshold():
     assert sigma == 5.0 and np.std(noisy) == pytest.approx(5.0, rel=0.05)
 
 
-def test_fine_read_out_small_domain_constant_and_quantiles():
+def test_fine_read_out_coded_values_constant_and_quantiles():
     from privsynth.discovery import bounds as B
 
     edges = B.fine_edges(0.0, 16.0, True)
     counts = np.zeros(len(edges) - 1)
     counts[:11] = 1000.0
-    got = B.fine_result(_levels(counts, edges), True, 8, B.Bounds(0, 16))
-    assert got.small_domain and got.edges == tuple(float(v) for v in range(12))
+    counts[7] = 0.0  # a code with a gap: never a value of the column
+    got = B.read_out(_levels(counts, edges), True, 8, B.Bounds(0, 16))
+    assert got.small_domain and got.codes == (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 9.0, 10.0)
     const = np.zeros(len(edges) - 1)
     const[5] = 5000.0
-    got = B.fine_result(_levels(const, edges), True, 8, B.Bounds(0, 16))
-    assert got.edges == (5.0, 6.0)
+    got = B.read_out(_levels(const, edges), True, 8, B.Bounds(0, 16))
+    assert got.codes == (5.0,) and got.edges == (5.0, 6.0)
     wide = B.fine_edges(0.0, 1000.0, False)
     mass = np.ones(len(wide) - 1) * 100.0
-    got = B.fine_result(_levels(mass, wide), False, 4, B.Bounds(0, 1000))
-    assert got.low == 0 and got.high == 1000 and len(got.edges) == 5
+    got = B.read_out(_levels(mass, wide), False, 4, B.Bounds(0, 1000))
+    assert got.low == 0 and got.high == 1000 and len(got.edges) == 5 and got.codes is None
+
+
+def test_read_out_never_narrows_the_bounds_of_a_heavy_tail():
+    from privsynth.discovery import bounds as B
+
+    edges = B.fine_edges(0.0, 65536.0, False)
+    counts = np.zeros(len(edges) - 1)
+    counts[0] = 6000.0  # many zeros
+    tail = (edges[:-1] > 100) & (edges[:-1] < 60000)
+    counts[tail] = 4000.0 / tail.sum()  # a thin tail far beyond the median holds 40% of the rows
+    got = B.read_out(_levels(counts, edges), False, 8, B.Bounds(0.0, 65536.0))
+    assert got.low == 0.0 and got.high == 65536.0 and got.edges[-2] > 1000
 
 
 def _levels(true_counts, edges):

@@ -68,7 +68,7 @@ def draft_schema(source: str, options: DraftOptions) -> DraftResult:
     opened, text_source = open_declared(source)
     try:
         columns = declared_columns(opened.table)
-        check_options(options, columns)
+        check_options(options, columns, text_source)
         drafts = [declared_entry(c, text_source) for c in columns]
         for d in drafts:
             if not d.entry.get("drop"):

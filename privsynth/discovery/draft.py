@@ -65,7 +65,9 @@ class ColumnDraft:
     ood_share: float | None = None  # DP estimate: share of present values outside the discovered domain
 
 
-def check_options(options: DraftOptions, columns: list[DeclaredColumn]) -> None:
+def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_source: bool = False) -> None:
+    """The options against the source's columns (names and declared types: metadata only); ``text_source``:
+    the source declares no types (CSV), so any column may take public bounds."""
     if not options.name or not str(options.name).strip():
         raise ParameterError("--name must be a non-empty schema name")
     if options.epsilon is not None and not (isinstance(options.epsilon, (int, float)) and math.isfinite(options.epsilon)
@@ -79,7 +81,7 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn]) -> None:
     for col in options.bounds:
         if col not in known:
             raise ParameterError(f"--bounds: the source has no column {col!r}")
-        if known[col].kind not in (*NUMERIC, *TEMPORAL, "categorical"):
+        if known[col].kind not in (*NUMERIC, *TEMPORAL) and not text_source:
             raise ParameterError(f"--bounds: column {col!r} is not numeric or temporal (declared {known[col].declared})")
     for col, cats in options.categories.items():
         if col not in known or known[col].kind not in ("categorical", *NUMERIC):

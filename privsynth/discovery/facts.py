@@ -77,7 +77,7 @@ def class_expressions(raw, declared: str):
     import ibis
     import ibis.expr.datatypes as dt
 
-    false = ibis.literal(False)
+    false = raw.isnull() & ibis.literal(False)  # a column (a literal alone would be a scalar)
     if declared == "text":
         text = raw.strip()
         missing = raw.isnull() | (text == "")

@@ -100,7 +100,7 @@ def _discover(ctx) -> DiscoveryOutcome:
     opened, text_source = open_declared(ctx.data)
     try:
         columns = declared_columns(opened.table)
-        check_options(options, columns)
+        check_options(options, columns, text_source)
         drafts = [declared_entry(c, text_source) for c in columns]
         for d in drafts:
             if not d.entry.get("drop"):
