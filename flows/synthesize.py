@@ -36,12 +36,13 @@ from privsynth.run.prepare import prepare_run
 from privsynth.run.stages import RunOutcome, execute
 from tasks.audit import audit_task
 from tasks.binarise import binarise_task
+from tasks.discover import discover_task
 from tasks.mechanism import mechanism_task
 from tasks.report import report_task
 from tasks.rounding import rounding_task
 from tasks.validate import validate_task
 
-TASKS = {"validate": validate_task, "binarise": binarise_task, "mechanism": mechanism_task,
+TASKS = {"discover": discover_task, "validate": validate_task, "binarise": binarise_task, "mechanism": mechanism_task,
          "rounding": rounding_task, "report": report_task, "audit": audit_task}
 
 
@@ -96,7 +97,7 @@ def _artifact_key(dataset: str, what: str) -> str:
 
 def publish_artifacts(outcome: RunOutcome, dataset: str) -> None:
     """Public, DP-safe artifacts only: privacy spent, release size, output links, the DP report."""
-    cost = outcome.privacy["cost"]
+    cost = outcome.privacy.get("run_total", {}).get("cost", outcome.privacy["cost"])
     create_table_artifact(key=_artifact_key(dataset, "privacy"), table=[{
         "mechanism": outcome.privacy["mechanism"], "statement": outcome.privacy.get("epsilon_statement"),
         "epsilon_at_delta": cost.get("epsilon_at_delta"), "delta": cost.get("delta"), "rho_zcdp": cost.get("rho_zcdp"),

@@ -95,7 +95,7 @@ def test_typed_errors_are_importable_from_the_top_level_and_raised_before_any_ch
         privsynth.synthesize(toy_frame(50), SCHEMA, epsilon=1.0, ledger=ledger, rows=10, **FAST)
     with pytest.raises(privsynth.ParameterError, match="epsilon"):
         privsynth.synthesize(toy_frame(50), SCHEMA, epsilon=-1.0, ledger=ledger, rows=10, **FAST)
-    with pytest.raises(privsynth.ParameterError, match="schema is required"):
+    with pytest.raises(privsynth.BudgetNotSet, match="dataframe"):  # no schema: discovery, charged like the rest
         privsynth.synthesize(toy_frame(50), None, ledger=ledger)
     with pytest.raises(privsynth.SchemaError):
         privsynth.synthesize(toy_frame(50), tmp_path / "nope.yaml", ledger=ledger)

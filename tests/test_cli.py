@@ -31,7 +31,8 @@ FIELD_OPTIONS = {"input": "--input", "schema_file": "--schema", "mechanism": "--
                  "audit_target": "--audit-target", "public_rows": "--public-rows",
                  "allow_seed_with_budget": "--allow-seed-with-budget", "unlimited": "--unlimited", "audit": "--audit",
                  "keep_private": "--keep-private", "credentials_block": "--credentials-block",
-                 "fine_decoding": "--fine-decoding"}
+                 "fine_decoding": "--fine-decoding", "public": "--public", "public_model": "--public-model",
+                 "discovery_share": "--discovery-share"}
 
 
 # A mechanism and row count fixed, so that the case reaches the check it is about.
@@ -152,7 +153,8 @@ def test_budget_commands_default_to_the_per_user_ledger(isolated_privsynth_home,
     (["run", "--mechanism", "reduced_space", "--option", "points_per_statistic=-1"], r"mechanism reduced_space option points_per_statistic: Input should be greater than 0$"),
     (["run", "--input", "table.xlsx", "--schema", "schemas/adult.yaml"], r"--input 'table.xlsx': expected a .csv"),
     (["run", "--input", "missing.csv", "--schema", "schemas/adult.yaml"], r"input file 'missing.csv' does not exist$"),
-    (["run", "--input", "missing.csv"], r"--schema is required with --input"),
+    (["run", "--input", "missing.csv"], r"input file 'missing.csv' does not exist$"),  # discovery needs the file too
+    (["run", "--input", "t.csv", "--discovery-share", "0.95"], r"discovery_share"),
     (["run", "--schema", "nope.yaml"], r"schema file 'nope.yaml' does not exist$"),
     (["run", *FIXED, "--ledger", "not a url"], r"ledger: not a SQLAlchemy URL"),
     (["run", *FIXED, "--sink", "out.xlsx"], r"sink 'out.xlsx': expected duckdb:PATH\?table=NAME, postgresql\+psycopg://USER@HOST/DB\?table=NAME, "

@@ -26,7 +26,7 @@ import numpy as np
 from scipy.stats import norm
 
 MIN_OCTAVE, MAX_OCTAVE = -32, 64  # |x| in [2^-32, 2^64): beyond, values fall in the outermost cells
-FALSE_ALARM = 0.01  # chance that some empty cell of a grid passes the threshold
+FALSE_ALARM = 0.001  # chance that some empty cell of a grid passes the threshold (a bogus bound is a wrong domain)
 SMALL_INTEGER_DOMAIN = 48  # an integer range of at most this many values: one level per value
 FINE_INTEGER_CELLS = 4096  # an integer range of at most this many values: one round-2 cell per value
 FINE_POINTS = 257
@@ -92,7 +92,7 @@ def merged(noisy: np.ndarray, cell_edges: np.ndarray, factor: int) -> tuple[np.n
 
 
 TIGHT_SHARE = 0.75  # a finer read-out is kept when its passing cells hold this share of the most any holds (noise: not 1)
-COARSE_FACTORS = (1, 2, 4)
+COARSE_FACTORS = (1, 2, 4, 8, 16)  # a spread-out column (a date over decades) passes only merged
 ZERO_CELL = 2.0 ** MIN_OCTAVE  # the log grid's cell [-2^-32, 2^-32) holds the zeros
 
 
@@ -100,7 +100,7 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     """Round 1: the outer edges of the outermost passing cells (integers: rounded outwards).
 
     A spread-out column may have no single cell above the threshold: the cells are also read merged by
-    2 and 4 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
+    2, 4, 8 and 16 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
     passing cells hold at least TIGHT_SHARE of the most any merge holds sets the bounds. An outermost
     passing cell that is the zeros' cell bounds the column at 0 (its other edge, 2^-32, is grid, not data)."""
     found = []
@@ -194,8 +194,14 @@ class Level:
     sigma: float
 
 
+SINGLE_LEVEL_CELLS = 64  # a grid of at most this many cells is measured at one level (codes need all the rho)
+
+
 def level_factors(n_cells: int) -> tuple[int, ...]:
-    """The hierarchy's merge factors for ``n_cells`` fine cells (public: from the grid alone)."""
+    """The hierarchy's merge factors for ``n_cells`` fine cells (public: from the grid alone). A short grid
+    (a coded column's integers) is one level: a rare code needs every bit of the rho to pass."""
+    if n_cells <= SINGLE_LEVEL_CELLS:
+        return (1,)
     return tuple(f for f in LEVEL_FACTORS if f == 1 or n_cells / f >= 2)
 
 
@@ -232,7 +238,33 @@ def coded_values(level: Level) -> tuple[float, ...] | None:
     return tuple(float(v) for v in level.edges[:-1][ok])
 
 
-def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds) -> FineResult:
+def trim_empty_ends(level: Level, low: float, high: float, integer: bool) -> tuple[float, float]:
+    """The bounds without the outer cells that hold no evidence of data: from each end inwards, cells are
+    cut while their noisy total stays within one noise deviation of zero (post-processing). A tail with
+    mass, however thin per cell, adds up and stays; a round-1 false alarm's empty region goes."""
+    noisy, edges, n = level.noisy, level.edges, len(level.noisy)
+    ok = np.flatnonzero(noisy > utility_threshold(level.sigma, n))
+    if not len(ok):
+        return low, high
+    top, total = n, 0.0
+    for j in range(n - 1, int(ok[-1]), -1):
+        total += float(noisy[j])
+        if total > level.sigma * math.sqrt(n - j):
+            break
+        top = j
+    bottom, total = 0, 0.0
+    for j in range(0, int(ok[0])):
+        total += float(noisy[j])
+        if total > level.sigma * math.sqrt(j + 1):
+            break
+        bottom = j + 1
+    new_low, new_high = max(low, float(edges[bottom])), min(high, float(edges[top]))
+    if integer:
+        new_low, new_high = float(math.floor(new_low)), float(math.ceil(new_high))
+    return (new_low, new_high) if new_low < new_high else (low, high)
+
+
+def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False) -> FineResult:
     """Round 2 read-out (post-processing) inside round 1's DP bounds, which it never narrows (a tail is data):
     a coded column's values (``coded_values``), else ``bins`` edges where the noisy CDF of the finest level
     with signal crosses i/bins (equal widths when the noise leaves too little to place them)."""
@@ -241,6 +273,8 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds) -> F
         codes = coded_values(levels[0])
         if codes is not None:
             return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
+    if not public:  # public bounds are facts, not estimates: never trimmed
+        low, high = trim_empty_ends(levels[-1], low, high, integer)
     n_hat = float(levels[-1].noisy.sum())
     chosen = levels[-1]
     for level in levels:

@@ -140,10 +140,11 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, pres
         if decided.unreadable_share > 0.001:
             note += (f"; about {100 * decided.unreadable_share:.1f}% of its present values do not read as "
                      f"{decided.kind} and become missing")
+        typed_under_dp = d.text_source  # a declared type is the source's, public; a text column's is DP
         set_kind(d, decided.kind, note, lenient=True)
         d.text_source = False
         d.entry.setdefault("dp_released", [])
-        if "type" not in d.entry["dp_released"]:
+        if typed_under_dp and "type" not in d.entry["dp_released"]:
             d.entry["dp_released"] = ["type", *d.entry["dp_released"]]
     return rho_each * len(reading)
 

@@ -284,7 +284,7 @@ def _numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> N
         d.entry["bins"] = [cast(x) for x in fine.edges]
     d.entry["on_out_of_domain"] = "clip"
     if dp:
-        d.entry["dp_released"] = list(dp)
+        d.entry["dp_released"] = [*(["type"] if "type" in d.entry.get("dp_released", []) else []), *dp]
 
 
 def calendar_unit(low: float, high: float, kind: str) -> str | None:
@@ -321,7 +321,7 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
         return
     d.entry["categories"] = cats
     d.entry["on_out_of_domain"] = "category"
-    d.entry["dp_released"] = ["categories"]
+    d.entry["dp_released"] = [*(["type"] if "type" in d.entry.get("dp_released", []) else []), "categories"]
     d.comments.append(f"DP (rho {rho:.4g}): categories are the values whose noisy count passed the threshold "
                       f"({release.tau:.0f} rows at this budget); every other value becomes <out-of-domain>. Add "
                       "public categories it missed")
@@ -364,7 +364,7 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
     levels = B.measure_levels(values, counts, cell_edges, rho, noise)
     d.spent["edges"] = rho
-    fine = B.read_out(levels, c.kind == "integer", bins, coarse)
+    fine = B.read_out(levels, c.kind == "integer", bins, coarse, public=public)
     _numeric_entry(d, fine, ("bins",) if public else ("bounds", "bins"))
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     what = (f"a coded column: the {len(fine.codes)} whole numbers whose noisy count passed the threshold, exactly"

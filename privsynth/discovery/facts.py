@@ -24,6 +24,7 @@ NUMBER_SHARE = 0.95  # a text column whose present values are this share numbers
 DATE_SHARE = 0.95
 FRACTION_SHARE = 0.001  # an integer-valued column has at most this share of fractional values (beyond noise)
 IDENTIFIER_DISTINCT_SHARE = 0.9  # distinct present values / present values: an identifier (one value per row)
+IDENTIFIER_EVIDENCE = 10.0  # ... decided only when the present count is this many noise sigmas (the ratio within 10%)
 EVIDENCE_SIGMAS = 5.0  # a column with fewer present values than this many noise sigmas shows nothing
 
 
@@ -161,7 +162,7 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
     other = facts.classes[3] + facts.classes[4] + facts.classes[5]
     unreadable = _share(other, facts.noise_of(3), present) if declared == "text" else 0.0
     if integer:
-        if facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present and present > 100 * facts.sigma_distinct:
+        if facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present and present > IDENTIFIER_EVIDENCE * facts.sigma_distinct:
             return ColumnFacts(facts.column, None, "DP: a whole number that is nearly unique per row (noisy distinct "
                                f"count {_pct(facts.distinct / present)} of the noisy present count): an identifier, "
                                "dropped", unreadable, missing_share)
@@ -174,7 +175,7 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
 def _categorical_or_identifier(facts: NoisyFacts, present: float, reason: str) -> ColumnFacts:
     rows = max(facts.rows, 1.0)
     missing_share = min(1.0, facts.count("missing") / rows)
-    if facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present and present > 100 * facts.sigma_distinct:
+    if facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present and present > IDENTIFIER_EVIDENCE * facts.sigma_distinct:
         return ColumnFacts(facts.column, None, "DP: text nearly unique per row (noisy distinct count "
                            f"{_pct(facts.distinct / present)} of the noisy present count): an identifier or free "
                            "text, dropped", 0.0, missing_share)
