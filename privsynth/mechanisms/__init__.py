@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from privsynth.errors import UnknownMechanismError  # noqa: F401  (re-exported: raised here)
 
 MECHANISM_MODULES: dict[str, str] = {
     "aim": "privsynth.mechanisms.aim",
@@ -15,10 +16,6 @@ MECHANISM_MODULES: dict[str, str] = {
     "private_sampling": "privsynth.mechanisms.private_sampling",
     "microaggregation": "privsynth.mechanisms.microaggregation",
 }
-
-
-class UnknownMechanismError(ValueError):
-    pass
 
 
 def get_mechanism(name: str) -> ModuleType:
