@@ -9,6 +9,7 @@ import importlib
 from types import ModuleType
 from privsynth.errors import UnknownMechanismError  # noqa: F401  (re-exported: raised here)
 
+DEFAULT_MECHANISM = "aim"  # the one a run uses when none is named
 MECHANISM_MODULES: dict[str, str] = {
     "aim": "privsynth.mechanisms.aim",
     "rap": "privsynth.mechanisms.rap",
