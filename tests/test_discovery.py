@@ -7,6 +7,7 @@ and categories) is DP or public; every synthetic value is one the column can hol
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -171,3 +172,21 @@ def test_a_two_column_table_runs_with_the_default_mechanism(tmp_path):
     release = privsynth.synthesize(frame, epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.sqlite'}", unlimited=True,
                                    seed=0, output=tmp_path / "run", release_store=tmp_path / "store")
     assert release.privacy["config"]["k"] == 2 and set(release.to_pandas()["score"].dropna()) <= set(range(5))
+
+
+@pytest.mark.parametrize("mechanism", ["microaggregation", "reduced_space"])
+def test_a_pure_dp_mechanism_after_discovery_stays_inside_the_budget(tmp_path, mechanism):
+    """Discovery is zCDP, these mechanisms pure eps-DP: the mechanism gets eps = sqrt(2 rho_left), so that
+    rho adds up to the run's allowance; a budget of exactly the run's epsilon accepts both charges."""
+    rng = np.random.default_rng(6)
+    frame = pd.DataFrame({"kind": rng.choice(["a", "b"], 4000), "score": rng.integers(0, 3, 4000)})
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    with BudgetLedger(ledger) as book:
+        book.set_budget("t", epsilon=1.0, delta=DEFAULT_DELTA)
+    release = privsynth.synthesize(frame, epsilon=1.0, mechanism=mechanism, ledger=ledger, dataset="t",
+                                   output=tmp_path / "run", release_store=tmp_path / "store")
+    parts = release.privacy["run_total"]["parts"]
+    total = rho_allowance(1.0, DEFAULT_DELTA * (1 - 1e-3))
+    assert parts["discovery_rho"] + parts["mechanism_rho"] == pytest.approx(total, rel=1e-6)
+    assert release.privacy["cost"]["pure_epsilon"] == pytest.approx(math.sqrt(2 * parts["mechanism_rho"]), rel=1e-6)
+    assert release.privacy["run_total"]["cost"]["epsilon_at_delta"] <= 1.0 + 1e-9

@@ -105,8 +105,9 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     A spread-out column may have no single cell above the threshold: the cells are also read merged by
     2, 4, 8 and 16 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
     passing cells hold as much as the most any merge holds, within TIGHT_SIGMAS deviations of the two
-    sums' noise and within 1 - TIGHT_SHARE of it, sets the bounds (more is a tail that thin cells hid). An outermost
-    passing cell that is the zeros' cell bounds the column at 0 (its other edge, 2^-32, is grid, not data)."""
+    sums' noise and within 1 - TIGHT_SHARE of it, sets the bounds (more is a tail that thin cells hid);
+    they then grow into adjacent octaves with evidence (``extend_into_tails``). An outermost passing
+    cell that is the zeros' cell bounds the column at 0 (its other edge, 2^-32, is grid, not data)."""
     found = []
     for factor in COARSE_FACTORS:
         cells, cell_edges = merged(noisy, edges, factor)
@@ -121,6 +122,7 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     best, best_sd, _, _ = max(found)
     _, _, low, high = next(f for f in found if f[0] >= best - max(TIGHT_SIGMAS * math.hypot(f[1], best_sd),
                                                                    (1.0 - TIGHT_SHARE) * best))
+    low, high = extend_into_tails(noisy, edges, sigma, low, high)
     low = 0.0 if low == -ZERO_CELL else low
     high = 0.0 if high == ZERO_CELL else high
     if integer:
@@ -128,6 +130,25 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     if not low < high:
         high = low + 1.0
     return Bounds(low, high)
+
+
+TAIL_SIGMAS = 2.0  # an octave next to the data joins the bounds when its noisy count shows this many deviations
+
+
+def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: float, high: float) -> tuple[float, float]:
+    """The bounds grown outwards one octave at a time while the next cell's noisy count exceeds TAIL_SIGMAS
+    noise deviations (post-processing). Next to the data a tail is expected, so the bar is lower than
+    the threshold that finds the data anywhere on the grid (an empty neighbour passes with probability
+    2.3%, two in a row 0.05%); a heavy tail's thin octaves are what per-cell thresholds cut."""
+    bar = TAIL_SIGMAS * sigma
+    start_top = top = int(np.searchsorted(edges, high, side="left"))  # first cell at or above high
+    while top < len(noisy) and noisy[top] > bar:
+        top += 1
+    start_bottom = bottom = int(np.searchsorted(edges, low, side="right")) - 2  # the cell just below low
+    while bottom >= 0 and noisy[bottom] > bar:
+        bottom -= 1
+    return (low if bottom == start_bottom else float(edges[bottom + 1]),
+            high if top == start_top else float(edges[top]))
 
 
 def fine_edges(low: float, high: float, integer: bool, cells: int = FINE_POINTS - 1) -> np.ndarray:

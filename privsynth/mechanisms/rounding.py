@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.base import Measurement, Release
 from privsynth.schema.encoding import Domain, from_one_hot
 
 ROUNDING_CHUNK_ROWS = 65_536
@@ -62,3 +62,38 @@ def round_release(release: Release, domain: Domain, rows: int | None, rng: np.ra
         for j in range(domain.n_attributes):
             codes[start: start + chosen.shape[0], j] = sample_levels(chosen[:, domain.offsets[j]: domain.offsets[j + 1]], rng)
     return codes
+
+
+EVIDENCE_SIGMAS = 2.0  # a structural level is kept when its noisy 1-way count shows this many noise deviations
+
+
+def unsupported_levels(structural: dict[int, tuple[int, ...]], measurements: tuple[Measurement, ...],
+                       sigmas: float = EVIDENCE_SIGMAS) -> dict[int, tuple[int, ...]]:
+    """Of each attribute's structural levels (``<missing>``, ``<out-of-domain>``), those the release's own
+    noisy 1-way count gives no evidence of: below ``sigmas`` noise deviations (post-processing of DP
+    measurements). A level the data does not hold still gets the model's share of the 1-way noise; a
+    user sees it as missing or out-of-domain values the table never had."""
+    one_way = {m.attributes[0]: m for m in measurements if len(m.attributes) == 1 and not m.level_groups}
+    out: dict[int, tuple[int, ...]] = {}
+    for j, levels in structural.items():
+        m = one_way.get(j)
+        if m is None:
+            continue
+        scale = m.scale * (np.sqrt(2.0) if m.noise == "laplace" else 1.0)  # the noise's standard deviation
+        empty = tuple(level for level in levels if level < len(m.noisy_counts) and m.noisy_counts[level] < sigmas * scale)
+        if empty:
+            out[j] = empty
+    return out
+
+
+def suppress_levels(codes: np.ndarray, empty: dict[int, tuple[int, ...]], rng: np.random.Generator) -> np.ndarray:
+    """Records without the levels in ``empty``: each such value is replaced by the attribute's value in
+    a random other record that holds a supported level (post-processing; the attribute's other levels
+    keep their proportions). An attribute with no supported value left is kept as it is."""
+    out = codes.copy()
+    for j, levels in empty.items():
+        bad = np.isin(out[:, j], levels)
+        donors = np.flatnonzero(~bad)
+        if bad.any() and donors.size:
+            out[bad, j] = out[rng.choice(donors, size=int(bad.sum())), j]
+    return out

@@ -166,6 +166,11 @@ def complete_plan(plan: RunPlan, schema: Schema, spent_rho: float) -> RunPlan:
     epsilon = epsilon_from_rho(left, plan.delta)
     config, fine = plan_mechanism(plan.parameters, plan.mechanism, schema, epsilon)
     cost = fine.total if fine is not None else plan.mechanism.privacy_cost(config)
+    if cost.pure_epsilon is not None:
+        # A pure eps-DP mechanism composes with discovery's zCDP as rho = eps^2 / 2: the eps whose rho is
+        # what is left (epsilon_from_rho(left) would be an (eps, delta) figure, far above it as pure eps).
+        config, fine = plan_mechanism(plan.parameters, plan.mechanism, schema, math.sqrt(2.0 * left))
+        cost = fine.total if fine is not None else plan.mechanism.privacy_cost(config)
     return replace(plan, schema=schema, mechanism_config=config, fine_decoding=fine, cost=cost)
 
 

@@ -31,15 +31,24 @@ import pyarrow.parquet as pq
 from privsynth.engine.datasource import ValidationFailedError
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
 from privsynth.mechanisms.aim.progress import reporting_progress
-from privsynth.mechanisms.base import Release
-from privsynth.mechanisms.rounding import round_release
+from privsynth.mechanisms.base import Measurement, Release
+from privsynth.mechanisms.rounding import round_release, suppress_levels, unsupported_levels
 from privsynth.run import phase
 from privsynth.run.charge import epsilon_statement, release_stage
 from privsynth.run.context import RunContext, Runner, direct
 from privsynth.run.discover import stage_discover
 from privsynth.run.faults import fault_point
+from privsynth.run.releases import measurements_from_table
 from privsynth.schema import Schema
-from privsynth.schema.encoding import Domain, arrow_schema, decode_codes, domain_of, encode_codes, one_hot_names
+from privsynth.schema.encoding import (
+    Domain,
+    arrow_schema,
+    decode_codes,
+    domain_of,
+    encode_codes,
+    one_hot_names,
+    structural_levels,
+)
 from privsynth.schema.workload import Histogram
 
 logger = logging.getLogger("privsynth.run")
@@ -162,10 +171,14 @@ def output_rows(rows: int | None, privacy: dict) -> int | None:
 
 
 def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np.random.Generator,
-                     fine: dict | None = None) -> pa.Table:
+                     fine: dict | None = None, measurements: tuple[Measurement, ...] = ()) -> pa.Table:
     """Records in the original schema from a release (post-processing, free); ``fine``: the run's DP
-    sub-bin counts (``privacy.json`` fine_decoding), else values uniform inside their bins."""
+    sub-bin counts (``privacy.json`` fine_decoding), else values uniform inside their bins;
+    ``measurements``: the release's noisy measurements, whose 1-way counts decide which ``<missing>`` and
+    ``<out-of-domain>`` levels the synthetic table may hold (``rounding.unsupported_levels``)."""
     codes = round_release(release, domain_of(schema), rows, rng)
+    if not release.exact:  # exact records are the release itself
+        codes = suppress_levels(codes, unsupported_levels(structural_levels(schema), measurements), rng)
     frame = decode_codes(codes, schema, rng, fine)
     return pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
 
@@ -182,8 +195,10 @@ def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
     release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
     from privsynth.run.fine_decoding import decoding_counts
 
+    measurements = (measurements_from_table(pq.read_table(ctx.folder.file("measurements.parquet")))
+                    if ctx.folder.trusted("measurements.parquet") else ())
     table = synthesize_table(release, ctx.schema, output_rows(ctx.plan.parameters.rows, privacy),
-                             rounding_rng(ctx.plan.parameters.seed), decoding_counts(privacy))
+                             rounding_rng(ctx.plan.parameters.seed), decoding_counts(privacy), measurements)
     atomic_write_table(ctx.folder.file("synthetic.parquet"), table)
     facts: dict = {"rows": table.num_rows, "synthetic_valid": validate_synthetic(ctx, table)}
     if ctx.plan.parameters.sink:
@@ -229,7 +244,6 @@ def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
     release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
     measurements = ()
     if ctx.folder.trusted("measurements.parquet"):
-        from privsynth.run.releases import measurements_from_table
 
         measurements = measurements_from_table(pq.read_table(ctx.folder.file("measurements.parquet")))
     synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
