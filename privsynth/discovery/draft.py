@@ -249,7 +249,9 @@ def needs(d: ColumnDraft, options: DraftOptions) -> str | None:
     c, e = d.column, d.entry
     if e.get("drop") or e.get("settled") or c.kind is None:
         return None
-    if "facts" not in d.spent and (d.text_source or c.kind in (*NUMERIC, "categorical")):
+    # a type a contract states is public and final: round 0 (which may retype or drop a column) is for the rest
+    public_type = (p := options.public_facts().get(c.name)) is not None and p.type is not None
+    if "facts" not in d.spent and not public_type and (d.text_source or c.kind in (*NUMERIC, "categorical")):
         return "facts"
     if c.kind == "boolean":
         return None
