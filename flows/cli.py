@@ -343,33 +343,17 @@ def command_budget(args: argparse.Namespace) -> int:
 
 
 def command_schema_expectations(args: argparse.Namespace) -> int:
-    """The schema's expectations as a GX 1.x ExpectationSuite, for a team's own GX project (no data read)."""
-    from privsynth.engine.expectations import suite_json
-    from privsynth.io import atomic_write_json
+    """The schema's expectations as a GX 1.x suite or a dbt schema.yml, for a team's own project (no data read)."""
+    from privsynth.engine.dbt_export import expectations_text
+    from privsynth.io import atomic_write_bytes
     from privsynth.schema import load_schema
 
-    if args.format == "dbt":
-        return _write_dbt(load_schema(args.schema_file), args.output)
-    suite = suite_json(load_schema(args.schema_file))
+    text, what = expectations_text(load_schema(args.schema_file), args.format)
     if args.output is None:
-        print(json.dumps(suite, indent=2))
-    else:
-        atomic_write_json(args.output, suite)
-        print(f"privsynth schema expectations: wrote {args.output} ({len(suite['expectations'])} expectations, "
-              f"suite {suite['name']!r})")
-    return 0
-
-
-def _write_dbt(schema, output: str | None) -> int:
-    from privsynth.engine.dbt_export import dbt_schema_yaml
-    from privsynth.io import atomic_write_bytes
-
-    text = dbt_schema_yaml(schema)
-    if output is None:
         print(text, end="")
     else:
-        atomic_write_bytes(output, text.encode())
-        print(f"privsynth schema expectations: wrote {output} (dbt schema.yml, model {schema.name!r})")
+        atomic_write_bytes(args.output, text.encode())
+        print(f"privsynth schema expectations: wrote {args.output} ({what})")
     return 0
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import json
+
 import yaml
 
 from privsynth.schema import Column, Schema, temporal
@@ -78,3 +80,16 @@ def dbt_schema_yaml(schema: Schema) -> str:
     head = (f"# dbt schema.yml written by `privsynth schema expectations --format dbt` from schema {schema.name!r}:\n"
             "# the schema's checks as dbt tests (severity warn: values privsynth maps onto the domain).\n")
     return head + yaml.safe_dump(dbt_schema(schema), sort_keys=False, allow_unicode=True, width=120)
+
+
+def expectations_text(schema: Schema, form: str = "gx") -> tuple[str, str]:
+    """What ``privsynth schema expectations`` writes (``gx``: the suite's JSON; ``dbt``: the schema.yml) and a
+    short description of it."""
+    if form == "dbt":
+        return dbt_schema_yaml(schema), f"dbt schema.yml, model {schema.name!r}"
+    from privsynth.engine.expectations import suite_json
+    from privsynth.io.atomic import json_default
+
+    suite = suite_json(schema)
+    return (json.dumps(suite, indent=2, default=json_default) + "\n",
+            f"{len(suite['expectations'])} expectations, suite {suite['name']!r}")
