@@ -210,6 +210,20 @@ def test_a_suite_saved_by_great_expectations_itself(tmp_path):
     assert str(path) in text and "expectation 1" in text and "'amount'" in text and "min 900 > max 500" in text
 
 
+def test_the_suite_privsynth_writes_reads_back(tiny_schema, tmp_path):
+    from privsynth.engine.expectations import suite_json
+
+    path = tmp_path / "tiny-suite.json"
+    path.write_text(json.dumps(suite_json(tiny_schema)))
+    facts = read_public_sources([str(path)])
+    assert facts.get("size").categories == ("S", "M", "L", "XL") and facts.get("size").nullable is False
+    assert facts.get("color").categories == ("red", "green", "blue")  # mostly 0.5: still the listed domain
+    assert facts.get("color").nullable is None and facts.get("score").bounds == (0.0, 1.0)
+    assert facts.get("member").type == "boolean" and facts.get("member").categories is None
+    assert facts.get("age").type is None  # a numeric type list spans integers and floats: no one type
+    assert facts.get("id") is None
+
+
 def test_a_frictionless_table_schema(tmp_path):
     path = tmp_path / "orders.schema.json"
     path.write_text(json.dumps({"fields": [

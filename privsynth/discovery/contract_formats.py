@@ -75,7 +75,8 @@ def _dbt_test(test: Any, column: str, where: Where, entry: str) -> PublicColumn 
             raise where.error(f"{entry}, test {name}", f"arguments must be a mapping, got {args!r}")
     if args.get("where") or (isinstance(config, dict) and config.get("where")):
         return None  # a test on some rows only states nothing about the whole column
-    if name == "not_null" and isinstance(config, dict) and config.get("severity", "error").lower() == "warn":
+    severity = str((config if isinstance(config, dict) else {}).get("severity", args.get("severity", "error")))
+    if name == "not_null" and severity.lower() == "warn":
         return None  # a warning tolerates nulls
     return domain_fact(DBT_TESTS[name], column, args, where, f"{entry}, test {name}", name)
 
