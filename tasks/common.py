@@ -4,8 +4,7 @@ from prefect.cache_policies import NONE
 
 
 def _deterministic_errors() -> tuple[type[BaseException], ...]:
-    from privsynth.errors import KNOWN_ERRORS
-    from privsynth.run.faults import InjectedFault
+    from privsynth.errors import KNOWN_ERRORS, InjectedFault
 
     return (*KNOWN_ERRORS, InjectedFault)
 

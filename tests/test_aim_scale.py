@@ -81,6 +81,7 @@ def test_triangulation_equals_mbis_maximal_cliques():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        pytest.importorskip("mbi")
         from mbi import Domain as MbiDomain
         from mbi import junction_tree
 

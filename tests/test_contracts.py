@@ -22,7 +22,7 @@ from flows.cli import EXIT_USAGE, main
 from privsynth.discovery import DraftOptions, draft_schema
 from privsynth.discovery.checks import check_atoms
 from privsynth.discovery.contracts import read_public_sources
-from privsynth.discovery.public import ContractError
+from privsynth.errors import ContractError, ParameterError
 from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
 
 STATUS = ["placed", "shipped", "completed", "returned", "lost"]
@@ -398,8 +398,6 @@ def test_the_cli_refuses_a_malformed_contract_in_one_line(tmp_path, capsys):
 
 
 def test_a_run_with_a_schema_refuses_contracts(tiny_schema, tmp_path):
-    from privsynth.run.parameters import ParameterError
-
     with pytest.raises(ParameterError, match="--public feeds the discovery of a run without --schema"):
         privsynth.synthesize(pd.DataFrame({"color": ["red"]}), tiny_schema, epsilon=1.0, unlimited=True,
                              public=[str(tmp_path / "schema.yml")], output=tmp_path / "run")

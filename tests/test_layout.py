@@ -10,7 +10,9 @@ from pathlib import Path
 LIBRARY = Path(__file__).resolve().parents[1] / "privsynth"
 # A wing may import only wings of a lower rank (or itself); equal ranks may not import each other.
 RANK = {"top": 7, "run": 6, "discovery": 5, "report": 5, "engine": 4, "mechanisms": 4, "privacy": 3, "schema": 2,
-        "io": 1, "data": 0}
+        "io": 1, "data": 0, "errors": -1}
+# Modules at the top of the tree that sit on the lowest floor: everything may import them.
+FLOOR_MODULES = {"privsynth.errors": "errors"}
 # Subpackages that sit at the top although they live in a lower wing, with the reason. They may import
 # anything; only the top may import them.
 AT_THE_TOP = {
@@ -97,6 +99,8 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def wing(module: str) -> str:
+    if module in FLOOR_MODULES:
+        return FLOOR_MODULES[module]
     if any(module == top or module.startswith(top + ".") for top in AT_THE_TOP):
         return "top"
     parts = module.split(".")
@@ -126,7 +130,7 @@ def test_imports_point_down_the_wings():
 def test_every_wing_has_a_rank():
     wings = {p.name for p in LIBRARY.iterdir() if p.is_dir() and not p.name.startswith("__")}
     at_the_top = {name.split(".")[1] for name in AT_THE_TOP if name.count(".") == 1}
-    assert wings - at_the_top == set(RANK) - {"top"}
+    assert wings - at_the_top == set(RANK) - {"top", *FLOOR_MODULES.values()}
 
 
 def test_no_file_of_the_library_or_its_wiring_is_over_450_lines():
@@ -134,3 +138,34 @@ def test_no_file_of_the_library_or_its_wiring_is_over_450_lines():
     long = sorted(f"{p.relative_to(LIBRARY.parent)}: {n}" for root in roots for p in root.rglob("*.py")
                   if (n := len(p.read_text().splitlines())) > MAX_LINES)
     assert long == []
+
+
+def _classes_raised_as_errors() -> list[tuple[str, str]]:
+    """(module, class) of every class under privsynth/ whose bases name an Error, Exception or Fault."""
+    found = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(b, ast.Name) and b.id.endswith(("Error", "Exception", "Fault")) for b in node.bases):
+                found.append((name, node.name))
+    return found
+
+
+def test_every_error_class_lives_in_the_one_family_module():
+    assert {module for module, _ in _classes_raised_as_errors()} == {"privsynth.errors"}
+
+
+def test_every_error_class_is_a_privsynth_error():
+    import privsynth.errors as errors
+
+    classes = [getattr(errors, name) for _, name in _classes_raised_as_errors()]
+    assert classes and all(issubclass(cls, errors.PrivsynthError) for cls in classes)
+    refusals = [cls for cls in classes if issubclass(cls, errors.RefusalError)]
+    assert all(issubclass(cls, ValueError) for cls in refusals)
+
+
+def test_no_caller_tells_errors_apart_by_class_name():
+    roots = [LIBRARY, LIBRARY.parent / "flows", LIBRARY.parent / "tasks"]
+    named = sorted(str(p.relative_to(LIBRARY.parent)) for root in roots for p in root.rglob("*.py")
+                   if "__name__ ==" in p.read_text().replace('__name__ == "__main__"', ""))
+    assert named == []

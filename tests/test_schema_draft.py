@@ -427,7 +427,7 @@ def test_fine_read_out_coded_values_constant_and_quantiles():
     assert got.small_domain and got.codes == (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 9.0, 10.0)
     const = np.zeros(len(edges) - 1)
     const[5] = 5000.0
-    got = B.read_out(_levels(const, edges), True, 8, B.Bounds(0, 16))
+    got = B.read_out(_levels(const, edges), True, 8, B.Bounds(4, 8))  # round 1: the octave [4, 8)
     assert got.codes == (5.0,) and got.edges == (5.0, 6.0)
     wide = B.fine_edges(0.0, 1000.0, False)
     mass = np.ones(len(wide) - 1) * 100.0
@@ -480,3 +480,21 @@ def test_level_hierarchy_costs_rho_in_all_and_moves_one_cell_per_level():
     for a, b in zip(levels, plus):
         diff = b.noisy - a.noisy
         assert np.sum(diff != 0) == 1 and diff.sum() == 1
+
+
+def test_codes_that_stop_short_of_round_one_bounds_are_a_tail_not_codes():
+    """Counts of visits: 0 and 1 pass round 2's threshold, 2-7 are thin cells each below it, but round 1
+    saw mass up to 8: the column keeps its tail (quantile bins in [0, 8]) instead of clipping it to 1."""
+    from privsynth.discovery import bounds as B
+
+    edges = B.fine_edges(0.0, 8.0, True)
+    counts = np.zeros(len(edges) - 1)
+    counts[0], counts[1] = 3000.0, 570.0
+    counts[2:8] = 25.0  # each below the threshold at sigma 20, together within the noise of 7 cells
+    levels = [B.Level(1, edges, counts, 20.0)]
+    assert B.coded_values(levels[0]) == (0.0, 1.0)
+    got = B.read_out(levels, True, 4, B.Bounds(0, 8))
+    assert got.codes is None and got.high >= 7  # the thin tail stays (only an evidence-free last cell goes)
+    assert B.codes_reach((0.0, 1.0), B.Bounds(0, 2)) and not B.codes_reach((0.0, 1.0), B.Bounds(0, 8))
+    assert B.codes_reach((1.0, 5.0, 12.0), B.Bounds(1, 16)) and not B.codes_reach((6.0, 7.0), B.Bounds(1, 8))
+    assert B.codes_reach((-6.0, 0.0), B.Bounds(-8, 1)) and not B.codes_reach((-2.0, 0.0), B.Bounds(-8, 1))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from privsynth.privacy.accounting import PrivacyCost
-from privsynth.run.parameters import ParameterError
+from privsynth.errors import ParameterError
 from privsynth.discovery.bounds import gaussian_sigma
 from privsynth.discovery.categories import (
     THRESHOLD_DELTA_FRACTION,

@@ -91,7 +91,10 @@ def merged(noisy: np.ndarray, cell_edges: np.ndarray, factor: int) -> tuple[np.n
     return np.add.reduceat(noisy, starts), np.append(cell_edges[starts], cell_edges[-1])
 
 
-TIGHT_SHARE = 0.75  # a finer read-out is kept when its passing cells hold this share of the most any holds (noise: not 1)
+# A finer read-out is kept unless a merge's passing cells hold more, by TIGHT_SIGMAS noise deviations of the
+# two sums and by 1 - TIGHT_SHARE of the most (merged sums of many noisy cells: a low bar is a false tail)
+TIGHT_SIGMAS = 3.0
+TIGHT_SHARE = 0.75
 COARSE_FACTORS = (1, 2, 4, 8, 16)  # a spread-out column (a date over decades) passes only merged
 ZERO_CELL = 2.0 ** MIN_OCTAVE  # the log grid's cell [-2^-32, 2^-32) holds the zeros
 
@@ -101,7 +104,8 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
 
     A spread-out column may have no single cell above the threshold: the cells are also read merged by
     2, 4, 8 and 16 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
-    passing cells hold at least TIGHT_SHARE of the most any merge holds sets the bounds. An outermost
+    passing cells hold as much as the most any merge holds, within TIGHT_SIGMAS deviations of the two
+    sums' noise and within 1 - TIGHT_SHARE of it, sets the bounds (more is a tail that thin cells hid). An outermost
     passing cell that is the zeros' cell bounds the column at 0 (its other edge, 2^-32, is grid, not data)."""
     found = []
     for factor in COARSE_FACTORS:
@@ -110,11 +114,13 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
         span = passing_span(cells, s)
         if span is not None:
             ok = cells > utility_threshold(s, len(cells))
-            found.append((float(cells[ok].sum()), float(cell_edges[span[0]]), float(cell_edges[span[1] + 1])))
+            found.append((float(cells[ok].sum()), s * math.sqrt(int(ok.sum())), float(cell_edges[span[0]]),
+                          float(cell_edges[span[1] + 1])))
     if not found:
         return None
-    best = max(mass for mass, _, _ in found)
-    _, low, high = next(f for f in found if f[0] >= TIGHT_SHARE * best)
+    best, best_sd, _, _ = max(found)
+    _, _, low, high = next(f for f in found if f[0] >= best - max(TIGHT_SIGMAS * math.hypot(f[1], best_sd),
+                                                                   (1.0 - TIGHT_SHARE) * best))
     low = 0.0 if low == -ZERO_CELL else low
     high = 0.0 if high == ZERO_CELL else high
     if integer:
@@ -238,6 +244,19 @@ def coded_values(level: Level) -> tuple[float, ...] | None:
     return tuple(float(v) for v in level.edges[:-1][ok])
 
 
+def codes_reach(codes: tuple[float, ...], bounds: Bounds) -> bool:
+    """Whether the codes reach into round 1's outermost passing cells (post-processing). Round 1 saw mass
+    up to ``bounds``; codes that stop short of its top (or bottom) octave leave that mass outside every
+    code, so the column is a tail of thin cells, not a coded column (clipping it would cut the tail)."""
+    low, high = bounds.low, bounds.high
+    top_ok = codes[-1] >= high / 2.0 if high > 1.0 else codes[-1] >= high - 1.0
+    if low < 0.0:
+        bottom_ok = codes[0] <= low / 2.0
+    else:
+        bottom_ok = codes[0] <= 2.0 * low
+    return top_ok and bottom_ok
+
+
 def trim_empty_ends(level: Level, low: float, high: float, integer: bool) -> tuple[float, float]:
     """The bounds without the outer cells that hold no evidence of data: from each end inwards, cells are
     cut while their noisy total stays within one noise deviation of zero (post-processing). A tail with
@@ -271,7 +290,7 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     low, high = bounds.low, bounds.high
     if integer:
         codes = coded_values(levels[0])
-        if codes is not None:
+        if codes is not None and (public or codes_reach(codes, bounds)):
             return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
     if not public:  # public bounds are facts, not estimates: never trimmed
         low, high = trim_empty_ends(levels[-1], low, high, integer)

@@ -15,7 +15,8 @@ from typing import Any
 
 from privsynth.discovery.checks import check_facts
 from privsynth.discovery.contract_facts import Where, combined, type_kind
-from privsynth.discovery.public import ContractError, PublicColumn, PublicFacts
+from privsynth.discovery.public import PublicColumn, PublicFacts
+from privsynth.errors import ContractError, InputError
 
 _PG_COLUMNS = """
 SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
@@ -39,7 +40,6 @@ WHERE table_name = ? AND schema_name = coalesce(?, current_schema()) AND databas
 def catalogue_facts(input_source: Any) -> PublicFacts:
     """The input table's catalogue facts; ``input_source`` is the run's ``--input`` (a database table)."""
     from privsynth.engine.sources import parse_source
-    from privsynth.io.connections import InputError
 
     if not isinstance(input_source, str):
         raise ContractError("--public db: reads the catalogue of --input's database; the input is not a database "
@@ -125,7 +125,7 @@ def _duckdb_catalogue(location: str, table: str, where: Where) -> tuple[list, li
 
 
 def _postgres_catalogue(location: str, table: str, where: Where) -> tuple[list, list]:
-    from privsynth.io.connections import InputError, connect_url
+    from privsynth.io.connections import connect_url
 
     try:
         backend = connect_url(location)

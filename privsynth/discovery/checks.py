@@ -13,17 +13,16 @@ import re
 from collections.abc import Iterable
 
 from privsynth.discovery.contract_facts import IN_SET, Where, bound_value, checked_range, domain_fact
-from privsynth.discovery.public import ContractError, PublicColumn
+from privsynth.discovery.public import PublicColumn
+from privsynth.errors import ContractError
 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<str>'(?:[^']|'')*') | (?P<qid>"(?:[^"]|"")*") | (?P<num>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?) |
     (?P<op>>=|<=|<>|!=|::|=|<|>) | (?P<punct>[()\[\],]) | (?P<word>[A-Za-z_][A-Za-z0-9_$.]*) )""", re.X)
 _TYPE_TAIL = {"varying", "precision", "without", "with", "time", "zone"}
 _FLIP = {">=": "<=", "<=": ">=", ">": "<", "<": ">", "=": "="}
-
-
-class _Unreadable(Exception):
-    """The CHECK is not a conjunction of one-column comparisons with literals."""
+# The parser backtracks on ValueError (what int() and float() raise too): a CHECK it cannot read is skipped.
+_UNREADABLE = "not a conjunction of one-column comparisons with literals"
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -31,7 +30,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while pos < len(text.rstrip()):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise _Unreadable
+            raise ValueError(_UNREADABLE)
         kind = m.lastgroup or ""
         out.append((kind, m.group(kind)))
         pos = m.end()
@@ -74,7 +73,7 @@ class _Parser:
 
     def expect(self, text: str) -> None:
         if self.peek()[1] != text:
-            raise _Unreadable
+            raise ValueError(_UNREADABLE)
         self.i += 1
 
     def conjunction(self) -> list[tuple]:
@@ -82,14 +81,14 @@ class _Parser:
         while self.word("AND"):
             atoms += self.term()
         if self.peek()[0] == "word" and self.peek()[1].upper() == "OR":
-            raise _Unreadable
+            raise ValueError(_UNREADABLE)
         return atoms
 
     def term(self) -> list[tuple]:
         start = self.i
         try:
             return self.comparison()
-        except _Unreadable:
+        except ValueError:
             self.i = start
         self.expect("(")
         atoms = self.conjunction()
@@ -110,7 +109,7 @@ class _Parser:
             while depth:  # skip AS type [(n)] up to the closing parenthesis
                 kind2, text2 = self.peek()
                 if kind2 == "end":
-                    raise _Unreadable
+                    raise ValueError(_UNREADABLE)
                 depth += {"(": 1, ")": -1}.get(text2, 0) if kind2 == "punct" else 0
                 self.i += 1
             return inner
@@ -123,14 +122,14 @@ class _Parser:
             return "column", text[1:-1].replace('""', '"')
         if kind == "word" and text.upper() not in ("AND", "OR", "NOT", "NULL", "TRUE", "FALSE", "ANY", "ARRAY"):
             return "column", text.rpartition(".")[2]
-        raise _Unreadable
+        raise ValueError(_UNREADABLE)
 
     def literals(self, close: str) -> list:
         values = []
         while True:
             kind, value = self.operand()
             if kind != "literal":
-                raise _Unreadable
+                raise ValueError(_UNREADABLE)
             values.append(value)
             if self.peek()[1] != ",":
                 break
@@ -143,21 +142,21 @@ class _Parser:
         if left[0] == "column" and self.word("IS"):
             if self.word("NOT") and self.word("NULL"):
                 return [(left[1], "notnull", None)]
-            raise _Unreadable
+            raise ValueError(_UNREADABLE)
         if left[0] == "column" and self.word("BETWEEN"):
             low = self.operand()
             if not self.word("AND"):
-                raise _Unreadable
+                raise ValueError(_UNREADABLE)
             high = self.operand()
             if low[0] != "literal" or high[0] != "literal":
-                raise _Unreadable
+                raise ValueError(_UNREADABLE)
             return [(left[1], ">=", low[1]), (left[1], "<=", high[1])]
         if left[0] == "column" and self.word("IN"):
             self.expect("(")
             return [(left[1], "in", self.literals(")"))]
         kind, op = self.peek()
         if kind != "op" or op not in _FLIP:
-            raise _Unreadable
+            raise ValueError(_UNREADABLE)
         self.i += 1
         if op == "=" and left[0] == "column" and self.word("ANY"):  # PostgreSQL's rendering of IN
             opened = 0
@@ -165,7 +164,7 @@ class _Parser:
                 self.i += 1
                 opened += 1
             if not opened or not self.word("ARRAY"):
-                raise _Unreadable
+                raise ValueError(_UNREADABLE)
             self.expect("[")
             values = self.literals("]")
             for _ in range(opened):
@@ -175,7 +174,7 @@ class _Parser:
         if left[0] == "literal" and right[0] == "column":
             left, right, op = right, left, _FLIP[op]
         if left[0] != "column" or right[0] != "literal":
-            raise _Unreadable
+            raise ValueError(_UNREADABLE)
         return [(left[1], "in" if op == "=" else op, [right[1]] if op == "=" else right[1])]
 
 
@@ -186,8 +185,8 @@ def check_atoms(expression: str) -> list[tuple]:
         parser = _Parser(_tokens(text))
         atoms = parser.conjunction()
         if parser.peek()[0] != "end":
-            raise _Unreadable
-    except (_Unreadable, ValueError):
+            raise ValueError(_UNREADABLE)
+    except ValueError:
         return []
     return atoms
 

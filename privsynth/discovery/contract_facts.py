@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from privsynth.discovery.public import ContractError, PublicColumn, PublicFacts, merge_column
+from privsynth.discovery.public import PublicColumn, PublicFacts, merge_column
+from privsynth.errors import ContractError
 
 # The domain tests this module reads, by their GX names (dbt_expectations uses the same ones).
 IN_SET = "expect_column_values_to_be_in_set"

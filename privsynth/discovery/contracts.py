@@ -27,7 +27,8 @@ import yaml
 
 from privsynth.discovery.contract_facts import Where, combined
 from privsynth.discovery.contract_formats import dbt_column_facts, dbt_models, frictionless_facts, gx_facts
-from privsynth.discovery.public import ContractError, PublicFacts
+from privsynth.discovery.public import PublicFacts
+from privsynth.errors import ContractError
 
 DB_PREFIX = "db:"
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import rho_allowance
-from privsynth.run.parameters import ParameterError
+from privsynth.errors import ParameterError
 from privsynth.discovery import bounds as B
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories
 from privsynth.discovery.declared import DeclaredColumn

@@ -13,15 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from privsynth.run.parameters import ParameterError
+from privsynth.errors import ContractError
 
 # privsynth column types a contract may state (``privsynth.schema.model.ColumnType``)
 COLUMN_TYPES = ("categorical", "integer", "float", "boolean", "date", "timestamp")
-
-
-class ContractError(ParameterError):
-    """A data contract (dbt, GX, Frictionless, the database catalogue) is malformed or contradicts another
-    source; the message names the file and the entry, never a data value."""
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from privsynth.schema import Schema
-
-
-class ValidationFailedError(ValueError):
-    """The input failed schema validation; nothing was charged."""
+from privsynth.errors import ValidationFailedError  # noqa: F401  (re-exported: raised here)
 
 
 def open_data(data: Any, schema: Schema):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import sqlglot
 from sqlglot import exp
+from privsynth.errors import SandboxError  # noqa: F401  (re-exported: raised here)
 
 # Functions that touch files or the outside world, by name (case-insensitive), wherever they appear.
 FILE_FUNCTIONS = frozenset({
@@ -31,10 +32,6 @@ FILE_FUNCTIONS = frozenset({
     "duckdb_secrets", "which_secret", "load_aws_credentials", "pg_read_file", "pg_read_binary_file",
     "pg_ls_dir", "lo_import", "lo_export", "dblink", "copy", "system", "shell",
 })
-
-
-class SandboxError(ValueError):
-    """User SQL was refused; the message names the rule it broke (never the query text)."""
 
 
 def _function_name(node: exp.Expression) -> str:

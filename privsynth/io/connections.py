@@ -12,12 +12,9 @@ from urllib.parse import unquote, urlsplit
 import ibis
 
 from privsynth.io.credentials import CredentialError, expand_credentials, password_from_reference, redact_url
+from privsynth.errors import InputError  # noqa: F401  (re-exported: raised here)
 
 POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
-
-
-class InputError(ValueError):
-    """The input cannot be read as a table the schema describes; the message names file and problem."""
 
 
 def plain_table_name(name: str) -> bool:

@@ -12,12 +12,9 @@ from __future__ import annotations
 import os
 import re
 from urllib.parse import quote, urlsplit
+from privsynth.errors import CredentialError  # noqa: F401  (re-exported: raised here)
 
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
-
-
-class CredentialError(ValueError):
-    """A URL carries a literal password, or references an environment variable that is not set."""
 
 
 def _password_of(url: str) -> str | None:

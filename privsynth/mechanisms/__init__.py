@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from privsynth.errors import UnknownMechanismError  # noqa: F401  (re-exported: raised here)
 
+DEFAULT_MECHANISM = "aim"  # the one a run uses when none is named
 MECHANISM_MODULES: dict[str, str] = {
     "aim": "privsynth.mechanisms.aim",
     "rap": "privsynth.mechanisms.rap",
@@ -15,10 +17,6 @@ MECHANISM_MODULES: dict[str, str] = {
     "private_sampling": "privsynth.mechanisms.private_sampling",
     "microaggregation": "privsynth.mechanisms.microaggregation",
 }
-
-
-class UnknownMechanismError(ValueError):
-    pass
 
 
 def get_mechanism(name: str) -> ModuleType:

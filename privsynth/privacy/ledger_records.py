@@ -10,34 +10,15 @@ from dataclasses import dataclass
 
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import epsilon_spent, remaining_rho, total_pure_epsilon, total_rho
-
-
-class LedgerError(ValueError):
-    """Base class of the ledger's refusals (a ValueError so callers and the CLI can catch one type)."""
-
-
-class BudgetExceededError(LedgerError):
-    """The charge would take the dataset over its budget; nothing was recorded."""
-
-
-class BudgetNotSetError(LedgerError):
-    """The dataset has no budget and the caller required one."""
-
-
-class NonPrivateChargeError(LedgerError):
-    """A charge with no DP guarantee was made against a dataset guarded by a budget."""
-
-
-class UnknownDatasetError(LedgerError):
-    """The ledger holds neither a budget nor a charge for this dataset."""
-
-
-class NoiseAlreadyDrawnError(LedgerError):
-    """Noise was already drawn for this release key; drawing again would be a second release for one charge."""
-
-
-class ReleaseKeyConflictError(LedgerError):
-    """A release key is already charged with a different cost: the key does not identify the release."""
+from privsynth.errors import (  # noqa: F401  (re-exported: the ledger's refusals)
+    BudgetExceededError,
+    BudgetNotSetError,
+    LedgerError,
+    NoiseAlreadyDrawnError,
+    NonPrivateChargeError,
+    ReleaseKeyConflictError,
+    UnknownDatasetError,
+)
 
 
 MAX_NAME = 200

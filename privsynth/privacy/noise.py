@@ -24,10 +24,7 @@ import secrets
 from abc import ABC, abstractmethod
 
 import numpy as np
-
-
-class BudgetNotChargedError(RuntimeError):
-    """Privacy noise was requested before the budget ledger was charged."""
+from privsynth.errors import BudgetNotChargedError  # noqa: F401  (re-exported: raised here)
 
 
 class NoiseSource(ABC):

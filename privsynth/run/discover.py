@@ -24,7 +24,7 @@ from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.public import PublicFacts
 from privsynth.io import atomic_write_bytes, atomic_write_json
 from privsynth.privacy.accounting import PrivacyCost
-from privsynth.run.parameters import ParameterError
+from privsynth.errors import ParameterError
 from privsynth.schema import Schema, parse_schema
 
 SHARE_PER_COLUMN = 0.03  # discovery's share of the run's rho per column it reads (by need) ...

@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 import os
+from privsynth.errors import InjectedFault  # noqa: F401  (re-exported: raised here)
 
 FAULT_ENV = "PRIVSYNTH_FAULT_INJECT"
 
 
 FAULT_POINTS = ("after_charge", "after_noise_claimed", "after_release_stored", "during_rounding", "before_report")
-
-
-class InjectedFault(RuntimeError):
-    """Raised by :func:`fault_point` in its in-process mode (tests only)."""
 
 
 def fault_point(name: str) -> None:

@@ -13,12 +13,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from privsynth.io.credentials import check_no_literal_password
-from privsynth.mechanisms import MECHANISM_MODULES
+from privsynth.mechanisms import DEFAULT_MECHANISM, MECHANISM_MODULES
 from privsynth.privacy.accounting import DEFAULT_DELTA
 from privsynth.schema.limits import check_safe_path
+from privsynth.errors import ParameterError  # noqa: F401  (re-exported: raised here)
 
 # aim measured most accurate on Adult at epsilon 0.3, 1 and 3 (benchmarks/README.md, bench_peers.py): the default.
-DEFAULT_MECHANISM = "aim"
 
 
 def bundled_example() -> tuple[str, str]:
@@ -104,10 +104,6 @@ class RunParameters(BaseModel):
     def public_json(self) -> dict:
         """The parameters as the manifest records them (URLs carry no password: refused above)."""
         return self.model_dump(mode="json")
-
-
-class ParameterError(ValueError):
-    """A run parameter is invalid; raised before any data is read."""
 
 
 def describe_validation_error(err: ValidationError, prefix: str = "") -> str:

@@ -18,7 +18,8 @@ from privsynth.io import InputError, check_writable_directory, parse_sink
 from privsynth.mechanisms import get_mechanism
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run.fine_decoding import plan_fine_decoding
-from privsynth.run.parameters import ParameterError, RunParameters, bundled_example, describe_validation_error
+from privsynth.errors import InfeasibleRequestError, ParameterError
+from privsynth.run.parameters import RunParameters, bundled_example, describe_validation_error
 from privsynth.schema import Schema, load_schema
 from privsynth.schema.encoding import domain_of
 from privsynth.schema.limits import check_schema_limits
@@ -191,9 +192,9 @@ def _checked(parameters: RunParameters, make):
         raise ParameterError(describe_validation_error(err, prefix=f"mechanism {parameters.mechanism} option ")) from None
     except TypeError as err:
         raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
+    except InfeasibleRequestError:
+        raise
     except ValueError as err:
-        if type(err).__name__ == "InfeasibleRequestError":
-            raise
         raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
 
 

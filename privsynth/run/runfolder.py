@@ -20,6 +20,7 @@ from pathlib import Path
 
 from privsynth.io.atomic import atomic_write_json, json_default, sha256_file
 from privsynth.io.storage import RemoteFolder, is_remote
+from privsynth.errors import RunFolderError  # noqa: F401  (re-exported: raised here)
 
 MANIFEST = "manifest.json"
 PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highspy", "opendp", "prefect",
@@ -65,10 +66,6 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
-
-
-class RunFolderError(ValueError):
-    pass
 
 
 @dataclass

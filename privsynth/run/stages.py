@@ -36,6 +36,7 @@ from privsynth.mechanisms.rounding import round_release
 from privsynth.run import phase
 from privsynth.run.charge import epsilon_statement, release_stage
 from privsynth.run.context import RunContext, Runner, direct
+from privsynth.run.discover import stage_discover
 from privsynth.run.faults import fault_point
 from privsynth.schema import Schema
 from privsynth.schema.encoding import Domain, arrow_schema, decode_codes, domain_of, encode_codes, one_hot_names
@@ -314,8 +315,6 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     try:
         discovery = None
         if ctx.plan.schema is None:
-            from privsynth.run.discover import stage_discover
-
             discovery = runner("discover", stage_discover, ctx)
             ctx.discovery = discovery
         validation = runner("validate", stage_validate, ctx)

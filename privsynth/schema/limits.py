@@ -19,13 +19,10 @@ import os
 from pathlib import PurePath
 
 from privsynth.schema import Schema, SchemaError
+from privsynth.errors import LimitError  # noqa: F401  (re-exported: raised here)
 
 DEFAULTS = {"PRIVSYNTH_MAX_COLUMNS": 500, "PRIVSYNTH_MAX_LEVELS": 2_000, "PRIVSYNTH_MAX_WIDTH": 20_000,
             "PRIVSYNTH_MAX_INPUT_COLUMNS": 10_000}
-
-
-class LimitError(ValueError):
-    """A documented resource limit would be exceeded; nothing was read or charged."""
 
 
 def limit(name: str) -> int:

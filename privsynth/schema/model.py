@@ -20,14 +20,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from privsynth.schema import temporal
+from privsynth.errors import SchemaError  # noqa: F401  (re-exported: raised here)
 
 ColumnType = Literal["categorical", "integer", "float", "boolean", "date", "timestamp"]
 MISSING_LABEL = "<missing>"
 OUT_OF_DOMAIN_LABEL = "<out-of-domain>"
-
-
-class SchemaError(ValueError):
-    """A schema file or model is invalid; the message names the column and the problem."""
 
 
 class Column(BaseModel):

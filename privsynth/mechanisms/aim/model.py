@@ -24,10 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from privsynth.mechanisms.aim.inference import Marginals
-from privsynth.mechanisms.aim.junction import (  # noqa: F401  (model_size_mb, mbi_model_size_mb: re-exported)
+from privsynth.mechanisms.aim.junction import (  # noqa: F401  (model_size_mb: re-exported)
     JunctionTree,
     junction_tree,
-    mbi_model_size_mb,
     model_size_mb,
 )
 from privsynth.mechanisms.aim.tables import broadcast_shape, combine, sum_axes, sum_to

@@ -84,6 +84,7 @@ from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain, check_codes, one_hot, to_binary
 from privsynth.schema.workload import Histogram, StatisticsInput
+from privsynth.errors import InfeasibleRequestError  # noqa: F401  (re-exported: raised here)
 
 NAME = "private_sampling"
 
@@ -94,10 +95,6 @@ ROWS_OPTION = "k"
 
 # --public-rows (the user's declaration that n is public knowledge) sets n_public; never read from the data.
 PUBLIC_ROWS_OPTION = "n_public"
-
-
-class InfeasibleRequestError(ValueError):
-    """The requested rows exceed what the privacy guarantee allows at this epsilon (or it allows none)."""
 
 
 class Config(MechanismConfig):

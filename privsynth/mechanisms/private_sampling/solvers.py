@@ -34,13 +34,10 @@ from typing import Literal
 import numpy as np
 import scipy.linalg as la
 from scipy.optimize import linprog
+from privsynth.errors import SolverError  # noqa: F401  (re-exported: raised here)
 
 LPSolver = Literal["ipm", "highs", "cvxpy"]
 QPSolver = Literal["newton", "cvxpy"]
-
-
-class SolverError(RuntimeError):
-    """An optimisation step did not reach its tolerance (never a silently worse release)."""
 
 
 def _check_inputs(M: np.ndarray, vector: np.ndarray, name: str) -> None:

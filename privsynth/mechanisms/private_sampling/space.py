@@ -16,10 +16,7 @@ from privsynth.mechanisms.private_sampling.walsh import (
     walsh_features,
 )
 from privsynth.schema.encoding import Domain, from_binary
-
-
-class ReducedSpaceError(RuntimeError):
-    """No well-conditioned reduced space was found within the allowed number of draws."""
+from privsynth.errors import ReducedSpaceError  # noqa: F401  (re-exported: raised here)
 
 
 @dataclass(frozen=True, repr=False)

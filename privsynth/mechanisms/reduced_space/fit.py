@@ -12,10 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from privsynth.mechanisms.reduced_space.config import Config, ObjectiveName
-
-
-class LPFailedError(RuntimeError):
-    """The reweighting LP did not reach an optimal solution."""
+from privsynth.errors import LPFailedError  # noqa: F401  (re-exported: raised here)
 
 
 def fit_lp(A: sp.spmatrix, y: np.ndarray, objective: Literal["l1", "linf"], time_limit_s: float = 300.0) -> np.ndarray:
