@@ -238,6 +238,14 @@ def test_a_frictionless_table_schema(tmp_path):
     assert facts.get("amount").bounds == (0, 500) and facts.get("amount").type == "float"
     assert facts.get("qty").bounds == (1, None) and facts.get("shipped").bounds == ("2020-01-01", "2020-12-31")
     assert facts.get("note") is None
+    csv = tmp_path / "orders.csv"
+    pd.DataFrame({"status": ["lost"], "amount": [1.5], "qty": [2], "shipped": ["2020-02-02"], "note": ["x"]}).to_csv(
+        csv, index=False)
+    cols = _entries(draft_schema(str(csv), DraftOptions(name="orders", public=facts)).text)  # no value read
+    assert cols["amount"] == {"name": "amount", "type": "float", "nullable": True, "bounds": [0.0, 500.0],
+                              "bins": None, "on_out_of_domain": "clip"}
+    assert cols["shipped"]["bounds"] == ["2020-01-01", "2020-12-31"] and cols["shipped"]["bin_by"] == "month"
+    assert cols["status"]["nullable"] is False and cols["status"]["categories"] == STATUS
     path.write_text(json.dumps({"fields": [{"name": "status", "constraints": {"enum": "placed"}}]}))
     text = _error([str(path)])
     assert str(path) in text and "field 'status', constraints.enum" in text and "non-empty list" in text
@@ -358,6 +366,7 @@ def test_a_draft_takes_the_contracts_domain_and_spends_nothing_on_it(dbt_project
     assert cols["qty"]["bounds"] == [1, 5] and cols["qty"]["bins"] == [1, 2, 3, 4, 5]  # one level per value
     assert cols["amount"]["bounds"] == [0, 500] and cols["amount"]["dp_released"] == ["bins"]
     assert "PUBLIC categories (dbt models/schema.yml accepted_values)" in text
+    assert "PUBLIC bounds (dbt models/schema.yml dbt_utils.accepted_range)" in text
     spent = [line for line in text.splitlines() if line.startswith("#   ")]
     assert not any(line.split(":")[0].strip("# ") in ("status", "priority", "qty") for line in spent), spent
     amount = next(line for line in spent if line.startswith("#   amount:"))
