@@ -342,22 +342,16 @@ def test_the_dbt_export_reads_back_as_the_schemas_facts(tiny_schema, tmp_path, c
 
 # ---------------------------------------------------------------- end to end
 
-def test_a_draft_takes_the_contracts_domain_and_spends_nothing_on_it(dbt_project, tmp_path, capsys):
+def test_a_draft_takes_the_contracts_domain_and_spends_nothing_on_it(dbt_project, tmp_path, capsys, monkeypatch):
     csv = tmp_path / "orders.csv"
     orders().to_csv(csv, index=False)
     out = tmp_path / "orders.yaml"
     args = ["schema", "draft", "--input", str(csv), "--output", str(out), "--epsilon", "1", "--unlimited",
             "--ledger", f"sqlite:///{tmp_path / 'ledger.sqlite'}", "--public", "models/schema.yml",
             "--public-model", "orders"]
-    import os
-
-    cwd = os.getcwd()
-    os.chdir(dbt_project)  # the path as a user in the project folder writes it
-    try:
-        assert main(args) == 0
-        assert main([*args[:-2], "--force"]) == EXIT_USAGE  # two models, none named
-    finally:
-        os.chdir(cwd)
+    monkeypatch.chdir(dbt_project)  # the path as a user in the project folder writes it
+    assert main(args) == 0
+    assert main([*args[:-2], "--force"]) == EXIT_USAGE  # two models, none named
     assert "--public-model" in capsys.readouterr().err
     text = out.read_text()
     cols = _entries(text)
