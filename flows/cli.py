@@ -9,7 +9,8 @@
     privsynth budget show [DATASET] [--ledger URL]
     privsynth schema draft --input SOURCE --output schema.yaml [--name NAME] [--epsilon E [--dataset D]
                   [--ledger URL] [--bounds COL=LOW:HIGH ...] [--bins K] [--unlimited]] [--force] [--peek-without-dp]
-    privsynth schema expectations --schema schema.yaml [--output suite.json]
+                  [--public SOURCE ... [--public-model NAME]]
+    privsynth schema expectations --schema schema.yaml [--output suite.json] [--format gx|dbt]
     privsynth mechanisms
 
 Errors in the input or parameters exit with status 2 and one line that names what is wrong.
@@ -145,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "--epsilon its bin edges become DP")
     draft.add_argument("--categories", action="append", metavar="COL=a,b,c", help="PUBLIC categories of a column "
                        "(repeatable): never read from the data")
+    draft.add_argument("--public", action="append", metavar="SOURCE", help="a data contract whose facts are PUBLIC "
+                       "(dbt schema.yml or project, GX suite, Frictionless schema, db:): never read, never charged")
+    draft.add_argument("--public-model", help="the dbt model to read when a schema.yml holds several")
     draft.add_argument("--bins", type=int, default=8, help="bins per numeric column with --epsilon (default 8)")
     draft.add_argument("--unlimited", action="store_true", help="charge a dataset that has no budget (explicit)")
     draft.add_argument("--force", action="store_true", help="overwrite --output")
@@ -153,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     expect = schema_sub.add_parser("expectations", help="the schema's checks as a Great Expectations suite (JSON)")
     expect.add_argument("--schema", dest="schema_file", required=True, help="YAML schema")
-    expect.add_argument("--output", help="the suite's JSON file to write (default: standard output)")
+    expect.add_argument("--output", help="the file to write (default: standard output)")
+    expect.add_argument("--format", choices=("gx", "dbt"), default="gx", help="gx: a GX suite (JSON, the default); "
+                        "dbt: a dbt schema.yml with the same checks, for the model named as the schema")
     sub.add_parser("mechanisms", help="list the mechanisms and their guarantees")
     return parser
 
@@ -336,18 +342,17 @@ def command_budget(args: argparse.Namespace) -> int:
 
 
 def command_schema_expectations(args: argparse.Namespace) -> int:
-    """The schema's expectations as a GX 1.x ExpectationSuite, for a team's own GX project (no data read)."""
-    from privsynth.engine.expectations import suite_json
-    from privsynth.io import atomic_write_json
+    """The schema's expectations as a GX 1.x suite or a dbt schema.yml, for a team's own project (no data read)."""
+    from privsynth.engine.dbt_export import expectations_text
+    from privsynth.io import atomic_write_bytes
     from privsynth.schema import load_schema
 
-    suite = suite_json(load_schema(args.schema_file))
+    text, what = expectations_text(load_schema(args.schema_file), args.format)
     if args.output is None:
-        print(json.dumps(suite, indent=2))
+        print(text, end="")
     else:
-        atomic_write_json(args.output, suite)
-        print(f"privsynth schema expectations: wrote {args.output} ({len(suite['expectations'])} expectations, "
-              f"suite {suite['name']!r})")
+        atomic_write_bytes(args.output, text.encode())
+        print(f"privsynth schema expectations: wrote {args.output} ({what})")
     return 0
 
 
@@ -355,6 +360,7 @@ def command_schema(args: argparse.Namespace) -> int:
     if args.schema_command == "expectations":
         return command_schema_expectations(args)
     from privsynth.discovery import DraftOptions, default_name, parse_bounds, parse_categories, write_draft
+    from privsynth.discovery.contracts import read_public_sources
 
     if args.ledger is not None:
         from privsynth.run.plan import check_ledger_url
@@ -363,7 +369,8 @@ def command_schema(args: argparse.Namespace) -> int:
     options = DraftOptions(name=args.name or default_name(args.input), epsilon=args.epsilon, dataset=args.dataset,
                            ledger=args.ledger, bounds=parse_bounds(args.bounds), bins=args.bins,
                            categories=parse_categories(args.categories),
-                           require_budget=not args.unlimited, peek_without_dp=args.peek_without_dp)
+                           require_budget=not args.unlimited, peek_without_dp=args.peek_without_dp,
+                           public=read_public_sources(args.public, args.public_model, args.input))
     if args.peek_without_dp:
         print("privsynth: WARNING: --peek-without-dp reads the exact values: the draft is NOT differentially private "
               "and leaks the data; do not share it", file=sys.stderr)

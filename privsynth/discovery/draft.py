@@ -221,6 +221,26 @@ def apply_public(d: ColumnDraft, options: DraftOptions) -> None:
         if high - low <= B.SMALL_INTEGER_DOMAIN:
             _numeric_entry(d, B.FineResult(low, high, tuple(np.arange(low, high + 1.0)), True), dp=())
             _settle(d, f"PUBLIC bounds ({p.origin('bounds')}): one level per value")
+    if not d.entry.get("settled") and d.column.kind in (*NUMERIC, *TEMPORAL):
+        _public_bounds(d, p, options)
+
+
+def _public_bounds(d: ColumnDraft, p: PublicColumn, options: DraftOptions) -> None:
+    """Both public bounds written at once, with their origin (a draft without epsilon too: only the bins are
+    left to fill, or to place under DP); values outside them are clipped."""
+    from privsynth.schema import temporal
+
+    bounds, kind = public_bounds(d.column, options), d.column.kind
+    if bounds is None:
+        return
+    d.entry["bounds"] = ([temporal.format_unit(x, kind) for x in bounds] if kind in TEMPORAL else
+                         [int(x) if kind == "integer" else float(x) for x in bounds])
+    d.entry["on_out_of_domain"] = "clip"
+    d.comments = [x for x in d.comments if not x.startswith("TODO")]
+    d.comments.append(f"PUBLIC bounds ({p.origin('bounds')}): values outside them are clipped")
+    if kind in NUMERIC:  # a temporal column's calendar bins (bin_by) need nothing more
+        d.comments.append("TODO: public bin edges inside the bounds, e.g. bins: [low, ..., high]; or re-draft with "
+                          "--epsilon for DP edges")
 
 
 def _public_codes(d: ColumnDraft, p: PublicColumn) -> None:
@@ -249,7 +269,9 @@ def needs(d: ColumnDraft, options: DraftOptions) -> str | None:
     c, e = d.column, d.entry
     if e.get("drop") or e.get("settled") or c.kind is None:
         return None
-    if "facts" not in d.spent and (d.text_source or c.kind in (*NUMERIC, "categorical")):
+    # a type a contract states is public and final: round 0 (which may retype or drop a column) is for the rest
+    public_type = (p := options.public_facts().get(c.name)) is not None and p.type is not None
+    if "facts" not in d.spent and not public_type and (d.text_source or c.kind in (*NUMERIC, "categorical")):
         return "facts"
     if c.kind == "boolean":
         return None

@@ -95,8 +95,15 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
             raise InputError(f"input file {source.location!r} does not exist")
     mechanism = get_mechanism(parameters.mechanism)
     discovery = None
+    if schema is not None and parameters.public:
+        raise ParameterError("--public feeds the discovery of a run without --schema; with a schema, its file states "
+                             "the public facts (draft one with `privsynth schema draft --public ...`)")
     if schema is None:
         discovery = plan_discovery(parameters)
+        if parameters.public:  # a malformed or contradictory contract is refused before anything is read or charged
+            from privsynth.discovery.contracts import read_public_sources
+
+            read_public_sources(parameters.public, parameters.public_model, parameters.input)
         config, fine = _checked(parameters, lambda: (mechanism_config(mechanism, parameters.epsilon, parameters.delta,
                                                                       parameters.rows, _options(parameters, mechanism)),
                                                      None))
