@@ -183,7 +183,8 @@ HEADING = re.compile(r"^#{1,6}\s+(\d+(?:\.\d+)*)\.?\s", re.M)
 
 def _citing_sources() -> list[tuple[str, str]]:
     """(path, text) of every Python file of the library and its wiring."""
-    return [(str(p.relative_to(REPO)), p.read_text()) for root in CITING_ROOTS for p in sorted((REPO / root).rglob("*.py"))]
+    return [(str(p.relative_to(REPO)), p.read_text())
+            for root in CITING_ROOTS for p in sorted((REPO / root).rglob("*.py"))]
 
 
 def _headings(doc: str) -> set[str]:
