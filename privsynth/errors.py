@@ -10,7 +10,7 @@
   missed its tolerance, noise asked for before the charge). Never a silently worse release: the run
   stops, and what was charged stays charged.
 
-This module imports nothing from privsynth, so every floor may import it (DESIGN section 1).
+This module imports nothing from privsynth, so every floor may import it (docs/design.md 1.2).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 Python API calls, wrapped as a task.
 
 Tasks persist no results and cache nothing, so no private value reaches Prefect's result storage
-(DESIGN section 5.4). Reading and writing stages retry on transient errors; the mechanism task
-never retries (a retry must not draw fresh noise: DESIGN 5.3, and the ledger's noise claim refuses
+(docs/design.md 5.4). Reading and writing stages retry on transient errors; the mechanism task
+never retries (a retry must not draw fresh noise: docs/design.md 5.3, and the ledger's noise claim refuses
 a second draw anyway).
 """

@@ -1,7 +1,7 @@
 """Opt-in: the INTERNAL (not DP) audit against the real data, written to internal-audit/.
 
 Its figures are never returned to Prefect: the task returns nothing but a marker, and the flow
-publishes no artifact of it (DESIGN 5.4).
+publishes no artifact of it (docs/design.md 5.4).
 """
 
 from prefect import task

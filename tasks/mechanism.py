@@ -1,4 +1,4 @@
-"""Stage 4: the private mechanism. Never retried: a retry must not draw fresh noise (DESIGN 5.3)."""
+"""Stage 4: the private mechanism. Never retried: a retry must not draw fresh noise (docs/design.md 5.3)."""
 
 from prefect import task
 

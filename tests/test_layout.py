@@ -1,10 +1,11 @@
-"""The house rules of DESIGN section 1, checked on the source tree: few modules at the top of the
-library, no import circle, and every import pointing down the wings (run -> report -> engine /
-mechanisms -> privacy -> schema -> io)."""
+"""The house rules of docs/design.md section 1, checked on the source tree: few modules at the top of the
+library, no import circle, every import pointing down the wings (run -> discovery / report -> engine /
+mechanisms -> privacy -> schema -> io -> data -> errors); and the design the code cites is in the tree."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parents[1] / "privsynth"
@@ -169,3 +170,51 @@ def test_no_caller_tells_errors_apart_by_class_name():
     named = sorted(str(p.relative_to(LIBRARY.parent)) for root in roots for p in root.rglob("*.py")
                    if "__name__ ==" in p.read_text().replace('__name__ == "__main__"', ""))
     assert named == []
+
+
+# ---------------------------------------------------------------- the design the code cites is in the tree
+
+REPO = LIBRARY.parent
+CITING_ROOTS = ("privsynth", "flows", "tasks")
+DOC_PATH = re.compile(r"docs/[\w./-]*?\.md")
+SECTION_CITATION = re.compile(r"(docs/[\w./-]*?\.md),?\s+(?:sections?\s+)?(\d+(?:\.\d+)*)")
+HEADING = re.compile(r"^#{1,6}\s+(\d+(?:\.\d+)*)\.?\s", re.M)
+
+
+def _citing_sources() -> list[tuple[str, str]]:
+    """(path, text) of every Python file of the library and its wiring."""
+    return [(str(p.relative_to(REPO)), p.read_text())
+            for root in CITING_ROOTS for p in sorted((REPO / root).rglob("*.py"))]
+
+
+def _headings(doc: str) -> set[str]:
+    return set(HEADING.findall((REPO / doc).read_text()))
+
+
+def test_every_cited_doc_is_in_the_repository():
+    cited = {(path, doc) for path, text in _citing_sources() for doc in DOC_PATH.findall(text)}
+    assert {doc for _, doc in cited} >= {"docs/design.md", "docs/specs/rap.md"}  # the search finds citations
+    assert sorted(f"{path}: {doc}" for path, doc in cited if not (REPO / doc).is_file()) == []
+
+
+def test_every_cited_section_is_a_heading_of_its_doc():
+    cited = {(path, doc, section) for path, text in _citing_sources()
+             for doc, section in SECTION_CITATION.findall(text.replace("\n", " ")) if (REPO / doc).is_file()}
+    assert len({c for c in cited if c[1] == "docs/design.md"}) >= 10
+    missing = sorted(f"{path}: {doc} {section}" for path, doc, section in cited if section not in _headings(doc))
+    assert missing == []
+
+
+def test_the_design_keeps_the_team_numbering():
+    """Sections 1 to 7 and the numbered privacy rules 5.1 to 5.8, so older citations map one to one."""
+    headings = _headings("docs/design.md")
+    assert {str(n) for n in range(1, 8)} | {f"5.{n}" for n in range(1, 9)} <= headings
+
+
+def test_no_code_cites_a_design_or_spec_outside_the_repository():
+    spec_names = [p.name for p in (REPO / "docs" / "specs").glob("*.md")]
+    bare_spec = re.compile(r"(?<![\w/])(" + "|".join(re.escape(n) for n in spec_names) + r")") if spec_names else None
+    outside = sorted(f"{path}: {m.group(0)!r}" for path, text in _citing_sources()
+                     for pattern in (re.compile(r"\.\./shared|\bseeds/|\bDESIGN\b"), bare_spec) if pattern
+                     for m in pattern.finditer(text))
+    assert outside == []

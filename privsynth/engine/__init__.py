@@ -1,4 +1,4 @@
-"""Statistics where the data lives (DESIGN section 6).
+"""Statistics where the data lives (docs/design.md section 6).
 
 From the schema, the engine builds once the binning expressions (``binning``: level codes identical to
 ``encoding.encode_codes``) and the aggregate queries the mechanisms need (``statistics``: row count,

@@ -18,7 +18,7 @@ column that maps unknown values to ``<out-of-domain>`` holds mostly (>= 50%) kno
 value unless nullable, and no column that is entirely missing.
 
 Messages are built from schema metadata and column names only: the public form has no count and no
-value (counts of the private input are statistics of it, DESIGN 5.4).
+value (counts of the private input are statistics of it, docs/design.md 5.4).
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ class ExpectationOutcome:
     public_message: str = ""
 
     def public_json(self) -> dict:
-        """Pass/fail and a count-free message: what validation.json and logs may hold (DESIGN 5.4)."""
+        """Pass/fail and a count-free message: what validation.json and logs may hold (docs/design.md 5.4)."""
         return {"expectation_type": self.expectation_type, "column": self.column, "success": self.success,
                 "message": self.public_message}
 

@@ -1,4 +1,4 @@
-"""The sandbox for user SQL (``duckdb:PATH?query=SELECT ...``; DESIGN 5.7).
+"""The sandbox for user SQL (``duckdb:PATH?query=SELECT ...``; docs/design.md 5.7).
 
 Two independent walls, so that a hole in one is not a hole:
 

@@ -1,6 +1,6 @@
 """The privacy budget ledger: one allowance per dataset, charged before any noise is drawn.
 
-DESIGN section 5, rules 2 and 3:
+docs/design.md 5.2 and 5.3:
 * the ledger is charged *before* any privacy noise is drawn, and is never refunded (there is no
   delete or refund API; a budget may be raised by its owner, never lowered below what is spent);
 * a release is keyed by (input hash, schema hash, mechanism config, seed) -- see ``release_key`` --
@@ -14,7 +14,7 @@ environment variable PRIVSYNTH_LEDGER_URL, else ``default_ledger_url()`` (a per-
 see ``privsynth.io.home``). Tables are created on first use. A password in the URL is written as an
 environment reference (``${PGPASSWORD}``, see ``privsynth.io.credentials``) and expanded on connect.
 
-Noise claims (DESIGN 5.2): a charge records when noise was drawn for its release key
+Noise claims (docs/design.md 5.2): a charge records when noise was drawn for its release key
 (``claim_noise``). A second claim for the same key is refused, so a release whose stored copy was
 lost (a killed run after the draw, a new store folder) can never be drawn again for free.
 

@@ -12,7 +12,7 @@ Two implementations of one small interface:
   floating-point attacks.
 
 A noise source refuses to draw privacy noise until ``authorize`` has been called: the pipeline
-authorizes it only after the budget ledger has been charged (DESIGN section 5.2).
+authorizes it only after the budget ledger has been charged (docs/design.md 5.2).
 """
 
 from __future__ import annotations

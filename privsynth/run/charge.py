@@ -1,4 +1,4 @@
-"""The release under DESIGN section 5's rules: charged before any noise is drawn, the draw claimed
+"""The release under the rules of docs/design.md section 5: charged before any noise is drawn, the draw claimed
 in the ledger, the release stored under its key before anyone reads it; and what privacy.json says.
 """
 
@@ -25,7 +25,7 @@ class ReleaseOutcome:
 def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
                   dataset: str, delta: float, seed: int | None, column_names: list[str],
                   require_budget: bool = True, fine=None, schema=None, fine_counts=None) -> ReleaseOutcome:
-    """Produce (or reuse) the DP release under DESIGN section 5's rules.
+    """Produce (or reuse) the DP release under the rules of docs/design.md section 5.
 
     1. A release already stored under ``key`` is reused: no noise is drawn and nothing is charged.
     2. Otherwise the ledger is charged *before* any noise is drawn (idempotent per key, never

@@ -1,6 +1,6 @@
 """The release store: each mechanism release persisted once, under its release key.
 
-DESIGN section 5.3: a retried or re-run stage must not draw fresh noise for the same release. The
+docs/design.md 5.3: a retried or re-run stage must not draw fresh noise for the same release. The
 mechanism stage looks here first; a release found under its key is reused and not charged again.
 A release is stored as a folder written under a temporary name and renamed, so it is either
 complete or absent. Its name is the release key, an HMAC under the ledger's secret

@@ -26,7 +26,7 @@ MANIFEST = "manifest.json"
 PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highspy", "opendp", "prefect",
             "great-expectations", "duckdb")
 
-# Artifacts and who may see them (DESIGN section 2).
+# Artifacts and who may see them (docs/design.md section 2).
 # Private intermediates never enter a run folder (they live in the run's private temporary folder);
 # the internal audit, when asked for, is written to internal-audit/ and is not listed here.
 VISIBILITY = {

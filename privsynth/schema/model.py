@@ -2,7 +2,7 @@
 
 A schema states each column's type and its *public* domain (categories, numeric bounds and bin
 edges, nullability) and which columns to drop. It is written from documentation, never computed
-from the private rows: data-dependent bins, bounds or category lists leak privacy (DESIGN section 3).
+from the private rows: data-dependent bins, bounds or category lists leak privacy (docs/design.md section 3).
 ``draft_schema_from_data`` exists for humans to start from, and says loudly that its output is
 data-dependent and must be reviewed and replaced with public values before a private run.
 """

@@ -1,4 +1,5 @@
-"""Pure math of the covariance-loss microaggregation (Boedihardjo, Strohmer & Vershynin, paper 003).
+"""Pure math of the covariance-loss microaggregation (Boedihardjo, Strohmer & Vershynin, paper 003;
+spec docs/specs/covariance_loss.md).
 
 Records live in the one-hot layout of the domain; for the partition they are scaled to the unit
 sphere, x_hat = one_hot(x) / sqrt(q) with q attributes, so ||x_hat||_2 = 1 exactly (the paper's

@@ -1,4 +1,4 @@
-"""Microaggregation by covariance loss (Boedihardjo, Strohmer & Vershynin; spec ../shared/specs/covariance_loss.md).
+"""Microaggregation by covariance loss (Boedihardjo, Strohmer & Vershynin; spec docs/specs/covariance_loss.md).
 
 Records are points of the one-hot space [0,1]^width (each attribute block a vertex of its simplex),
 scaled by 1/sqrt(q) onto the unit sphere for the partition. The partition projects them on t

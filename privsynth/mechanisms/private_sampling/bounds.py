@@ -1,5 +1,5 @@
 """Privacy accounting of private sampling (Boedihardjo, Strohmer & Vershynin, [PS] section 12;
-spec private_sampling.md sections 1.3 and 3).
+spec docs/specs/private_sampling.md sections 1.3 and 3).
 
 Releasing k i.i.d. draws from a density h(X) on the reduced space S is (k * L)-DP whenever every
 ratio h(X1)_i / h(X2)_i over neighbours is at most e^L (Private Sampling Lemma, [PS] Lemma 3.3).

@@ -5,7 +5,7 @@ the data) and epsilon it gives:
 the largest k the guarantee allows (and which bound binds), the n needed for the requested k, the m the
 theory asks for ([PS] Thm 12.4, Prop 9.3, rule of thumb e^{2d} N), the accuracy theorem's n and k, and a
 verdict. It reproduces Table 2 of Pierquin, Zimmermann & Boussard ("Practical considerations on using
-private sampling for synthetic data", 2023; spec practical_private_sampling.md section 2.4). Nothing here
+private sampling for synthetic data", 2023; spec docs/specs/practical_private_sampling.md section 2.4). Nothing here
 reads data: every input is public.
 """
 

@@ -1,5 +1,5 @@
 """Private sampling: a noiseless pure-DP mechanism (Boedihardjo, Strohmer & Vershynin, [PS] Algorithm 2;
-spec private_sampling.md section 1), with the feasibility limits of Pierquin et al. (paper 002).
+spec docs/specs/private_sampling.md section 1), with the feasibility limits of Pierquin et al. (paper 002).
 
 The algorithm, as implemented here:
 

@@ -1,4 +1,5 @@
-"""The two optimisation steps of private sampling ([PS] Algorithm 2, steps 4 and 5; spec section 1.2).
+"""The two optimisation steps of private sampling ([PS] Algorithm 2, steps 4 and 5;
+spec docs/specs/private_sampling.md section 1.2).
 
 Everything is solved in the scaled variable q = m h (entries ~ 1) with the m x N Walsh matrix M of
 the reduced space S and the data's Walsh moments b (b_{} = 1), c_S = M^T 1 / m:

@@ -1,4 +1,4 @@
-"""Walsh features of degree <= d on the Boolean cube {-1,1}^p (spec private_sampling.md section 0).
+"""Walsh features of degree <= d on the Boolean cube {-1,1}^p (spec docs/specs/private_sampling.md section 0).
 
 Convention, used everywhere in privsynth (data rows, the reduced space S and decoding):
     sign = 2 * bit - 1,   i.e. bit 1 <-> +1 and bit 0 <-> -1.

@@ -1,4 +1,4 @@
-"""RAP: relaxed adaptive projection (Aydore et al., ICML 2021; spec ../shared/specs/rap.md).
+"""RAP: relaxed adaptive projection (Aydore et al., ICML 2021; spec docs/specs/rap.md).
 
 Guarantee: this release is rho-zCDP with rho = ``rho_allowance(epsilon, delta)`` for add/remove-one
 neighbours (tables that differ by adding or removing one record): the largest rho whose tight zCDP

@@ -1,5 +1,5 @@
 """Reduced-space reweighting with Laplace noise (Boedihardjo, Strohmer & Vershynin, "Privacy of
-synthetic data: a statistical framework", Algorithm 1; spec ``private_sampling.md`` section 2).
+synthetic data: a statistical framework", Algorithm 1; spec docs/specs/private_sampling.md section 2).
 
 The algorithm, as implemented here:
 
