@@ -158,6 +158,7 @@ def strict(frame, schema):
     """The release as a user scores it: every value outside its documented domain set missing; the wrong share."""
     frame = frame.copy()
     wrong = []
+    per_column: dict[str, float] = {}
     for col in schema.kept_columns:
         if col.name not in frame.columns:
             frame[col.name] = None  # dropped by the draft: all missing
@@ -166,19 +167,21 @@ def strict(frame, schema):
         present = values.notna().to_numpy()
         ok = in_documented_domain(col, values[present])
         wrong.append(float((~ok).mean()) if len(ok) else 0.0)
+        per_column[col.name] = wrong[-1]
         if (~ok).any():
             frame[col.name] = values.astype(object)
             frame.loc[frame.index[present][~ok], col.name] = None
-    return frame, (sum(wrong) / len(wrong) if wrong else 0.0)
+    return frame, (sum(wrong) / len(wrong) if wrong else 0.0), per_column
 
 
 def score(frame, real_codes, schema, domain, max3: int) -> dict:
     from privsynth.report.internal_audit import marginal_error_summary
     from privsynth.schema.encoding import encode_codes
 
-    frame, wrong = strict(frame, schema)
+    frame, wrong, per_column = strict(frame, schema)
     codes = encode_codes(frame, schema)
-    out: dict = {"wrong_share": wrong}
+    worst = sorted(((share, name) for name, share in per_column.items() if share >= 0.01), reverse=True)[:3]
+    out: dict = {"wrong_share": wrong, "wrong_columns": ", ".join(f"{n} {100 * v:.0f}%" for v, n in worst)}
     for k in KS:
         s = marginal_error_summary(real_codes, codes, domain, ks=(k,), max_marginals=max3 if k == 3 else None)
         out[str(k)] = {"mean_tv": s[str(k)]["mean_tv"], "independent_mean_tv": s[str(k)]["independent_mean_tv"]}
@@ -285,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
                             drafted = yaml.safe_load(Path(result["schema"]).read_text())["columns"]
                             dropped = [c["name"] for c in drafted if c.get("drop")]
                             row["note"] = f"{path} dropped {dropped}" if dropped else f"{path} kept every column"
+                        if row["errors"]["wrong_columns"]:
+                            note = row.get("note", "")
+                            row["note"] = f"{note}; wrong values: {row['errors']['wrong_columns']}".lstrip("; ")
                     rows.append(row)
                     print(format_rows([row]).splitlines()[-1], flush=True)
     print()

@@ -294,12 +294,12 @@ def command_forecast(args: argparse.Namespace) -> int:
     # No data is read: the plan only checks the parameters against the schema.
     plan = plan_run(parse_parameters(values), schema=schema, in_memory=True)
     result = forecast(args.mechanism, plan.cost, args.epsilon, None if plan.cost.pure_epsilon else args.delta,
-                      domain_of(plan.schema), args.public_rows)
-    forecast_cost = getattr(plan.mechanism, "forecast_cost", None)  # the mechanism's own time and memory model
-    if forecast_cost is not None:
+                      domain_of(plan.schema), args.public_rows, plan.mechanism.caps_rows)
+    if plan.mechanism.forecast_cost is not None:  # the mechanism's own time and memory model
         from dataclasses import asdict, replace
 
-        result = replace(result, cost=asdict(forecast_cost(plan.mechanism_config, domain_of(plan.schema))))
+        cost = plan.mechanism.forecast_cost(plan.mechanism_config, domain_of(plan.schema))
+        result = replace(result, cost=asdict(cost))
     print(json.dumps(result.to_json(), indent=2) if args.json else format_forecast(result))
     return 0
 
@@ -387,11 +387,10 @@ def command_schema(args: argparse.Namespace) -> int:
 
 
 def command_mechanisms(_: argparse.Namespace) -> int:
-    from privsynth.mechanisms import DEFAULT_MECHANISM, MECHANISM_MODULES
+    from privsynth.mechanisms import DEFAULT_MECHANISM
     from privsynth.mechanisms.catalogue import describe_mechanisms
 
-    order = {name: i for i, name in enumerate(["aim", "rap", "reduced_space", "microaggregation", "private_sampling"])}
-    print(describe_mechanisms(sorted(MECHANISM_MODULES, key=lambda n: order.get(n, 99)), DEFAULT_MECHANISM))
+    print(describe_mechanisms(DEFAULT_MECHANISM))
     return 0
 
 

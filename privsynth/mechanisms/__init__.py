@@ -8,15 +8,10 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 from privsynth.errors import UnknownMechanismError  # noqa: F401  (re-exported: raised here)
+from privsynth.mechanisms.catalogue import CATALOGUE
 
 DEFAULT_MECHANISM = "aim"  # the one a run uses when none is named
-MECHANISM_MODULES: dict[str, str] = {
-    "aim": "privsynth.mechanisms.aim",
-    "rap": "privsynth.mechanisms.rap",
-    "reduced_space": "privsynth.mechanisms.reduced_space",
-    "private_sampling": "privsynth.mechanisms.private_sampling",
-    "microaggregation": "privsynth.mechanisms.microaggregation",
-}
+MECHANISM_MODULES: dict[str, str] = {entry.name: entry.module for entry in CATALOGUE}
 
 
 def get_mechanism(name: str) -> ModuleType:

@@ -21,11 +21,14 @@ privacy).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain
 
 WEIGHT_COLUMN = "__weight__"
@@ -118,3 +121,17 @@ class Release:
         weights = table.column(WEIGHT_COLUMN).to_numpy().astype(np.float64)
         return Release(mechanism=meta.get(b"mechanism", b"").decode(), points=points, weights=weights,
                        exact=meta.get(b"exact") == b"1")
+
+
+class MechanismModule(Protocol):
+    """What a mechanism module must provide (module docstring); its optional members, with their defaults,
+    are listed once, in ``privsynth.mechanisms.catalogue.Mechanism``."""
+
+    NAME: str
+    Config: type[MechanismConfig]
+
+    def privacy_cost(self, config: Any) -> PrivacyCost: ...
+
+    def collect_statistics(self, data: Any, domain: Domain, config: Any) -> Any: ...
+
+    def run(self, statistics: Any, domain: Domain, config: Any, noise: NoiseSource) -> Release: ...

@@ -76,8 +76,10 @@ def order_forecast(domain: Domain, k: int, rho: float, pure_epsilon: float | Non
     return OrderForecast(k, count, mean_cells, kind, scale, tv)
 
 
-def forecast(mechanism_name: str, cost, epsilon: float, delta: float | None, domain: Domain, public_rows: int) -> Forecast:
-    """The forecast of one run (see the module docstring); ``cost`` is the mechanism's PrivacyCost."""
+def forecast(mechanism_name: str, cost, epsilon: float, delta: float | None, domain: Domain, public_rows: int,
+             caps_rows: bool = False) -> Forecast:
+    """The forecast of one run (see the module docstring); ``cost`` is the mechanism's PrivacyCost;
+    ``caps_rows``: the mechanism's guarantee caps the rows it may release (``Mechanism.caps_rows``)."""
     if public_rows < 1:
         raise ValueError(f"public_rows must be >= 1, got {public_rows}")
     orders = tuple(order_forecast(domain, k, cost.rho, cost.pure_epsilon, public_rows)
@@ -103,8 +105,8 @@ def forecast(mechanism_name: str, cost, epsilon: float, delta: float | None, dom
                 f"marginal if all were measured, more than the independent-columns model typically makes "
                 f"({typical:.2f}): expect little gain over that model on {order.k}-way marginals unless epsilon or "
                 "n grows, or the schema's bins get coarser")
-    if mechanism_name == "private_sampling":
-        warnings.append("private sampling releases at most the rows its guarantee allows: see `privsynth feasibility`")
+    if caps_rows:
+        warnings.append(f"{mechanism_name} releases at most the rows its guarantee allows: see `privsynth feasibility`")
     largest = max(math.prod(domain.sizes[a] for a in m) for k in (1, 2, 3) if k <= domain.n_attributes
                    for m in combinations(range(domain.n_attributes), k))
     full = math.prod(domain.sizes)

@@ -5,9 +5,9 @@ in the ledger, the release stored under its key before anyone reads it; and what
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 
 from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.catalogue import Mechanism
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run import phase
 from privsynth.run.faults import fault_point
@@ -22,7 +22,7 @@ class ReleaseOutcome:
     reused: bool
 
 
-def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
+def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
                   dataset: str, delta: float, seed: int | None, column_names: list[str],
                   require_budget: bool = True, fine=None, schema=None, fine_counts=None) -> ReleaseOutcome:
     """Produce (or reuse) the DP release under the rules of docs/design.md section 5.
@@ -70,7 +70,7 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
     return ReleaseOutcome(release, privacy, reused=False)
 
 
-def privacy_record(mechanism: ModuleType, config, cost: PrivacyCost, delta: float, noise, dataset: str, *,
+def privacy_record(mechanism: Mechanism, config, cost: PrivacyCost, delta: float, noise, dataset: str, *,
                    charged_now: bool, release: Release, column_names: tuple[str, ...] | list[str] = ()) -> dict:
     """privacy.json: what was spent and under which guarantee. No key, hash or count of the data.
 
@@ -86,9 +86,9 @@ def privacy_record(mechanism: ModuleType, config, cost: PrivacyCost, delta: floa
         "ledger": {"dataset": dataset, "charged_now": charged_now},
         "release_facts": named_marginals(release.public_facts, column_names),
         "exact_release": release.exact,
-        "neighbouring_datasets": getattr(mechanism, "NEIGHBOURS", "add or remove one record"),
+        "neighbouring_datasets": mechanism.neighbours,
     }
-    if hasattr(mechanism, "check_feasible"):
+    if mechanism.check_feasible is not None:
         # Private sampling: what its guarantee allows for this p, d, declared n and epsilon (config-only facts).
         record["feasibility"] = mechanism.check_feasible(config).to_json()
     return record

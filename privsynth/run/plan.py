@@ -8,16 +8,15 @@ import glob
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import Any
-
 from pydantic import ValidationError
 
 from privsynth.engine.sources import SourceSpec, parse_source
 from privsynth.io import InputError, check_writable_directory, parse_sink
-from privsynth.mechanisms import get_mechanism
+from privsynth.mechanisms.base import MechanismConfig
+from privsynth.mechanisms.catalogue import Mechanism, mechanism_config
+from privsynth.mechanisms.catalogue import load as load_mechanism
 from privsynth.privacy.accounting import PrivacyCost
-from privsynth.run.fine_decoding import plan_fine_decoding
+from privsynth.run.fine_decoding import FineDecoding, plan_fine_decoding
 from privsynth.errors import InfeasibleRequestError, ParameterError
 from privsynth.run.parameters import RunParameters, bundled_example, describe_validation_error
 from privsynth.schema import Schema, load_schema
@@ -45,13 +44,13 @@ class RunPlan:
     source: SourceSpec | None
     schema: Schema | None
     schema_path: str
-    mechanism: ModuleType
-    mechanism_config: Any
+    mechanism: Mechanism
+    mechanism_config: MechanismConfig
     output: Path | None
     dataset: str
     cost: PrivacyCost
     bundled_example: bool = False
-    fine_decoding: Any = None  # privsynth.run.fine_decoding.FineDecoding, or None: uniform decoding
+    fine_decoding: FineDecoding | None = None  # None: values uniform inside their bins
     discovery: DiscoveryPlan | None = None
 
     @property
@@ -73,8 +72,6 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
     (an input and no --schema) the run discovers one: the plan holds the whole run's cost, and the
     domain-dependent checks run in ``complete_plan`` once the schema is known.
     """
-    from privsynth.mechanisms.catalogue import mechanism_config
-
     example_input, example_schema = bundled_example()
     bundled = parameters.input is None and not in_memory
     schema_path = parameters.schema_file or (example_schema if bundled else None)
@@ -93,7 +90,7 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
                 raise InputError(f"input {source.location!r} matches no file")
         elif local and not Path(source.location).is_file():
             raise InputError(f"input file {source.location!r} does not exist")
-    mechanism = get_mechanism(parameters.mechanism)
+    mechanism = load_mechanism(parameters.mechanism)
     discovery = None
     if schema is not None and parameters.public:
         raise ParameterError("--public feeds the discovery of a run without --schema; with a schema, its file states "
@@ -111,9 +108,8 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         config, fine = plan_mechanism(parameters, mechanism, schema, parameters.epsilon)
     if parameters.ledger is not None:
         check_ledger_url(parameters.ledger)
-    if parameters.rows is None and getattr(mechanism, "ROWS_OPTION", None) is None:
-        releases_estimate = getattr(mechanism, "releases_n_estimate", None)
-        if releases_estimate is None or not releases_estimate(config):
+    if parameters.rows is None and not mechanism.caps_rows:
+        if not mechanism.releases_n_estimate(config):
             raise ParameterError(f"--rows is required with mechanism {parameters.mechanism} and these options: its "
                                  "release carries no DP estimate of the row count")
     from privsynth.io.storage import is_remote
@@ -181,11 +177,10 @@ def complete_plan(plan: RunPlan, schema: Schema, spent_rho: float) -> RunPlan:
     return replace(plan, schema=schema, mechanism_config=config, fine_decoding=fine, cost=cost)
 
 
-def _options(parameters: RunParameters, mechanism: ModuleType) -> dict:
+def _options(parameters: RunParameters, mechanism: Mechanism) -> dict:
     options = dict(parameters.mechanism_options)
-    public_rows_option = getattr(mechanism, "PUBLIC_ROWS_OPTION", None)
-    if public_rows_option is not None and parameters.public_rows is not None:
-        options.setdefault(public_rows_option, parameters.public_rows)
+    if mechanism.public_rows_option is not None and parameters.public_rows is not None:
+        options.setdefault(mechanism.public_rows_option, parameters.public_rows)
     return options
 
 
@@ -203,10 +198,9 @@ def _checked(parameters: RunParameters, make):
         raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
 
 
-def plan_mechanism(parameters: RunParameters, mechanism: ModuleType, schema: Schema, epsilon: float):
+def plan_mechanism(parameters: RunParameters, mechanism: Mechanism, schema: Schema,
+                   epsilon: float) -> tuple[MechanismConfig, FineDecoding | None]:
     """(config, fine decoding) of the mechanism at ``epsilon`` for ``schema``'s domain, every config check run."""
-    from privsynth.mechanisms.catalogue import mechanism_config
-
     options = _options(parameters, mechanism)
 
     def make():
@@ -214,14 +208,13 @@ def plan_mechanism(parameters: RunParameters, mechanism: ModuleType, schema: Sch
 
         def build(eps: float):
             built = mechanism_config(mechanism, eps, parameters.delta, parameters.rows, options)
-            return mechanism.configure_for(built, domain) if hasattr(mechanism, "configure_for") else built
+            return mechanism.configure_for(built, domain)
 
         # the mechanism's share of the budget, and the fine-decoding measurement's (the total unchanged)
         config, fine = plan_fine_decoding(schema, parameters.fine_decoding, epsilon, parameters.delta,
                                           build, mechanism.privacy_cost)
-        if hasattr(mechanism, "check_config"):
-            mechanism.check_config(config, domain)
-        if hasattr(mechanism, "check_feasible"):
+        mechanism.check_config(config, domain)
+        if mechanism.check_feasible is not None:
             mechanism.check_feasible(config)
         return config, fine
 

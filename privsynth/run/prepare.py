@@ -82,7 +82,7 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
         from privsynth.report.forecast import forecast, format_forecast
 
         say(format_forecast(forecast(plan.mechanism.NAME, plan.cost, parameters.epsilon, parameters.delta,
-                                     domain_of(plan.schema), parameters.public_rows)))
+                                     domain_of(plan.schema), parameters.public_rows, plan.mechanism.caps_rows)))
     say(precheck_budget(ledger, plan.dataset, plan.cost, unlimited=plan.unlimited,
                         public_example=plan.bundled_example and not parameters.unlimited,
                         seeded=parameters.seed is not None, allow_seed_with_budget=parameters.allow_seed_with_budget,

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from privsynth.engine.datasource import ValidationFailedError
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
-from privsynth.mechanisms.aim.progress import reporting_progress
+from privsynth.mechanisms.progress import reporting_progress
 from privsynth.mechanisms.base import Measurement, Release
 from privsynth.mechanisms.rounding import round_release, suppress_levels, unsupported_levels
 from privsynth.run import phase

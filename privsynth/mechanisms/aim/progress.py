@@ -6,7 +6,7 @@ a score or a model answer. The hook is called after every round and at the last 
 
 How a caller listens (the mechanism's contract ``run(statistics, domain, config, noise)`` is kept):
 
-    from privsynth.mechanisms.aim.progress import reporting_progress
+    from privsynth.mechanisms.progress import reporting_progress
     with reporting_progress(lambda p: print(p.describe())):
         release = aim.run(statistics, domain, config, noise)
 
@@ -18,13 +18,9 @@ already charged when rounds run, and a failing progress bar must not waste it.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
-logger = logging.getLogger("privsynth.mechanisms.aim")
+from privsynth.mechanisms.progress import ProgressHook, progress_hook, report, reporting_progress
 
 
 @dataclass(frozen=True)
@@ -50,26 +46,5 @@ class RoundProgress:
                 f"{100 * self.rho_spent:.0f}% of rho spent; {self.elapsed_seconds:.0f} s{eta}")
 
 
-ProgressHook = Callable[[RoundProgress], None]
-
-progress_hook: ContextVar[ProgressHook | None] = ContextVar("privsynth_aim_progress", default=None)
-
-
-@contextmanager
-def reporting_progress(hook: ProgressHook | None) -> Iterator[None]:
-    """Within the block, ``aim.run`` reports to ``hook`` (None: no reports)."""
-    token = progress_hook.set(hook)
-    try:
-        yield
-    finally:
-        progress_hook.reset(token)
-
-
-def report(hook: ProgressHook | None, progress: RoundProgress) -> None:
-    """Call the hook; an exception there is logged, never raised (see the module docstring)."""
-    if hook is None:
-        return
-    try:
-        hook(progress)
-    except Exception:  # noqa: BLE001 - a progress display must not abort a charged release
-        logger.warning("aim progress hook failed; the run goes on", exc_info=True)
+# The hook is the mechanisms' own (``privsynth.mechanisms.progress``): any mechanism reports the same way.
+__all__ = ["RoundProgress", "ProgressHook", "progress_hook", "report", "reporting_progress"]
