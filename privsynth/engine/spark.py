@@ -1,6 +1,6 @@
 """Spark: the session privsynth counts on, its settings, and files read by the cluster.
 
-* ``spark_session()``: the active SparkSession (spark-submit, a Databricks notebook), else one built
+* ``spark_session()``: the active or default SparkSession (spark-submit, a Databricks notebook), else one built
   with ``spark.master`` = ``$PRIVSYNTH_SPARK_MASTER`` (or the ``spark.master`` of the settings; default
   ``local[*]``) and the settings of ``$PRIVSYNTH_SPARK_CONF``: ``spark.KEY=VALUE`` pairs separated by
   ``;`` (a value cannot hold ``;``). The settings never touch a user's active session.
@@ -60,13 +60,15 @@ def spark_conf(text: str | None = None) -> dict[str, str]:
 
 
 def spark_session() -> Any:
-    """The active SparkSession, or one built from $PRIVSYNTH_SPARK_MASTER and $PRIVSYNTH_SPARK_CONF."""
+    """The active (or default) SparkSession, or one built from $PRIVSYNTH_SPARK_MASTER and $PRIVSYNTH_SPARK_CONF."""
     settings = spark_conf()  # checked first: a bad setting is refused even where a session is active
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
+    try:
+        return SparkSession.active()  # this thread's active session, else the process' default one
+    except PySparkRuntimeError:  # NO_ACTIVE_OR_DEFAULT_SESSION
+        pass
     master = os.environ.get(MASTER_VARIABLE) or settings.pop("spark.master", DEFAULT_MASTER)
     builder = SparkSession.builder.master(master).appName("privsynth")
     for key, value in settings.items():
