@@ -101,12 +101,13 @@ def _condition(err: Exception) -> str:
 def register_files(session: Any, files: SparkFiles) -> str:
     """Have the cluster read ``files`` into a temporary view; its generated name.
 
-    CSV: the first row is the header, every column is text (as privsynth reads CSV), and a malformed
-    row fails the count (FAILFAST) instead of becoming missing values.
+    CSV: the first row is the header, every column is text (as privsynth reads CSV), quotes double as
+    in RFC 4180, and a malformed row fails the count (FAILFAST) instead of becoming missing values;
+    records are lines (no line break inside a quoted field), so the cluster splits large files.
     """
     reader = session.read.format(files.format)
     if files.format == "csv":
-        reader = reader.option("header", "true").option("inferSchema", "false").option("mode", "FAILFAST")
+        reader = reader.options(header="true", inferSchema="false", escape='"', mode="FAILFAST")
     try:
         frame = reader.load(files.path)
     except Exception as err:  # noqa: BLE001  (Spark's messages may quote the data: only the condition)
