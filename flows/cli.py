@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="release a DP synthetic table (default: the bundled Adult example)")
-    run.add_argument("--input", help="CSV/Parquet path or URL, duckdb:PATH?table=NAME, or SQLAlchemy URL?table=NAME")
+    run.add_argument("--input", help="CSV/Parquet path or URL, duckdb:PATH?table=NAME, SQLAlchemy URL?table=NAME, "
+                     "spark:TABLE, or spark:parquet:PATH (csv, orc, json: files the Spark cluster reads)")
     run.add_argument("--schema", dest="schema_file", help="YAML schema (public metadata); without it an --input's "
                      "schema is discovered under DP inside the run's budget")
     run.add_argument("--mechanism", default=DEFAULT_MECHANISM, help=f"one of {', '.join(sorted(MECHANISM_MODULES))}")

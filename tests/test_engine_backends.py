@@ -154,7 +154,7 @@ def test_a_password_in_a_url_is_refused_and_never_shown(adult_schema):
 # ---------------------------------------------------------------- Spark
 
 @pytest.mark.slow
-def test_spark_histogram_equals_the_pandas_path(adult_schema, adult_reference, adult_arrow, monkeypatch):
+def test_spark_histogram_equals_the_pandas_path(adult_schema, adult_reference, adult_arrow, monkeypatch, tmp_path):
     pytest.importorskip("pyspark")
     from privsynth.engine import spark_session
 
@@ -170,8 +170,28 @@ def test_spark_histogram_equals_the_pandas_path(adult_schema, adult_reference, a
         np.testing.assert_array_equal(by_query[(0, 1)], adult_reference.marginal(domain_of(adult_schema), (0, 1)))
         with pytest.raises(InputError, match="only a single SELECT"):
             open_source("spark:?query=DROP TABLE adult", adult_schema)
+        assert_spark_reads_files(adult_schema, adult_reference, adult_arrow, tmp_path)
     finally:
         session.stop()
+
+
+def assert_spark_reads_files(schema, reference: Histogram, arrow: pa.Table, folder) -> None:
+    """spark:parquet: and spark:csv: count as the pandas path; a missing path is an InputError, and the SQL
+    sandbox still refuses a file path inside a query."""
+    import pyarrow.parquet as pq
+
+    (folder / "adult").mkdir()
+    pq.write_table(arrow, folder / "adult" / "part-0.parquet")
+    for spec in (f"spark:parquet:{folder / 'adult'}", f"spark:csv:{ADULT_DATA}"):
+        with open_source(spec, schema) as src:
+            hist = src.histogram()
+            assert src.describe() == spec and src.bytes_returned < 3_000_000
+        np.testing.assert_array_equal(hist.codes, reference.codes)
+        np.testing.assert_array_equal(hist.counts, reference.counts)
+    with pytest.raises(InputError, match=r"input spark:orc:.*nowhere: the cluster cannot read it \(PATH_NOT_FOUND\)"):
+        open_source(f"spark:orc:{folder / 'nowhere'}", schema)
+    with pytest.raises(InputError, match="a file path in FROM"):
+        open_source(f"spark:?query=SELECT * FROM parquet.`{folder / 'adult'}`", schema)
 
 
 def test_postgres_date_and_timestamp_columns_bin_like_the_pandas_path_and_sink_as_date_timestamp(postgres_url):  # noqa: F811

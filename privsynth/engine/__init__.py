@@ -13,9 +13,10 @@ confines user SQL.
         hist = src.histogram()
 """
 
-from privsynth.engine.backends import EngineOptions, spark_session
+from privsynth.engine.backends import EngineOptions
 from privsynth.engine.binning import Fault
 from privsynth.engine.sandbox import SandboxError, check_select
+from privsynth.engine.spark import spark_session
 from privsynth.engine.statistics import DEFAULT_MAX_HISTOGRAM_ROWS, Source, open_source
 from privsynth.io.connections import connect_url
 

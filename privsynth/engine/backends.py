@@ -13,8 +13,10 @@ Source forms (``open_source``'s ``data``; the ``--input`` forms):
                                                             ``postgres://`` and ``?query=SELECT ...``; the
                                                             password from ``PGPASSWORD`` / ``~/.pgpass``
 ``spark:NAME`` / ``spark:?query=SELECT ...``                a table or view of the active SparkSession, or of
-                                                            one built with ``spark.master`` from
-                                                            ``PRIVSYNTH_SPARK_MASTER`` (default ``local[*]``)
+                                                            one built from ``PRIVSYNTH_SPARK_MASTER`` and
+                                                            ``PRIVSYNTH_SPARK_CONF`` (``engine.spark``)
+``spark:FORMAT:PATH`` (parquet, csv, orc, json)             files or an object store (``s3a://...``) read by
+                                                            the cluster into a temporary view
 ``SCHEME://...?table=NAME``                                 any other ibis backend (``ibis.connect``): UNTESTED
 a pandas / polars DataFrame, pyarrow Table or Dataset       registered in an in-memory DuckDB (no copy)
 ==========================================================  ==================================================
@@ -41,6 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
+from privsynth.engine.spark import drop_view, register_files, spark_files, spark_session
 from privsynth.engine.sources import SourceSpec, _check_file, _csv_header, _parse_sql, _split_source_parameters
 from privsynth.io.connections import InputError, connect_url, duckdb_path, plain_table_name
 from privsynth.io.credentials import redact_url
@@ -291,29 +294,23 @@ def _open_server(spec: str) -> OpenedTable:
     return OpenedTable(backend, expr, public + (f" table={table}" if table else " (query)"), closers=[backend.disconnect])
 
 
-def spark_session():
-    """The active SparkSession, or one built with ``spark.master`` = $PRIVSYNTH_SPARK_MASTER (default local[*])."""
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    master = os.environ.get("PRIVSYNTH_SPARK_MASTER", "local[*]")
-    return SparkSession.builder.master(master).appName("privsynth").getOrCreate()
-
-
 def _open_spark(spec: str) -> OpenedTable:
     rest = spec[len("spark:"):]
+    files = spark_files(rest)
     name, _, query_string = rest.partition("?")
     params, others = _split_source_parameters(query_string)
     query = params.get("query")
-    if others or bool(name) == bool(query and query.strip()):
-        raise InputError("--input: expected spark:TABLE or spark:?query=SELECT ...")
+    if files is None and (others or bool(name) == bool(query and query.strip())):
+        raise InputError("--input: expected spark:TABLE, spark:?query=SELECT ... or spark:FORMAT:PATH")
     try:
         session = spark_session()
     except ImportError:
         raise InputError("--input spark:...: pyspark is not installed (pip install 'privsynth[spark]')") from None
     backend = ibis.pyspark.connect(session)
+    if files is not None:
+        view = register_files(session, files)
+        return OpenedTable(backend, _table_ref(backend, view, f"input {files.describe()}"), files.describe(),
+                           text_from_csv=files.format == "csv", closers=[lambda: drop_view(session, view)])
     origin = "Spark source " + (name or "(query)")
     expr = _table_ref(backend, name, origin) if name else _sql_query(backend, query, "spark", origin)
     return OpenedTable(backend, expr, f"spark:{name}" if name else "spark: (query)")

@@ -5,7 +5,8 @@
 * ``duckdb:path/to/warehouse.duckdb?table=people`` or ``duckdb:path.duckdb?query=SELECT ...``;
 * any SQLAlchemy URL with ``?table=NAME`` or ``?query=...``, e.g.
   ``postgresql://user@host/db?table=people`` (needs a driver such as psycopg);
-* ``spark:TABLE`` or ``spark:?query=...``.
+* ``spark:TABLE``, ``spark:?query=...`` or ``spark:parquet:PATH`` (also ``csv``, ``orc``, ``json``:
+  files read by the Spark cluster, :mod:`privsynth.engine.spark`).
 
 The rows are read by the statistics engine where they live (:mod:`privsynth.engine.backends`); sinks
 are in :mod:`privsynth.io.sinks`. Errors name the file and say what was expected; they never quote
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from privsynth.engine.spark import spark_files
 from privsynth.io.connections import InputError, plain_table_name
 from privsynth.io.credentials import redact_url
 from privsynth.schema import Schema
@@ -38,7 +40,7 @@ class SourceSpec:
     def describe(self) -> str:
         """A public description: the location and table, never credentials."""
         if self.kind == "spark":
-            return self.location
+            return redact_url(self.location)
         if self.kind != "sql":
             return f"{self.kind}:{self.location}"
         parts = urlsplit(self.location)
@@ -54,8 +56,8 @@ def parse_source(spec: str) -> SourceSpec:
     if lowered.startswith("spark:"):
         # A table or query of a Spark session: opened and counted by the engine (privsynth.engine.backends).
         rest = spec[len("spark:"):]
-        if not rest or rest.startswith("?") and not rest.lower().startswith("?query="):
-            raise InputError("--input: expected spark:TABLE or spark:?query=SELECT ...")
+        if spark_files(rest) is None and (not rest or rest.startswith("?") and not rest.lower().startswith("?query=")):
+            raise InputError("--input: expected spark:TABLE, spark:?query=SELECT ... or spark:FORMAT:PATH")
         return SourceSpec("spark", spec)
     file_suffixes = (".parquet", ".csv", ".csv.gz", ".tsv", ".tsv.gz")
     if lowered.startswith("duckdb:") or ("://" in spec.split("?")[0] and not lowered.split("?")[0].endswith(file_suffixes)):
@@ -66,7 +68,7 @@ def parse_source(spec: str) -> SourceSpec:
     if path.lower().endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
         return SourceSpec("csv", path, delimiter="\t" if ".tsv" in path.lower() else ",")
     raise InputError(f"--input {spec!r}: expected a .csv, .csv.gz, .tsv or .parquet file (or a glob of Parquet files), "
-                     "a duckdb:PATH?table=NAME source, a database URL with ?table=NAME, or spark:TABLE")
+                     "a duckdb:PATH?table=NAME source, a database URL with ?table=NAME, spark:TABLE or spark:FORMAT:PATH")
 
 
 def _split_source_parameters(query_string: str) -> tuple[dict[str, str], list[str]]:
