@@ -42,10 +42,8 @@ from privsynth.discovery.draft import (
     DEFAULT_BINS,
     ColumnDraft,
     DraftOptions,
-    apply_public,
     categorical_release,
-    check_options,
-    declared_entry,
+    declared_drafts,
     draft_cost,
 )
 from privsynth.discovery.peek import peek_pass
@@ -67,12 +65,7 @@ def draft_schema(source: str, options: DraftOptions) -> DraftResult:
     """Draft a schema for ``source`` (see the module docstring for what is read and what it costs)."""
     opened, text_source = open_declared(source)
     try:
-        columns = declared_columns(opened.table)
-        check_options(options, columns, text_source)
-        drafts = [declared_entry(c, text_source) for c in columns]
-        for d in drafts:
-            if not d.entry.get("drop"):
-                apply_public(d, options)
+        drafts = declared_drafts(declared_columns(opened.table), options, text_source)
         read = to_read(drafts, options) if options.epsilon is not None else []
         cost = None
         dataset = None

@@ -407,3 +407,14 @@ def numeric_values(kind: str, raw: list) -> np.ndarray:
         values, _ = temporal.values_in_unit(pd.Series(raw), kind)
         return np.nan_to_num(values, nan=0.0)
     return np.asarray([float(v) for v in raw], dtype=np.float64)
+
+
+def declared_drafts(columns: list[DeclaredColumn], options: DraftOptions, text_source: bool) -> list[ColumnDraft]:
+    """Each declared column's draft with the public facts applied (nothing read from the rows); the
+    options are checked against the columns first."""
+    check_options(options, columns, text_source)
+    drafts = [declared_entry(c, text_source) for c in columns]
+    for d in drafts:
+        if not d.entry.get("drop"):
+            apply_public(d, options)
+    return drafts

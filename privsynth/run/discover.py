@@ -87,7 +87,7 @@ def _discover(ctx) -> DiscoveryOutcome:
     from privsynth.discovery.declared import declared_columns, open_declared
     from privsynth.discovery.discover import measure
     from privsynth.discovery.dp_pass import to_read
-    from privsynth.discovery.draft import DraftOptions, apply_public, check_options, declared_entry
+    from privsynth.discovery.draft import DraftOptions, declared_drafts
     from privsynth.discovery.writer import render
     from privsynth.privacy.keys import release_key
     from privsynth.privacy.noise import make_noise_source
@@ -99,12 +99,7 @@ def _discover(ctx) -> DiscoveryOutcome:
                            public=public_facts(parameters))
     opened, text_source = open_declared(ctx.data)
     try:
-        columns = declared_columns(opened.table)
-        check_options(options, columns, text_source)
-        drafts = [declared_entry(c, text_source) for c in columns]
-        for d in drafts:
-            if not d.entry.get("drop"):
-                apply_public(d, options)
+        drafts = declared_drafts(declared_columns(opened.table), options, text_source)
         read = to_read(drafts, options)
         share = discovery_share(plan.discovery.share, len(read)) if read else 0.0
         rho = share * plan.discovery.rho
