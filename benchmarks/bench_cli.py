@@ -6,6 +6,12 @@ Without PREFECT_API_URL the CLI runs in-process (no Prefect server starts); with
 as the flow on that server. Prints wall seconds per repeat, the medians and their ratio (target: < 1.5).
 
     python benchmarks/bench_cli.py [--repeats 3] [--mechanism aim] [--rows 2000] [--prefect-api URL]
+    python benchmarks/bench_cli.py --startup [--repeats 7]
+
+``--startup``: what a user typing a command, or a worker starting a process per run, waits before
+anything happens: `privsynth --help`, `privsynth mechanisms` and `import privsynth` against
+`python -c "import pandas"` on the same machine, in fresh processes (medians; target: --help at most
+the pandas import).
 """
 
 from __future__ import annotations
@@ -40,14 +46,33 @@ def timed(command: list[str], env: dict) -> float:
     return seconds
 
 
+def startup(repeats: int, env: dict) -> None:
+    commands = {"privsynth --help": [CLI, "--help"], "privsynth mechanisms": [CLI, "mechanisms"],
+                "import privsynth": [PYTHON, "-c", "import privsynth"],
+                "import privsynth; privsynth.synthesize": [PYTHON, "-c", "import privsynth; privsynth.synthesize"],
+                "import pandas": [PYTHON, "-c", "import pandas"]}
+    times = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, command in commands.items():
+            times[name].append(timed(command, env))
+    pandas = statistics.median(times["import pandas"])
+    print(f"{'command':<40} {'median s':>9} {'/ import pandas':>16}")
+    for name, values in times.items():
+        print(f"{name:<40} {statistics.median(values):>9.3f} {statistics.median(values) / pandas:>16.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--mechanism", default="aim")
     parser.add_argument("--prefect-api", help="run the CLI as the flow on this Prefect API (default: in-process)")
+    parser.add_argument("--startup", action="store_true", help="time the commands' start instead of a run")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-cli-"))
+    if args.startup:
+        startup(args.repeats, dict(os.environ, PRIVSYNTH_HOME=str(work / "home"), PREFECT_HOME=str(work / "prefect")))
+        return
     data, schema = work / "adult-head.csv", REPO / "privsynth" / "data" / "adult.yaml"
     with gzip.open(REPO / "privsynth" / "data" / "adult.csv.gz", "rt") as rows:
         data.write_text("".join(itertools.islice(rows, args.rows + 1)))
