@@ -2,6 +2,7 @@
 
     python benchmarks/bench_mechanisms.py                              # Adult, eps 0.3 1 3, delta 1e-9
     python benchmarks/bench_mechanisms.py --data generated --rows 1000000 --mechanisms rap --epsilons 1
+    python benchmarks/bench_mechanisms.py --mechanisms aim --seeds 0,1,2 [--option compress_threshold=0]
 
 Each mechanism runs through its module contract directly (Config -> collect_statistics over code
 batches -> run with a seeded noise source -> privsynth.mechanisms.rounding.round_release), no Prefect. Weighted
@@ -82,17 +83,17 @@ def independent_summary(codes: np.ndarray, domain: Domain) -> dict:
 
 
 def run_one(name: str, epsilon: float, delta: float, codes: np.ndarray, domain: Domain, seed: int,
-            synthetic_rows: int | None) -> dict:
+            synthetic_rows: int | None, options: dict | None = None) -> dict:
     """One mechanism at one epsilon: metrics, time, memory; or the reason it was skipped."""
     try:
         module = get_mechanism(name)
     except Exception as exc:  # a teammate's module that does not import yet
         return {"status": "skipped", "reason": f"import failed: {type(exc).__name__}: {exc}"}
     try:
-        config = module.Config(epsilon=epsilon, delta=delta)
+        config = module.Config(epsilon=epsilon, delta=delta, **(options or {}))
         cost = module.privacy_cost(config)
-        noise = SeededNoise(seed, f"bench-{name}-{epsilon}")
-        noise.authorize(f"bench-{name}-{epsilon}")
+        noise = SeededNoise(seed, f"bench-{name}-{epsilon}-{seed}")
+        noise.authorize(f"bench-{name}-{epsilon}-{seed}")
         tracemalloc.start()
         t0 = time.perf_counter()
         stats = module.collect_statistics(batches(codes), domain, config)
@@ -124,6 +125,17 @@ def run_one(name: str, epsilon: float, delta: float, codes: np.ndarray, domain: 
     }
 
 
+def mean_errors(results: list[dict]) -> dict:
+    """The per-seed error summaries averaged (mean TV and max cell error; max TV as the worst seed's)."""
+    out = {}
+    for k in KS:
+        parts = [r["errors"][str(k)] for r in results]
+        out[str(k)] = {"mean_tv": float(np.mean([p["mean_tv"] for p in parts])),
+                       "max_tv": float(np.max([p["max_tv"] for p in parts])),
+                       "max_abs_cell_error": float(np.mean([p["max_abs_cell_error"] for p in parts]))}
+    return out
+
+
 def format_table(rows: list[dict], independent_3way: float) -> str:
     head = ("| mechanism | eps | rows out | 1-way mean/max TV | 2-way mean/max TV | 3-way mean/max TV | "
             "3-way / indep | max cell err | time s | peak MB |")
@@ -152,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epsilons", default="0.3,1,3", help="comma-separated epsilons")
     parser.add_argument("--delta", type=float, default=1e-9)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default=None, help="comma-separated noise seeds: one row per seed and their mean")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config field of every mechanism run (JSON value), e.g. compress_threshold=0")
     parser.add_argument("--synthetic-rows", type=int, default=None, help="rows to round weighted releases to (default: n)")
     parser.add_argument("--no-references", action="store_true", help="skip the independent and bootstrap rows")
     parser.add_argument("--out", default=None, help="write all results as JSON here")
@@ -163,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         _, domain = load_adult()  # the Adult domain (public schema); the rows are generated
         codes = generate_codes(domain, args.rows, args.seed)
     names = [m.strip() for m in args.mechanisms.split(",") if m.strip()]
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+    options = {key.strip(): json.loads(value) for key, _, value in (o.partition("=") for o in args.option)}
     epsilons = [float(e) for e in args.epsilons.split(",")]
     print(f"data={args.data} n={codes.shape[0]} attributes={domain.n_attributes} one-hot width={domain.width} "
           f"delta={args.delta} seed={args.seed}", flush=True)
@@ -180,12 +197,25 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"mechanism": name, "epsilon": "-", "status": "skipped", "reason": "not registered"})
             continue
         for eps in epsilons:
-            result = run_one(name, eps, args.delta, codes, domain, args.seed, args.synthetic_rows)
-            rows.append({"mechanism": name, "epsilon": eps, **result})
-            r = rows[-1]
-            status = (f"3-way mean TV {r['errors']['3']['mean_tv']:.4f}, {r['seconds']['total']:.1f}s"
-                      if r["status"] == "ok" else f"{r['status']}: {r['reason'][:200]}")
-            print(f"  {name} eps={eps}: {status}", flush=True)
+            per_seed = []
+            for seed in seeds:
+                result = run_one(name, eps, args.delta, codes, domain, seed, args.synthetic_rows, options)
+                label = name if len(seeds) == 1 else f"{name} seed {seed}"
+                rows.append({"mechanism": label, "epsilon": eps, **result})
+                r = rows[-1]
+                if r["status"] == "ok":
+                    tvs = " / ".join(f"{r['errors'][str(k)]['mean_tv']:.4f}" for k in KS)
+                    status = f"1/2/3-way mean TV {tvs}, {r['seconds']['total']:.1f}s"
+                else:
+                    status = f"{r['status']}: {r['reason'][:200]}"
+                print(f"  {label} eps={eps}: {status}", flush=True)
+                if r["status"] == "ok":
+                    per_seed.append(r)
+            if len(seeds) > 1 and per_seed:
+                rows.append({"mechanism": f"{name} mean of {len(per_seed)} seeds", "epsilon": eps, "status": "ok",
+                             "synthetic_rows": per_seed[0]["synthetic_rows"], "errors": mean_errors(per_seed),
+                             "seconds": {"total": float(np.mean([r["seconds"]["total"] for r in per_seed]))},
+                             "peak_traced_mb": float(np.max([r["peak_traced_mb"] for r in per_seed]))})
 
     print()
     print(format_table(rows, independent["3"]["mean_tv"]))
