@@ -11,11 +11,13 @@ import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import TOY_SCHEMA, toy_frame
+from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
 
 import privsynth
 from privsynth.run.faults import InjectedFault
@@ -293,3 +295,85 @@ def test_a_killed_runs_private_folder_is_swept_by_the_next_run(tmp_path, monkeyp
         (folder / "raw.parquet").write_bytes(b"private")
     assert sweep_private_leftovers() == [dead.name]
     assert not dead.exists() and live.exists() and other.exists()
+
+
+# ================================================================ issue 30: privacy review, round 3
+
+# ---------------------------------------------------------------- a shared ledger under load
+
+_CONCURRENT_RUN = """
+import os, sys, time
+sys.path.insert(0, sys.argv[4])
+import privsynth
+from conftest import TOY_SCHEMA, toy_frame
+from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
+from privsynth.schema import parse_schema
+
+ledger, output, go = sys.argv[1:4]
+frame, schema = toy_frame(200), parse_schema(TOY_SCHEMA)
+while not os.path.exists(go):  # every process is imported and ready before any run starts
+    time.sleep(0.01)
+try:
+    privsynth.synthesize(frame, schema, epsilon=1.0, ledger=ledger, output=output, mechanism="reduced_space",
+                         options={"points_per_statistic": 2.0}, rows=50)
+except privsynth.BudgetExceededError:
+    print("REFUSED")
+else:
+    print("RELEASED")
+"""
+
+
+def _race_eight_runs(ledger: str, tmp_path: Path) -> list[str]:
+    """Eight processes (as eight workers would be) each run epsilon 1 against the same ledger at once."""
+    import subprocess
+    import sys
+
+    privsynth.Ledger(ledger).set_budget("toy", epsilon=5.5, pure=True)  # fits five runs of pure epsilon 1
+    tests = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tests).parent), os.environ.get("PYTHONPATH", "")])}
+    go = tmp_path / "go"
+    runs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_RUN, ledger, str(tmp_path / f"run-{i}"), str(go), tests],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for i in range(8)]
+    time.sleep(3.0)
+    go.touch()
+    results = []
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err[-2000:]
+        results.append(out.strip().splitlines()[-1])
+    return results
+
+
+def _check_five_released_three_refused(ledger: str, results: list[str]) -> None:
+    assert sorted(results) == ["REFUSED"] * 3 + ["RELEASED"] * 5
+    status = privsynth.Ledger(ledger).status("toy")[0]
+    assert status.charges == 5 and status.spent_epsilon <= 5.5
+
+
+@pytest.mark.slow
+def test_eight_concurrent_runs_on_a_sqlite_ledger_release_exactly_what_the_budget_fits(tmp_path, isolated_privsynth_home):
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    _check_five_released_three_refused(ledger, _race_eight_runs(ledger, tmp_path))
+
+
+@pytest.mark.slow
+def test_eight_concurrent_runs_on_a_fresh_postgresql_ledger_release_exactly_what_the_budget_fits(
+        tmp_path, isolated_privsynth_home, postgres_url):  # noqa: F811
+    """Old code: every run on PostgreSQL failed (a NUL byte in the advisory lock's text name)."""
+    import sqlalchemy as sa
+
+    server = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.execute(sa.text("DROP DATABASE IF EXISTS ledger_race"))
+        conn.execute(sa.text("CREATE DATABASE ledger_race"))
+    server.dispose()
+    ledger = postgres_url.rsplit("/", 1)[0] + "/ledger_race"
+    _check_five_released_three_refused(ledger, _race_eight_runs(ledger, tmp_path))
+
+
+def test_the_ledger_lock_keys_are_integers_stable_and_distinct():
+    from privsynth.privacy.ledger import advisory_lock_key
+
+    keys = {advisory_lock_key("secret"), advisory_lock_key("dataset", "toy"), advisory_lock_key("dataset", "toy2")}
+    assert len(keys) == 3 and all(-2**63 <= k < 2**63 for k in keys)
+    assert advisory_lock_key("dataset", "toy") == advisory_lock_key("dataset", "toy")
