@@ -377,3 +377,50 @@ def test_the_ledger_lock_keys_are_integers_stable_and_distinct():
     keys = {advisory_lock_key("secret"), advisory_lock_key("dataset", "toy"), advisory_lock_key("dataset", "toy2")}
     assert len(keys) == 3 and all(-2**63 <= k < 2**63 for k in keys)
     assert advisory_lock_key("dataset", "toy") == advisory_lock_key("dataset", "toy")
+
+
+# ---------------------------------------------------------------- seeds: the public files never rebuild the noise
+
+AIM_FAST = dict(mechanism="aim", rows=50, options={"k": 2, "rounds_cap": 2, "iterations_per_round": 10,
+                                                   "final_iterations": 20})
+
+
+def _counts_rebuilt_from_public_files(run_dir: Path) -> list[np.ndarray]:
+    """The attacker: the seed (privacy.json) and the release key (manifest.json) rebuild a seeded stream the
+    documented way; aim's first draws are the one-way marginals in column order, at the published scale."""
+    import pyarrow.parquet as pq
+
+    from privsynth.privacy.noise import SeededNoise
+
+    seed = json.loads((run_dir / "privacy.json").read_text())["noise"]["seed"]
+    key = json.loads((run_dir / "manifest.json").read_text())["facts"]["release_key"]
+    stream = SeededNoise(seed, key)
+    stream.authorize("attacker")
+    n_attributes = len(json.loads((run_dir / "encoding.json").read_text())["domain"]["names"])
+    one_way = pq.read_table(run_dir / "measurements.parquet").to_pylist()[:n_attributes]
+    return [np.asarray(r["noisy_counts"]) - stream.gaussian(r["scale"], len(r["noisy_counts"])) for r in one_way]
+
+
+def test_a_seeded_release_cannot_be_denoised_from_its_public_files(tmp_path):
+    """Old code: the stream was sha256(seed, release key), both public: measurements minus the rebuilt
+    noise gave the exact one-way counts (integers summing to n)."""
+    import shutil
+
+    ledger_file = tmp_path / "ledger.sqlite"
+    privsynth.Ledger(f"sqlite:///{ledger_file}").release_secret()  # the ledger and its secret exist
+    shutil.copy(ledger_file, tmp_path / "same-owner.sqlite")  # the owner's copy: the same secret, no charges
+    frame = toy_frame(500)
+    release = _run(frame, tmp_path, "run", epsilon=1.0, seed=11, ledger=f"sqlite:///{ledger_file}", **AIM_FAST)
+    rebuilt = _counts_rebuilt_from_public_files(release.run_dir)
+    assert len(rebuilt) == 4
+    # Exact counts are integers; noise of the published scale leaves almost none within 1e-6 of one.
+    assert not all(np.allclose(c, np.round(c), atol=1e-6) for c in rebuilt)
+    assert not any(np.isclose(c.sum(), 500, atol=1e-6) for c in rebuilt)
+    # The owner (the same secret) still reproduces the seeded release exactly.
+    again = _run(frame, tmp_path, "again", epsilon=1.0, seed=11, ledger=f"sqlite:///{tmp_path / 'same-owner.sqlite'}",
+                 release_store=tmp_path / "other-store", **AIM_FAST)
+    import pyarrow.parquet as pq
+
+    first = pq.read_table(release.run_dir / "measurements.parquet").to_pylist()
+    second = pq.read_table(again.run_dir / "measurements.parquet").to_pylist()
+    assert first == second

@@ -131,7 +131,7 @@ def test_mechanism_accounting_by_hand():
 
 
 def _authorised(seed: int):
-    noise = make_noise_source(seed, "test-key")
+    noise = make_noise_source(seed, "test-key", b"test-secret-of-32-bytes-length!!")
     noise.authorize("test-charge")
     return noise
 

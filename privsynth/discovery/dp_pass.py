@@ -62,9 +62,10 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
         receipt = ledger.charge(dataset, key, cost, f"schema draft {options.name} (DP categories, bounds and bins)",
                                 require_budget=options.require_budget)
         ledger.claim_noise(dataset, key)
+        secret = ledger.release_secret() if options.seed is not None else None
     finally:
         ledger.close()
-    noise = make_noise_source(options.seed, key)
+    noise = make_noise_source(options.seed, key, secret)
     noise.authorize(receipt.reference)
     measure(table, read, options, cost.rho, delta_tau, noise)  # discovery.discover: one code path with the run
     return cost, dataset

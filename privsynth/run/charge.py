@@ -51,7 +51,7 @@ def release_stage(*, mechanism: ModuleType, config, statistics: Histogram, domai
     ledger.claim_noise(dataset, key)
     phase.enter("noise_drawn")
     fault_point("after_noise_claimed")
-    noise = make_noise_source(seed, key)
+    noise = make_noise_source(seed, key, ledger.release_secret() if seed is not None else None)
     noise.authorize(receipt.reference)
     data = mechanism.collect_statistics(statistics, domain, config)
     release = mechanism.run(data, domain, config, noise)

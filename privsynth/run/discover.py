@@ -117,7 +117,7 @@ def _discover(ctx) -> DiscoveryOutcome:
             receipt = ctx.ledger.charge(plan.dataset, key, cost, "discovery (the run's schema)",
                                         require_budget=not plan.unlimited)
             ctx.ledger.claim_noise(plan.dataset, key)
-            noise = make_noise_source(parameters.seed, key)
+            noise = make_noise_source(parameters.seed, key, secret)
             noise.authorize(receipt.reference)
             measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds, noise)
         text = render(drafts, options, opened.description, text_source,
