@@ -424,3 +424,32 @@ def test_a_seeded_release_cannot_be_denoised_from_its_public_files(tmp_path):
     first = pq.read_table(release.run_dir / "measurements.parquet").to_pylist()
     second = pq.read_table(again.run_dir / "measurements.parquet").to_pylist()
     assert first == second
+
+
+# ---------------------------------------------------------------- the delta check never reads the exact n
+
+def test_bisecting_delta_does_not_reveal_the_row_count(tmp_path):
+    """Old code: at delta 0.0019975 (between 1/501 and 1/500) a 500-row table ran and a 501-row one was
+    refused with nothing charged; bisecting --delta gave n."""
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    outcomes = []
+    for n in (500, 501):
+        try:
+            release = _run(toy_frame(n), tmp_path, f"run-{n}", epsilon=1.0, delta=0.0019975, ledger=ledger)
+        except privsynth.ParameterError as err:
+            outcomes.append(f"refused: {err}")
+        else:
+            outcomes.append("released")
+            assert (release.run_dir / "release.parquet").is_file()
+    assert outcomes == ["released", "released"]
+    assert privsynth.Ledger(ledger).status("toy")[0].charges == 2
+
+
+def test_delta_is_checked_against_a_declared_public_row_count_before_the_charge(tmp_path):
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    with pytest.raises(privsynth.ParameterError, match="--public-rows 501"):
+        _run(toy_frame(500), tmp_path, "run", epsilon=1.0, delta=0.0019975, public_rows=501, ledger=ledger)
+    assert privsynth.Ledger(ledger).status() == []
+    # Without a public n, a delta far above 1/n is released and warned about from the DP estimate of n.
+    release = _run(toy_frame(500), tmp_path, "run", epsilon=1.0, delta=0.05, ledger=ledger)
+    assert "not below 1/n" in release.privacy["delta_warning"]

@@ -11,6 +11,7 @@ from privsynth.mechanisms.base import Release
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run import phase
 from privsynth.run.faults import fault_point
+from privsynth.run.plan import delta_row_note
 from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram
 
@@ -88,6 +89,9 @@ def privacy_record(mechanism: ModuleType, config, cost: PrivacyCost, delta: floa
         "exact_release": release.exact,
         "neighbouring_datasets": getattr(mechanism, "NEIGHBOURS", "add or remove one record"),
     }
+    note = delta_row_note(delta, release.public_facts.get("n_estimate")) if delta is not None else None
+    if note is not None:
+        record["delta_warning"] = note  # from the DP estimate of n: informs, never gates
     if hasattr(mechanism, "check_feasible"):
         # Private sampling: what its guarantee allows for this p, d, declared n and epsilon (config-only facts).
         record["feasibility"] = mechanism.check_feasible(config).to_json()

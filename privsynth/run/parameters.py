@@ -44,7 +44,9 @@ class RunParameters(BaseModel):
     mechanism: MechanismName = Field(DEFAULT_MECHANISM, description="The private mechanism (see `privsynth mechanisms`).")
     epsilon: float = Field(1.0, gt=0, allow_inf_nan=False, description="Privacy budget epsilon for this release (> 0).")
     delta: float = Field(DEFAULT_DELTA, gt=0, lt=1, allow_inf_nan=False,
-                         description="delta of the (epsilon, delta) statement; must be below 1/n.")
+                         description="delta of the (epsilon, delta) statement; keep it well below 1/n. "
+                                     "Checked against --public-rows when declared; n itself is private and never "
+                                     "checked (privacy.json warns from the DP estimate of n).")
     rows: int | None = Field(None, ge=1, description="Synthetic rows to write. Empty: the release's DP estimate of n.")
     public_rows: int | None = Field(None, ge=1, description="The table's row count if it is PUBLIC knowledge (private "
                                                               "sampling's guarantee needs it); never read from the data.")

@@ -103,6 +103,7 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         config, fine = plan_mechanism(parameters, mechanism, schema, parameters.epsilon)
     if parameters.ledger is not None:
         check_ledger_url(parameters.ledger)
+    check_delta_against_public_rows(parameters.delta, parameters.public_rows)
     if parameters.rows is None and getattr(mechanism, "ROWS_OPTION", None) is None:
         releases_estimate = getattr(mechanism, "releases_n_estimate", None)
         if releases_estimate is None or not releases_estimate(config):
@@ -226,14 +227,29 @@ def check_ledger_url(url: str) -> None:
                              "postgresql+psycopg://user@host/db") from None
 
 
-def check_delta_against_rows(delta: float, rows: int) -> None:
-    """delta must be below 1/n: a larger delta allows releasing a whole record outright.
+def check_delta_against_public_rows(delta: float, public_rows: int | None) -> None:
+    """delta must be below 1/n, checked against a PUBLIC row count only (``--public-rows``), before any data.
 
-    The message does not state n (the row count is private under add/remove neighbours); a refusal
-    only says that n >= 1/delta does not hold, and it is not a release.
+    A larger delta allows releasing a whole record outright, but n is private: a refusal that read the
+    exact n would make whether a release exists depend on it, and bisecting ``--delta`` would give n
+    for free. So the check reads only what the user declared public; without it, the release's DP
+    estimate of n is compared afterwards (``delta_row_note``), which informs and never gates.
     """
     if not math.isfinite(delta):
         raise ParameterError("delta must be finite")
-    if not delta < 1.0 / rows:
-        raise ParameterError(f"delta {delta:g} is not below 1/n for this input (n = its row count); "
+    if public_rows is not None and not delta < 1.0 / public_rows:
+        raise ParameterError(f"delta {delta:g} is not below 1/n for the declared --public-rows {public_rows}; "
                              "pick a --delta well below 1/n, e.g. 1e-9; nothing was charged")
+
+
+def delta_row_note(delta: float, n_estimate: float | None) -> str | None:
+    """A warning when delta is not well below 1/n_hat, n_hat the release's DP estimate (post-processing).
+
+    Computed after the release from DP outputs only: it is written to privacy.json, it never refuses.
+    """
+    if n_estimate is None or not math.isfinite(n_estimate) or n_estimate <= 0:
+        return None
+    if delta * n_estimate < 1.0:
+        return None
+    return (f"delta {delta:g} is not below 1/n for the release's DP estimate of n ({n_estimate:.0f}): a delta "
+            "this large allows a release that exposes a record outright; use a delta well below 1/n, e.g. 1e-9")
