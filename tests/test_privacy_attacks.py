@@ -453,3 +453,45 @@ def test_delta_is_checked_against_a_declared_public_row_count_before_the_charge(
     # Without a public n, a delta far above 1/n is released and warned about from the DP estimate of n.
     release = _run(toy_frame(500), tmp_path, "run", epsilon=1.0, delta=0.05, ledger=ledger)
     assert "not below 1/n" in release.privacy["delta_warning"]
+
+
+# ---------------------------------------------------------------- the draft's thresholds' delta is inside delta
+
+def _zcdp_delta_at(rho: float, epsilon: float) -> float:
+    """delta of rho-zCDP at epsilon (Canonne, Kamath and Steinke 2020, Prop. 12), by hand on a fine alpha grid:
+    min over alpha > 1 of exp((alpha - 1)(alpha rho - epsilon)) (1 - 1/alpha)^alpha / (alpha - 1). A grid
+    minimum is never below the infimum, so the delta found here is an upper bound (refined twice around it)."""
+    def log_delta(t: np.ndarray) -> np.ndarray:  # t = log(alpha - 1)
+        alpha = 1.0 + np.exp(t)
+        return (alpha - 1) * (alpha * rho - epsilon) + alpha * np.log1p(-1 / alpha) - t
+
+    low, high = -12.0, 12.0
+    for _ in range(3):
+        grid = np.linspace(low, high, 100_001)
+        best = grid[np.argmin(log_delta(grid))]
+        step = grid[1] - grid[0]
+        low, high = best - 2 * step, best + 2 * step
+    return float(np.exp(log_delta(grid).min()))
+
+
+def test_the_drafts_statement_holds_with_its_thresholds_delta(tmp_path):
+    """Old code: rho used all of delta and the thresholds added 1e-3 delta on top: (epsilon, 1.001 delta)."""
+    import pandas as pd
+
+    from privsynth.discovery import THRESHOLD_DELTA_FRACTION, DraftOptions, draft_schema
+
+    epsilon, delta = 1.0, 1e-6
+    rng = np.random.default_rng(0)
+    data = tmp_path / "people.csv"
+    pd.DataFrame({"colour": rng.choice(["red", "green", "blue"], 500), "town": rng.choice(["a", "b"], 500)}
+                 ).to_csv(data, index=False)
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    result = draft_schema(str(data), DraftOptions(name="people", epsilon=epsilon, delta=delta, ledger=ledger,
+                                                  require_budget=False))
+    (charge,) = privsynth.Ledger(ledger).history("people")
+    thresholds = THRESHOLD_DELTA_FRACTION * delta  # two columns, each at half of it
+    assert _zcdp_delta_at(charge.rho, epsilon) + thresholds <= delta
+    # and no looser than needed: the Gaussian part uses the rest of delta (to the solver's tolerance)
+    assert _zcdp_delta_at(charge.rho, epsilon) == pytest.approx(delta - thresholds, rel=1e-4)
+    stated = re.search(r"\(epsilon ([0-9.e-]+), delta ([0-9.e-]+)\)-DP in total", result.text)
+    assert float(stated.group(1)) == pytest.approx(epsilon, rel=1e-3) and float(stated.group(2)) == delta

@@ -119,12 +119,19 @@ def public_bounds(c: DeclaredColumn, options: DraftOptions) -> tuple[float, floa
 
 
 def draft_cost(epsilon: float, delta: float, n_categorical: int) -> PrivacyCost:
-    """The draft's charge: rho, the largest that fits (epsilon, delta) in zCDP, with the thresholds' note."""
-    rho = rho_allowance(epsilon, delta)
+    """The draft's charge: (epsilon, delta)-DP in all, the categorical thresholds' delta inside delta.
+
+    With categorical thresholds, rho is the largest that fits (epsilon, delta * (1 - F)) in zCDP, F =
+    ``THRESHOLD_DELTA_FRACTION``, and the thresholds use at most F * delta in total (split over the
+    columns by the caller), so the Gaussian part and the thresholds together are (epsilon, delta)-DP:
+    the statement in the header and the ledger is true. As the run's discovery (``plan_discovery``).
+    """
+    gaussian_delta = delta * (1.0 - THRESHOLD_DELTA_FRACTION) if n_categorical else delta
+    rho = rho_allowance(epsilon, gaussian_delta)
     notes = ["schema draft: Gaussian histograms (values, log-scale and fine grids) and thresholds"]
     if n_categorical:
-        notes.append(f"categorical thresholds add at most {THRESHOLD_DELTA_FRACTION * delta:.3g} to delta "
-                     f"(total, over {n_categorical} column(s)), not recorded in rho")
+        notes.append(f"categorical thresholds: at most {THRESHOLD_DELTA_FRACTION * delta:.3g} of delta in total "
+                     f"(over {n_categorical} column(s)), inside the stated delta")
     return PrivacyCost.zcdp(rho, f"schema draft: {rho:.6g}-zCDP", tuple(notes))
 
 
