@@ -495,3 +495,22 @@ def test_the_drafts_statement_holds_with_its_thresholds_delta(tmp_path):
     assert _zcdp_delta_at(charge.rho, epsilon) == pytest.approx(delta - thresholds, rel=1e-4)
     stated = re.search(r"\(epsilon ([0-9.e-]+), delta ([0-9.e-]+)\)-DP in total", result.text)
     assert float(stated.group(1)) == pytest.approx(epsilon, rel=1e-3) and float(stated.group(2)) == delta
+
+
+# ---------------------------------------------------------------- a seeded draft on a budgeted dataset
+
+def test_a_seeded_draft_on_a_budgeted_dataset_needs_explicit_consent_before_any_charge(tmp_path):
+    """Old code: DraftOptions.seed on a budgeted dataset was charged and drawn from a seeded stream silently."""
+    import pandas as pd
+
+    from privsynth.discovery import DraftOptions, draft_schema
+
+    data = tmp_path / "people.csv"
+    pd.DataFrame({"colour": np.random.default_rng(0).choice(["red", "green"], 300)}).to_csv(data, index=False)
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    privsynth.Ledger(ledger).set_budget("people", epsilon=3.0)
+    with pytest.raises(privsynth.BudgetNotSetError, match="testing feature"):
+        draft_schema(str(data), DraftOptions(name="people", epsilon=1.0, ledger=ledger, seed=4))
+    assert privsynth.Ledger(ledger).history("people") == []
+    draft_schema(str(data), DraftOptions(name="people", epsilon=1.0, ledger=ledger, seed=4, allow_seed_with_budget=True))
+    assert len(privsynth.Ledger(ledger).history("people")) == 1

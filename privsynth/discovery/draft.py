@@ -46,6 +46,8 @@ class DraftOptions:
     # TESTING ONLY, as a run's --seed: reproducible numpy noise derived from the seed and the draft's release
     # key, not hardened against floating-point attacks. None: OpenDP's samplers.
     seed: int | None = None
+    # A seed on a dataset with a budget is refused unless allowed, as a run's --allow-seed-with-budget.
+    allow_seed_with_budget: bool = False
     # PUBLIC facts from data contracts and the source's catalogue (``--public``); the flags above join them
     public: PublicFacts = field(default_factory=PublicFacts)
 

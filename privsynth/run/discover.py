@@ -96,6 +96,7 @@ def _discover(ctx) -> DiscoveryOutcome:
     name = default_name(parameters.input) if parameters.input else plan.dataset
     options = DraftOptions(name=name, epsilon=parameters.epsilon, delta=parameters.delta, dataset=plan.dataset,
                            ledger=parameters.ledger, require_budget=not plan.unlimited, seed=parameters.seed,
+                           allow_seed_with_budget=parameters.allow_seed_with_budget,
                            public=public_facts(parameters))
     opened, text_source = open_declared(ctx.data)
     try:
