@@ -514,3 +514,39 @@ def test_a_seeded_draft_on_a_budgeted_dataset_needs_explicit_consent_before_any_
     assert privsynth.Ledger(ledger).history("people") == []
     draft_schema(str(data), DraftOptions(name="people", epsilon=1.0, ledger=ledger, seed=4, allow_seed_with_budget=True))
     assert len(privsynth.Ledger(ledger).history("people")) == 1
+
+
+# ---------------------------------------------------------------- the internal audit stays owner-only
+
+def test_everything_under_internal_audit_is_owner_only(tmp_path):
+    """Old code: audit.html and the figures were 0644 and figures/ 0755 (inside a 0700 folder)."""
+    import stat
+
+    old = os.umask(0o022)  # a common umask: what the files get unless they are created owner-only
+    try:
+        release = _run(toy_frame(300), tmp_path, "run", epsilon=1.0, audit=True)
+    finally:
+        os.umask(old)
+    audit = release.run_dir / "internal-audit"
+    entries = [audit, *audit.rglob("*")]
+    assert {"audit.html", "audit.json", "figures"} <= {p.name for p in entries}
+    assert any(p.suffix == ".png" for p in entries)
+    modes = {p.relative_to(release.run_dir).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in entries}
+    assert all(mode == (0o700 if (release.run_dir / name).is_dir() else 0o600) for name, mode in modes.items()), modes
+
+
+def test_the_internal_audit_is_never_uploaded_to_a_remote_run_folder(tmp_path):
+    """Old code: with an fsspec run folder the non-DP audit was uploaded beside the public files."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    remote = dict(FAST, unlimited=True, epsilon=1.0, ledger=ledger, audit=True, output="memory://shared/runs/audited",
+                  release_store=tmp_path / "store")
+    with pytest.raises(privsynth.ParameterError, match="--audit-location"):
+        privsynth.synthesize(toy_frame(300), SCHEMA, **remote)
+    assert privsynth.Ledger(ledger).status() == [] and not fs.exists("/shared/runs/audited")
+    release = privsynth.synthesize(toy_frame(300), SCHEMA, **remote, audit_location="memory://owner-only/audit")
+    assert fs.exists("/shared/runs/audited/synthetic.parquet")
+    assert not [p for p in fs.find("/shared") if "audit" in p.rsplit("/", 1)[-1] or "internal-audit" in p]
+    assert fs.exists("/owner-only/audit/audit.json") and release.audit["location"] == "memory://owner-only/audit"

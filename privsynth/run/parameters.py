@@ -81,6 +81,10 @@ class RunParameters(BaseModel):
     audit: bool = Field(False, description="Also write the INTERNAL (not DP) audit against the real data to "
                                            "internal-audit/ (never sent to Prefect).")
     audit_target: str | None = Field(None, description="Column for the audit's train-on-synthetic / test-on-real score.")
+    audit_location: str | None = Field(None, description="A PRIVATE folder (path or fsspec URL) for the internal "
+                                                         "audit instead of DIR/internal-audit/; required with a remote "
+                                                         "run folder, where the audit is never uploaded beside the "
+                                                         "public files.")
     keep_private: bool = Field(False, description="DEBUG: keep the private intermediates (typed rows, histogram).")
 
     @field_validator("mechanism", mode="before")

@@ -120,6 +120,7 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
     kept = [c.name for c in schema.kept_columns] if schema is not None else None
     if parameters.audit_target is not None and kept is not None and parameters.audit_target not in kept:
         raise ParameterError(f"audit_target {parameters.audit_target!r} is not a kept column of schema {schema.name!r}")
+    check_audit_location(parameters)
     if parameters.audit_target is not None and not parameters.audit:
         raise ParameterError("audit_target needs audit=True (--audit): the train-on-synthetic score reads the real data")
     dataset = parameters.dataset or (schema.name if schema is not None else default_dataset(parameters))
@@ -225,6 +226,35 @@ def check_ledger_url(url: str) -> None:
     except (sa.exc.ArgumentError, ValueError):
         raise ParameterError("ledger: not a SQLAlchemy URL; expected e.g. sqlite:////path/ledger.sqlite or "
                              "postgresql+psycopg://user@host/db") from None
+
+
+def check_audit_location(parameters: RunParameters) -> None:
+    """Where the internal (not DP) audit may go, checked before the charge.
+
+    A remote run folder is shared storage for public files: the audit is never uploaded beside them, so
+    ``--audit`` with a remote ``--output`` needs ``--audit-location`` (a private place the owner names).
+    A local audit location that others can read is refused rather than narrowed after the fact.
+    """
+    import os
+    import stat
+
+    from privsynth.io.storage import is_remote
+
+    location = parameters.audit_location
+    if location is None:
+        if parameters.audit and parameters.output and is_remote(parameters.output):
+            raise ParameterError("--audit with a remote --output: the internal audit (not DP) is never uploaded beside "
+                                 "the public files; name a private folder for it with --audit-location")
+        return
+    if not parameters.audit:
+        raise ParameterError("--audit-location needs --audit")
+    if ".." in Path(location).parts or ".." in location.split("/"):
+        raise ParameterError("audit_location: '..' is not allowed")
+    if not is_remote(location) and Path(location).exists():
+        mode = stat.S_IMODE(os.stat(location).st_mode)
+        if mode & 0o077:
+            raise ParameterError(f"audit_location {location!r} is readable by other users (mode {mode:o}); "
+                                 "use an owner-only folder (chmod 700) or a new one (created 0700)")
 
 
 def check_delta_against_public_rows(delta: float, public_rows: int | None) -> None:

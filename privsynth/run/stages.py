@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from privsynth.engine.datasource import ValidationFailedError
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
+from privsynth.io.storage import RemoteFolder, is_remote
 from privsynth.mechanisms.aim.progress import reporting_progress
 from privsynth.mechanisms.base import Release
 from privsynth.mechanisms.rounding import round_release
@@ -246,8 +247,8 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     from privsynth.report.audit_quality import write_quality
     from privsynth.report.internal_audit import build_audit, render_markdown
 
-    target = ctx.folder.file("internal-audit")
-    target.mkdir(mode=0o700, exist_ok=True)  # not DP: owner-only, like every private part of a run
+    location = ctx.plan.parameters.audit_location
+    target = audit_folder(ctx, location)
     histogram = read_histogram(statistics_path, ctx.domain)
     real = np.concatenate(list(histogram.iter_codes())) if histogram.codes.shape[0] else \
         np.zeros((0, ctx.domain.n_attributes), dtype=np.int64)
@@ -258,9 +259,28 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     audit["quality"] = write_quality(real, synthetic, ctx.schema, ctx.domain, report, target)
     atomic_write_json(target / "audit.json", audit, private=True)
     atomic_write_bytes(target / "audit.md", render_markdown(audit, audit.get("plots", [])).encode(), private=True)
-    ctx.folder.publish([p.relative_to(ctx.folder.path).as_posix() for p in target.rglob("*") if p.is_file()])
-    ctx.progress(f"audit (INTERNAL, not DP): written to {ctx.folder.location}/internal-audit")
+    if location is not None and is_remote(location):
+        # Uploaded to the private place the owner named; never to the (public) run folder.
+        RemoteFolder(location).push(target, [p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()])
+    audit["location"] = location if location is not None else f"{ctx.folder.location}/internal-audit"
+    ctx.progress(f"audit (INTERNAL, not DP): written to {audit['location']}")
     return audit
+
+
+def audit_folder(ctx: RunContext, location: str | None) -> Path:
+    """The local folder the internal audit is written to, created owner-only (0700) with its mode.
+
+    None: ``internal-audit/`` of a local run folder (a remote one needs a location: ``check_audit_location``).
+    A remote location: the run's private temporary folder, uploaded from there. A local path: itself.
+    """
+    if location is None:
+        target = ctx.folder.file("internal-audit")
+    elif is_remote(location):
+        target = ctx.private_dir / "internal-audit"
+    else:
+        target = Path(location)
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)  # not DP: owner-only, like every private part of a run
+    return target
 
 
 def run_total(ctx: RunContext, discovery) -> dict:
@@ -303,7 +323,7 @@ class RunOutcome:
                 "epsilon_statement": self.privacy.get("run_total", {}).get("statement",
                                                                            self.privacy.get("epsilon_statement")), "reused_release": self.reused,
                 "report": (self.report or {}).get("summary"),
-                "internal_audit": f"{self.run_dir}/internal-audit" if self.audit is not None else None}
+                "internal_audit": self.audit.get("location") if self.audit is not None else None}
 
 
 def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
@@ -329,7 +349,8 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     folder.manifest["outputs"] = {"synthetic": "synthetic.parquet", "privacy": "privacy.json", "report": "report.json",
                                   "synthetic_validation": "synthetic-validation.json",
                                   "sink": rounding.get("sink"),
-                                  "internal_audit": "internal-audit/audit.json" if audit is not None else None}
+                                  "internal_audit": None if audit is None else "internal-audit/audit.json"
+                                  if ctx.plan.parameters.audit_location is None else "elsewhere (--audit-location)"}
     folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     folder.save()
     phase.enter("finished")
