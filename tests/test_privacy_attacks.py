@@ -550,3 +550,23 @@ def test_the_internal_audit_is_never_uploaded_to_a_remote_run_folder(tmp_path):
     assert fs.exists("/shared/runs/audited/synthetic.parquet")
     assert not [p for p in fs.find("/shared") if "audit" in p.rsplit("/", 1)[-1] or "internal-audit" in p]
     assert fs.exists("/owner-only/audit/audit.json") and release.audit["location"] == "memory://owner-only/audit"
+
+
+# ---------------------------------------------------------------- a draft's types are never sniffed from the values
+
+@pytest.mark.parametrize("extra", ["30.5", "unknown", "true", "2020-01-01"])
+def test_one_added_row_never_changes_a_draft_without_a_budget(tmp_path, extra):
+    """Old code: DuckDB's CSV sniffer typed `age` integer, float with one "30.5", categorical with one "unknown",
+    at no charge and in a file that says nothing was read."""
+    import pandas as pd
+
+    from privsynth.discovery import DraftOptions, draft_schema
+
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"age": rng.integers(18, 90, 500), "member": rng.choice(["true", "false"], 500)})
+    texts = []
+    for table in (frame, pd.concat([frame, pd.DataFrame({"age": [extra], "member": ["true"]})])):
+        table.to_csv(tmp_path / "people.csv", index=False)  # one path: the file's name is in the draft
+        texts.append(draft_schema(str(tmp_path / "people.csv"), DraftOptions(name="people")).text)
+    assert texts[0] == texts[1]
+    assert "integer" not in texts[0] and "float" not in texts[0]  # no type was read from the values
