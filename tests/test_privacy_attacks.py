@@ -570,3 +570,18 @@ def test_one_added_row_never_changes_a_draft_without_a_budget(tmp_path, extra):
         texts.append(draft_schema(str(tmp_path / "people.csv"), DraftOptions(name="people")).text)
     assert texts[0] == texts[1]
     assert "integer" not in texts[0] and "float" not in texts[0]  # no type was read from the values
+
+
+# ---------------------------------------------------------------- the audit sees a broken category threshold
+
+def test_the_audit_catches_a_category_threshold_that_releases_a_value_held_by_one_record(monkeypatch):
+    """Old audit: the canary's value was held by about tau records in both neighbours, so a threshold that
+    releases a value held by one record about half of the time (claimed 1e-12) gave a lower bound of 0."""
+    from privsynth.discovery import categories
+    from privsynth.privacy.audit import TARGETS, run_audit, seeded_noise
+
+    correct = run_audit(TARGETS["schema_draft: singleton"](), 400, seeded_noise(30))
+    assert correct.within_claim, correct
+    monkeypatch.setattr(categories, "threshold", lambda sigma, delta_tau: 1.0 + sigma * delta_tau)  # Phi^-1 forgotten
+    broken = run_audit(TARGETS["schema_draft: singleton"](), 400, seeded_noise(31), variant="threshold broken")
+    assert broken.exceeds_claim and broken.best.lower > 1.0, broken
