@@ -585,3 +585,46 @@ def test_the_audit_catches_a_category_threshold_that_releases_a_value_held_by_on
     monkeypatch.setattr(categories, "threshold", lambda sigma, delta_tau: 1.0 + sigma * delta_tau)  # Phi^-1 forgotten
     broken = run_audit(TARGETS["schema_draft: singleton"](), 400, seeded_noise(31), variant="threshold broken")
     assert broken.exceeds_claim and broken.best.lower > 1.0, broken
+
+
+# ---------------------------------------------------------------- validation is no free oracle on a budgeted dataset
+
+def _bounded_schema():
+    """The attacker's chosen schema: size must lie in [20, 60], and a value outside fails the input."""
+    columns = [dict(c, bounds=[20, 60], bins=[20, 40, 60], on_out_of_domain="fail") if c["name"] == "size" else c
+               for c in TOY_SCHEMA["columns"]]
+    return parse_schema({**TOY_SCHEMA, "columns": columns})
+
+
+def test_one_record_outside_a_chosen_bound_does_not_decide_whether_a_release_exists(tmp_path):
+    """Old code: D was released, and D plus one record with size 75 was refused with nothing charged, naming
+    the column and the bound, and validation.json (public) said which check failed: narrowing the bounds
+    found one person's value for free."""
+    frame = toy_frame(500)
+    frame["size"] = frame["size"].clip(20, 60)
+    with_target = frame.copy()
+    with_target.loc[len(frame)] = {"id": 10_000, "colour": "red", "size": 75, "weight": 0.5, "member": True}
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    privsynth.Ledger(ledger).set_budget("toy", epsilon=10.0, pure=True)
+    public = []
+    for name, table in (("d", frame), ("d-plus-one", with_target)):
+        release = privsynth.synthesize(table, _bounded_schema(), epsilon=1.0, ledger=ledger, output=tmp_path / name,
+                                       **FAST)
+        assert (release.run_dir / "release.parquet").is_file()
+        public.append((release.run_dir / "validation.json").read_text())
+    assert public[0] == public[1] and "size" not in public[0]
+    assert privsynth.Ledger(ledger).status("toy")[0].charges == 2
+    for name in ("d", "d-plus-one"):
+        owner_only = tmp_path / name / "internal-validation" / "validation.json"
+        assert owner_only.stat().st_mode & 0o777 == 0o600 and owner_only.parent.stat().st_mode & 0o777 == 0o700
+    exact = json.loads((tmp_path / "d-plus-one" / "internal-validation" / "validation.json").read_text())
+    assert exact["failed_expectations"] == 1  # the owner still sees it
+
+
+def test_an_unbudgeted_run_still_refuses_a_failing_input_with_a_value_free_message(tmp_path):
+    bad = toy_frame(300)
+    bad.loc[3, "size"] = 75
+    with pytest.raises(privsynth.ValidationFailedError, match="nothing was charged") as err:
+        privsynth.synthesize(bad, _bounded_schema(), epsilon=1.0, output=tmp_path / "run", unlimited=True,
+                             ledger=f"sqlite:///{tmp_path / 'ledger.sqlite'}", **FAST)
+    assert "75" not in str(err.value)

@@ -38,16 +38,12 @@ def release_key_for(ledger, columns: list[DeclaredColumn], config: dict) -> str:
 
 def check_draft_seed(ledger, dataset: str, options: DraftOptions) -> None:
     """A seeded draft on a dataset with a budget needs ``allow_seed_with_budget``, checked before the charge."""
-    from privsynth.privacy.ledger import UnknownDatasetError
-    from privsynth.run.prepare import check_seed_with_budget
+    from privsynth.run.prepare import check_seed_with_budget, has_budget
 
     if options.seed is None:
         return
-    try:
-        budgeted = ledger.status(dataset)[0].epsilon is not None
-    except UnknownDatasetError:
-        budgeted = False
-    check_seed_with_budget(dataset, budgeted=budgeted, seeded=True, allowed=options.allow_seed_with_budget)
+    check_seed_with_budget(dataset, budgeted=has_budget(ledger, dataset), seeded=True,
+                           allowed=options.allow_seed_with_budget)
 
 
 def to_read(drafts: list[ColumnDraft], options: DraftOptions) -> list[ColumnDraft]:

@@ -105,6 +105,16 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
                       keep_private=parameters.keep_private, progress=say)
 
 
+def has_budget(ledger, dataset: str) -> bool:
+    """Whether ``dataset`` has a privacy budget in ``ledger`` (an owner's setting: public to the run)."""
+    from privsynth.privacy.ledger import UnknownDatasetError
+
+    try:
+        return ledger.status(dataset)[0].epsilon is not None
+    except UnknownDatasetError:
+        return False
+
+
 def check_seed_with_budget(dataset: str, *, budgeted: bool, seeded: bool, allowed: bool) -> None:
     """Refuse a seed on a dataset with a budget unless explicitly allowed (DESIGN 5.6), before any charge.
 

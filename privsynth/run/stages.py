@@ -52,8 +52,12 @@ def stage_validate(ctx: RunContext) -> dict:
 
     delta is never checked here against the exact n (an oracle for n): see ``check_delta_against_public_rows``.
     """
+    from privsynth.run.prepare import has_budget
+
     handle = ctx.handle()
     report = handle.validate()
+    if has_budget(ctx.ledger, ctx.plan.dataset):
+        return guarded_validation(ctx, report)
     atomic_write_json(ctx.folder.file("validation.json"), report.public_json())
     ctx.folder.record("validate", ["validation.json"], success=report.success)
     if not report.success:
@@ -64,10 +68,58 @@ def stage_validate(ctx: RunContext) -> dict:
     return {"success": True}
 
 
+# Checks of the file's shape (its column names), not of any record: they may refuse a run exactly.
+STRUCTURAL_EXPECTATIONS = frozenset({"privsynth_expect_table_column_names_to_be_unique",
+                                     "expect_table_columns_to_match_set"})
+OWNER_ONLY_VALIDATION = "internal-validation"
+
+
+def guarded_public_validation(report) -> dict:
+    """validation.json of a budgeted dataset's run: the structural checks, and the policy; no record-level result.
+
+    Whether a record passed is private: a refusal on it (nothing charged, the column and bound named) was an
+    exact, free oracle (one run on D, one on D plus a candidate record). Records failing a check are dropped.
+    """
+    structural = [r for r in report.results if r.expectation_type in STRUCTURAL_EXPECTATIONS]
+    return {"success": all(r.success for r in structural), "schema": report.schema_name,
+            "schema_hash": report.schema_hash, "visibility": "public",
+            "record_checks": ("dataset with a privacy budget: records failing the schema's expectations are dropped "
+                              "before the mechanism (a per-record map; the guarantee covers it); whether any was, and "
+                              "which check, is owner-only (internal-validation/validation.json)"),
+            "results": [r.public_json() for r in structural]}
+
+
+def guarded_validation(ctx: RunContext, report) -> dict:
+    """The validate stage on a budgeted dataset (DESIGN 5.8): only the file's structure may refuse the run.
+
+    Record-level checks (types, bounds, categories, missing values, shares, rows) become a per-record map:
+    failing records are dropped from every statistic, so whether a release exists never depends on an exact
+    check. The exact report, with counts, is owner-only (0600 in a 0700 folder, never uploaded).
+    """
+    public = guarded_public_validation(report)
+    atomic_write_json(ctx.folder.file("validation.json"), public)
+    ctx.folder.record("validate", ["validation.json"], success=public["success"])
+    if not public["success"]:
+        message = "; ".join(r["message"] for r in public["results"] if not r["success"])
+        raise ValidationFailedError(f"validation failed, nothing was charged: {message} "
+                                    f"(details: {ctx.folder.file('validation.json')})")
+    if ctx.folder.remote is None:  # a remote run folder is shared storage: the exact report stays off it
+        folder = ctx.folder.file(OWNER_ONLY_VALIDATION)
+        folder.mkdir(mode=0o700, exist_ok=True)
+        atomic_write_json(folder / "validation.json", {**report.to_json(), "visibility": "owner-only (not DP)"},
+                          private=True)
+    ctx.drop_faulty_records = True
+    ctx.progress(f"validate: schema {ctx.schema.name!r}, dataset with a budget: records failing an expectation are "
+                 "dropped, never a refusal (the exact result is owner-only)")
+    return {"success": True, "drop_faulty_records": True}
+
+
 def stage_binarise(ctx: RunContext, validation: dict) -> Path:
     """encoding.json (public layout) and the histogram of level codes (private, in the private folder)."""
     if not validation.get("success"):
         raise ValidationFailedError("binarise needs a validated input")
+    if validation.get("drop_faulty_records"):
+        ctx.drop_faulty_records = True  # also when the validate stage's outcome was reused (a resumed run)
     domain = ctx.domain
     atomic_write_json(ctx.folder.file("encoding.json"), {
         "encoding": "one-hot",
@@ -117,7 +169,8 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
     if plan.fine_decoding is not None and ctx.store.get(key) is None:
         from privsynth.run.fine_decoding import sub_bin_counts
 
-        fine_counts = sub_bin_counts(ctx.data, ctx.schema)  # private: only its noisy release leaves
+        fine_counts = sub_bin_counts(ctx.data, ctx.schema,  # private: only its noisy release leaves
+                                     drop_faulty_records=ctx.drop_faulty_records)
     # The mechanism's rounds (aim: the marginal measured, rho spent, time left; public facts only) reach the
     # run's progress lines: the console, the Python API's callback, the Prefect run logs.
     with reporting_progress(lambda progress: ctx.progress(progress.describe())):
