@@ -323,6 +323,32 @@ else:
 """
 
 
+def _fresh_database(postgres_url: str, name: str) -> str:
+    """A new, empty database on the test server: a fresh ledger (no tables, no secret)."""
+    import sqlalchemy as sa
+
+    server = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name}"))
+        conn.execute(sa.text(f"CREATE DATABASE {name}"))
+    server.dispose()
+    return postgres_url.rsplit("/", 1)[0] + "/" + name
+
+
+def test_a_fresh_postgresql_ledger_creates_its_secret_and_charges(postgres_url):  # noqa: F811
+    """Old code: the secret's transaction locked on a text name holding a NUL byte, which PostgreSQL refuses."""
+    from privsynth.privacy.accounting import PrivacyCost
+
+    url = _fresh_database(postgres_url, "ledger_fresh")
+    ledger = privsynth.Ledger(url)
+    secret = ledger.release_secret()
+    assert len(secret) == 32 and privsynth.Ledger(url).release_secret() == secret
+    ledger.set_budget("toy", epsilon=1.0, pure=True)
+    ledger.charge("toy", "key-1", PrivacyCost.pure(1.0, "test"))
+    with pytest.raises(privsynth.BudgetExceededError):
+        ledger.charge("toy", "key-2", PrivacyCost.pure(0.5, "test"))
+
+
 def _race_eight_runs(ledger: str, tmp_path: Path) -> list[str]:
     """Eight processes (as eight workers would be) each run epsilon 1 against the same ledger at once."""
     import subprocess
@@ -360,14 +386,7 @@ def test_eight_concurrent_runs_on_a_sqlite_ledger_release_exactly_what_the_budge
 def test_eight_concurrent_runs_on_a_fresh_postgresql_ledger_release_exactly_what_the_budget_fits(
         tmp_path, isolated_privsynth_home, postgres_url):  # noqa: F811
     """Old code: every run on PostgreSQL failed (a NUL byte in the advisory lock's text name)."""
-    import sqlalchemy as sa
-
-    server = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with server.connect() as conn:
-        conn.execute(sa.text("DROP DATABASE IF EXISTS ledger_race"))
-        conn.execute(sa.text("CREATE DATABASE ledger_race"))
-    server.dispose()
-    ledger = postgres_url.rsplit("/", 1)[0] + "/ledger_race"
+    ledger = _fresh_database(postgres_url, "ledger_race")
     _check_five_released_three_refused(ledger, _race_eight_runs(ledger, tmp_path))
 
 

@@ -136,7 +136,7 @@ class BudgetLedger:
         """
         with self._engine.begin() as conn:
             if self._backend == "postgresql" and lock is not None:
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock})
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(CAST(:key AS BIGINT))"), {"key": lock})
             yield conn
 
     def _budget_row(self, conn: Connection, dataset: str, lock: bool):
