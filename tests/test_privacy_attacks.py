@@ -505,8 +505,8 @@ def test_the_drafts_statement_holds_with_its_thresholds_delta(tmp_path):
     pd.DataFrame({"colour": rng.choice(["red", "green", "blue"], 500), "town": rng.choice(["a", "b"], 500)}
                  ).to_csv(data, index=False)
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    result = draft_schema(str(data), DraftOptions(name="people", epsilon=epsilon, delta=delta, ledger=ledger,
-                                                  require_budget=False))
+    privsynth.Ledger(ledger).set_budget("people", epsilon=3.0, delta=delta)
+    result = draft_schema(str(data), DraftOptions(name="people", epsilon=epsilon, delta=delta, ledger=ledger))
     (charge,) = privsynth.Ledger(ledger).history("people")
     thresholds = THRESHOLD_DELTA_FRACTION * delta  # two columns, each at half of it
     assert _zcdp_delta_at(charge.rho, epsilon) + thresholds <= delta
@@ -514,6 +514,12 @@ def test_the_drafts_statement_holds_with_its_thresholds_delta(tmp_path):
     assert _zcdp_delta_at(charge.rho, epsilon) == pytest.approx(delta - thresholds, rel=1e-4)
     stated = re.search(r"\(epsilon ([0-9.e-]+), delta ([0-9.e-]+)\)-DP in total", result.text)
     assert float(stated.group(1)) == pytest.approx(epsilon, rel=1e-3) and float(stated.group(2)) == delta
+    # The ledger's statement is the true one too: it adds the thresholds' delta (approximate zCDP) and
+    # converts the rho at the rest of the budget's delta, so it says epsilon 1 spent, not a little less.
+    assert charge.extra_delta == pytest.approx(thresholds)
+    spent = privsynth.Ledger(ledger).status("people")[0].spent_epsilon
+    assert spent == pytest.approx(epsilon, rel=1e-6)
+    assert _zcdp_delta_at(charge.rho, spent) + charge.extra_delta <= delta * (1 + 1e-9)
 
 
 # ---------------------------------------------------------------- a seeded draft on a budgeted dataset

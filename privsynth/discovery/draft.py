@@ -123,18 +123,21 @@ def public_bounds(c: DeclaredColumn, options: DraftOptions) -> tuple[float, floa
 def draft_cost(epsilon: float, delta: float, n_categorical: int) -> PrivacyCost:
     """The draft's charge: (epsilon, delta)-DP in all, the categorical thresholds' delta inside delta.
 
-    With categorical thresholds, rho is the largest that fits (epsilon, delta * (1 - F)) in zCDP, F =
+    With categorical thresholds, rho is the largest that fits (epsilon, delta - F * delta) in zCDP, F =
     ``THRESHOLD_DELTA_FRACTION``, and the thresholds use at most F * delta in total (split over the
-    columns by the caller), so the Gaussian part and the thresholds together are (epsilon, delta)-DP:
-    the statement in the header and the ledger is true. As the run's discovery (``plan_discovery``).
+    columns by the caller), recorded as the cost's ``extra_delta`` (approximate zCDP), so the Gaussian
+    part and the thresholds together are (epsilon, delta)-DP: the statement in the header and in the
+    ledger (which converts the rhos at delta less the additive deltas) is true. As ``plan_discovery``.
     """
-    gaussian_delta = delta * (1.0 - THRESHOLD_DELTA_FRACTION) if n_categorical else delta
-    rho = rho_allowance(epsilon, gaussian_delta)
+    thresholds_delta = THRESHOLD_DELTA_FRACTION * delta if n_categorical else 0.0
+    rho = rho_allowance(epsilon, delta - thresholds_delta)
     notes = ["schema draft: Gaussian histograms (values, log-scale and fine grids) and thresholds"]
     if n_categorical:
         notes.append(f"categorical thresholds: at most {THRESHOLD_DELTA_FRACTION * delta:.3g} of delta in total "
                      f"(over {n_categorical} column(s)), inside the stated delta")
-    return PrivacyCost.zcdp(rho, f"schema draft: {rho:.6g}-zCDP", tuple(notes))
+    # approximate zCDP: the ledger adds the thresholds' delta and converts the rhos at the rest of delta
+    return PrivacyCost.zcdp(rho, f"schema draft: {rho:.6g}-zCDP", tuple(notes),
+                            extra_delta=thresholds_delta)
 
 
 def declared_entry(c: DeclaredColumn, text_source: bool) -> ColumnDraft:

@@ -122,11 +122,14 @@ class BudgetLedger:
         self._add_missing_columns()
 
     def _add_missing_columns(self) -> None:
-        """Ledgers written by earlier versions lack noise_drawn_at: add it (NULL: no claim recorded)."""
+        """Ledgers written by earlier versions lack noise_drawn_at (NULL: no claim recorded) and extra_delta
+        (NULL: 0, every earlier charge was plain zCDP or pure): add them."""
         columns = {c["name"] for c in sa.inspect(self._engine).get_columns("privsynth_charges")}
-        if "noise_drawn_at" not in columns:
-            with self._engine.begin() as conn:
-                conn.execute(sa.text("ALTER TABLE privsynth_charges ADD COLUMN noise_drawn_at VARCHAR(40)"))
+        added = {"noise_drawn_at": "VARCHAR(40)", "extra_delta": "DOUBLE PRECISION"}
+        for name, sql_type in added.items():
+            if name not in columns:
+                with self._engine.begin() as conn:
+                    conn.execute(sa.text(f"ALTER TABLE privsynth_charges ADD COLUMN {name} {sql_type}"))
 
     @contextmanager
     def _transaction(self, lock: int | None = None) -> Iterator[Connection]:
@@ -161,6 +164,7 @@ class BudgetLedger:
                 guarantee=r["guarantee"],
                 description=r["description"],
                 created_at=r["created_at"],
+                extra_delta=float(r["extra_delta"] or 0.0),
             )
             for r in rows
         ]
@@ -250,7 +254,8 @@ class BudgetLedger:
         if match is None:
             return None
         same = match.is_dp == cost.is_dp and (
-            not cost.is_dp or (match.rho == float(cost.rho) and match.pure_epsilon == cost.pure_epsilon)
+            not cost.is_dp or (match.rho == float(cost.rho) and match.pure_epsilon == cost.pure_epsilon
+                               and match.extra_delta == float(cost.extra_delta))
         )
         if not same:
             raise ReleaseKeyConflictError(
@@ -286,6 +291,7 @@ class BudgetLedger:
                 guarantee=cost.guarantee,
                 description=description,
                 created_at=now_iso(),
+                extra_delta=float(cost.extra_delta) if cost.is_dp else 0.0,
             )
             charge_id = conn.execute(CHARGES.insert().values(**values)).inserted_primary_key[0]
             record = ChargeRecord(

@@ -114,7 +114,9 @@ def _discover(ctx) -> DiscoveryOutcome:
             secret = ctx.ledger.release_secret()
             key = release_key(secret, "discovery", "no-schema", "discovery", {"columns": [d.column.name for d in read],
                                                                      "rho": rho}, parameters.seed, ctx.run_id)
-            cost = PrivacyCost.zcdp(rho, f"discovery: {rho:.6g}-zCDP (DP column facts, categories, bounds, edges)")
+            # approximate zCDP: the categorical thresholds' delta (at most THRESHOLD_DELTA_FRACTION of delta)
+            cost = PrivacyCost.zcdp(rho, f"discovery: {rho:.6g}-zCDP (DP column facts, categories, bounds, edges)",
+                                    extra_delta=THRESHOLD_DELTA_FRACTION * parameters.delta)
             receipt = ctx.ledger.charge(plan.dataset, key, cost, "discovery (the run's schema)",
                                         require_budget=not plan.unlimited)
             ctx.ledger.claim_noise(plan.dataset, key)

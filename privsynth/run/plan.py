@@ -148,7 +148,7 @@ def plan_discovery(parameters: RunParameters) -> DiscoveryPlan:
     rho = rho_allowance(parameters.epsilon, delta * (1.0 - THRESHOLD_DELTA_FRACTION))
     total = PrivacyCost.zcdp(rho, f"run with discovery: {rho:.6g}-zCDP in all (discovery, then the mechanism)",
                              (f"categorical thresholds: at most {THRESHOLD_DELTA_FRACTION * delta:.3g} of delta, "
-                              "inside the stated delta",))
+                              "inside the stated delta",), extra_delta=THRESHOLD_DELTA_FRACTION * delta)
     return DiscoveryPlan(total, rho, parameters.discovery_share)
 
 

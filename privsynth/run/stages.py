@@ -341,7 +341,8 @@ def run_total(ctx: RunContext, discovery) -> dict:
     from privsynth.privacy.accounting import PrivacyCost
 
     total = ctx.plan.discovery.total
-    spent = PrivacyCost.zcdp(discovery.rho + ctx.plan.cost.rho, "this run: discovery, then the mechanism", total.notes)
+    spent = PrivacyCost.zcdp(discovery.rho + ctx.plan.cost.rho, "this run: discovery, then the mechanism", total.notes,
+                             extra_delta=total.extra_delta)  # the thresholds' delta, inside the stated delta
     return {"epsilon": ctx.plan.parameters.epsilon, "delta": ctx.plan.delta, "cost": spent.report(ctx.plan.delta),
             "statement": epsilon_statement(spent, ctx.plan.delta),
             "parts": {"discovery_rho": discovery.rho, "mechanism_rho": ctx.plan.cost.rho}}
