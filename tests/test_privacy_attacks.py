@@ -646,6 +646,21 @@ def test_one_record_outside_a_chosen_bound_does_not_decide_whether_a_release_exi
     assert exact["failed_expectations"] == 1  # the owner still sees it
 
 
+def test_the_exact_validation_report_never_reaches_a_remote_run_folder(tmp_path):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    bad = toy_frame(300)
+    bad.loc[3, "size"] = 75
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    privsynth.Ledger(ledger).set_budget("toy", epsilon=10.0, pure=True)
+    privsynth.synthesize(bad, _bounded_schema(), epsilon=1.0, ledger=ledger, output="memory://shared/runs/validated",
+                         release_store=tmp_path / "store", **FAST)
+    names = fs.find("/shared/runs/validated")
+    assert any(p.endswith("/validation.json") for p in names) and not any("internal-validation" in p for p in names)
+    assert b"size" not in fs.cat("/shared/runs/validated/validation.json")
+
+
 def test_an_unbudgeted_run_still_refuses_a_failing_input_with_a_value_free_message(tmp_path):
     bad = toy_frame(300)
     bad.loc[3, "size"] = 75
