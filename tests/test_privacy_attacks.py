@@ -306,11 +306,11 @@ import os, sys, time
 sys.path.insert(0, sys.argv[4])
 import privsynth
 from conftest import TOY_SCHEMA, toy_frame
-from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
 from privsynth.schema import parse_schema
 
 ledger, output, go = sys.argv[1:4]
 frame, schema = toy_frame(200), parse_schema(TOY_SCHEMA)
+open(output + ".ready", "w").close()
 while not os.path.exists(go):  # every process is imported and ready before any run starts
     time.sleep(0.01)
 try:
@@ -360,7 +360,9 @@ def _race_eight_runs(ledger: str, tmp_path: Path) -> list[str]:
     go = tmp_path / "go"
     runs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_RUN, ledger, str(tmp_path / f"run-{i}"), str(go), tests],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for i in range(8)]
-    time.sleep(3.0)
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"run-{i}.ready").exists() for i in range(8)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     go.touch()
     results = []
     for run in runs:
