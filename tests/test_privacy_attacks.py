@@ -358,8 +358,9 @@ def _race_eight_runs(ledger: str, tmp_path: Path) -> list[str]:
     tests = str(Path(__file__).resolve().parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tests).parent), os.environ.get("PYTHONPATH", "")])}
     go = tmp_path / "go"
-    runs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_RUN, ledger, str(tmp_path / f"run-{i}"), str(go), tests],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for i in range(8)]
+    runs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_RUN, ledger, str(tmp_path / f"run-{i}"), str(go),
+                              tests], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            for i in range(8)]
     deadline = time.monotonic() + 120
     while not all((tmp_path / f"run-{i}.ready").exists() for i in range(8)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -379,7 +380,8 @@ def _check_five_released_three_refused(ledger: str, results: list[str]) -> None:
 
 
 @pytest.mark.slow
-def test_eight_concurrent_runs_on_a_sqlite_ledger_release_exactly_what_the_budget_fits(tmp_path, isolated_privsynth_home):
+def test_eight_concurrent_runs_on_a_sqlite_ledger_release_exactly_what_the_budget_fits(tmp_path,
+                                                                                      isolated_privsynth_home):
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     _check_five_released_three_refused(ledger, _race_eight_runs(ledger, tmp_path))
 
@@ -406,16 +408,18 @@ AIM_FAST = dict(mechanism="aim", rows=50, options={"k": 2, "rounds_cap": 2, "ite
                                                    "final_iterations": 20})
 
 
-def _counts_rebuilt_from_public_files(run_dir: Path) -> list[np.ndarray]:
+def _counts_rebuilt_from_public_files(run_dir: Path, secret: bytes | None = None) -> list[np.ndarray]:
     """The attacker: the seed (privacy.json) and the release key (manifest.json) rebuild a seeded stream the
-    documented way; aim's first draws are the one-way marginals in column order, at the published scale."""
+    documented way; aim's first draws are the one-way marginals in column order, at the published scale.
+    ``secret``: the same with the ledger's secret (what only the owner holds)."""
     import pyarrow.parquet as pq
 
+    from privsynth.privacy.keys import noise_stream_key
     from privsynth.privacy.noise import SeededNoise
 
     seed = json.loads((run_dir / "privacy.json").read_text())["noise"]["seed"]
     key = json.loads((run_dir / "manifest.json").read_text())["facts"]["release_key"]
-    stream = SeededNoise(seed, key)
+    stream = SeededNoise(seed, key if secret is None else noise_stream_key(secret, seed, key))
     stream.authorize("attacker")
     n_attributes = len(json.loads((run_dir / "encoding.json").read_text())["domain"]["names"])
     one_way = pq.read_table(run_dir / "measurements.parquet").to_pylist()[:n_attributes]
@@ -427,8 +431,10 @@ def test_a_seeded_release_cannot_be_denoised_from_its_public_files(tmp_path):
     noise gave the exact one-way counts (integers summing to n)."""
     import shutil
 
+    import pyarrow.parquet as pq
+
     ledger_file = tmp_path / "ledger.sqlite"
-    privsynth.Ledger(f"sqlite:///{ledger_file}").release_secret()  # the ledger and its secret exist
+    secret = privsynth.Ledger(f"sqlite:///{ledger_file}").release_secret()  # the ledger and its secret exist
     shutil.copy(ledger_file, tmp_path / "same-owner.sqlite")  # the owner's copy: the same secret, no charges
     frame = toy_frame(500)
     release = _run(frame, tmp_path, "run", epsilon=1.0, seed=11, ledger=f"sqlite:///{ledger_file}", **AIM_FAST)
@@ -437,11 +443,12 @@ def test_a_seeded_release_cannot_be_denoised_from_its_public_files(tmp_path):
     # Exact counts are integers; noise of the published scale leaves almost none within 1e-6 of one.
     assert not all(np.allclose(c, np.round(c), atol=1e-6) for c in rebuilt)
     assert not any(np.isclose(c.sum(), 500, atol=1e-6) for c in rebuilt)
+    # The attack itself is sound: with the secret (the owner's ledger) the same steps give the exact counts.
+    exact = _counts_rebuilt_from_public_files(release.run_dir, secret)
+    assert all(np.allclose(c, np.round(c), atol=1e-6) and np.isclose(c.sum(), 500) for c in exact)
     # The owner (the same secret) still reproduces the seeded release exactly.
     again = _run(frame, tmp_path, "again", epsilon=1.0, seed=11, ledger=f"sqlite:///{tmp_path / 'same-owner.sqlite'}",
                  release_store=tmp_path / "other-store", **AIM_FAST)
-    import pyarrow.parquet as pq
-
     first = pq.read_table(release.run_dir / "measurements.parquet").to_pylist()
     second = pq.read_table(again.run_dir / "measurements.parquet").to_pylist()
     assert first == second
@@ -539,7 +546,8 @@ def test_a_seeded_draft_on_a_budgeted_dataset_needs_explicit_consent_before_any_
     with pytest.raises(privsynth.BudgetNotSetError, match="testing feature"):
         draft_schema(str(data), DraftOptions(name="people", epsilon=1.0, ledger=ledger, seed=4))
     assert privsynth.Ledger(ledger).history("people") == []
-    draft_schema(str(data), DraftOptions(name="people", epsilon=1.0, ledger=ledger, seed=4, allow_seed_with_budget=True))
+    draft_schema(str(data), DraftOptions(name="people", epsilon=1.0, ledger=ledger, seed=4,
+                                         allow_seed_with_budget=True))
     assert len(privsynth.Ledger(ledger).history("people")) == 1
 
 

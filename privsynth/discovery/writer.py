@@ -46,8 +46,9 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_
                  f"delta {options.delta:g})-DP in total, rho {cost.rho:.6g}-zCDP, charged to dataset {dataset!r} in "
                  "the budget ledger before any value was read. Values not marked are PUBLIC (your flags, the "
                  "declared types)."),
-                 (f"# The categorical thresholds use at most {THRESHOLD_DELTA_FRACTION * options.delta:.3g} of that delta "
-                 "(a value seen in one row is released with at most that probability); the rest is the Gaussian part's."),
+                 (f"# The categorical thresholds use at most {THRESHOLD_DELTA_FRACTION * options.delta:.3g} of that "
+                 "delta (a value seen in one row is released with at most that probability); the rest is the "
+                 "Gaussian part's."),
                  "# They are data-dependent (DP) metadata: prefer public documentation where it exists.",
                  ("# Drafted categorical columns map every unlisted value to <out-of-domain>; drafted numeric and "
                  "temporal columns clip values outside their bounds: the run accepts the file as written.")]

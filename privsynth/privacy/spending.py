@@ -56,7 +56,8 @@ def check_cost(cost: PrivacyCost) -> None:
         raise ValueError(f"a DP cost needs a finite rho > 0, got {cost.rho!r}")
     if cost.pure_epsilon is not None and not (math.isfinite(cost.pure_epsilon) and cost.pure_epsilon > 0):
         raise ValueError(f"pure_epsilon must be None or a finite number > 0, got {cost.pure_epsilon!r}")
-    if not (isinstance(cost.extra_delta, (int, float)) and math.isfinite(cost.extra_delta) and 0 <= cost.extra_delta < 1):
+    extra = cost.extra_delta
+    if not (isinstance(extra, (int, float)) and math.isfinite(extra) and 0 <= extra < 1):
         raise ValueError(f"extra_delta must be a number in [0, 1), got {cost.extra_delta!r}")
     if cost.pure_epsilon is not None and cost.extra_delta > 0:
         raise ValueError("a pure-DP cost has no additive delta (extra_delta must be 0)")

@@ -314,7 +314,8 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     atomic_write_bytes(target / "audit.md", render_markdown(audit, audit.get("plots", [])).encode(), private=True)
     if location is not None and is_remote(location):
         # Uploaded to the private place the owner named; never to the (public) run folder.
-        RemoteFolder(location).push(target, [p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()])
+        names = [p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()]
+        RemoteFolder(location).push(target, names)
     audit["location"] = location if location is not None else f"{ctx.folder.location}/internal-audit"
     ctx.progress(f"audit (INTERNAL, not DP): written to {audit['location']}")
     return audit

@@ -46,5 +46,6 @@ from privsynth.privacy.audit.targets import (
 )
 
 __all__ = ["AUDIT_DELTAS", "AuditResult", "AuditTarget", "Bound", "GAUSSIAN_STEPS", "LAPLACE_STEPS", "Neighbours",
-           "STEP_TARGETS", "ScaledNoise", "TARGETS", "broken_threshold", "clopper_pearson", "epsilon_lower_bound", "format_results",
+           "STEP_TARGETS", "ScaledNoise", "TARGETS",
+           "broken_threshold", "clopper_pearson", "epsilon_lower_bound", "format_results",
            "function_target", "neighbours", "run_audit", "scaled", "secure_noise", "seeded_noise"]
