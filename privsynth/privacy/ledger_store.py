@@ -80,6 +80,8 @@ CHARGES = sa.Table(
     sa.Column("created_at", sa.String(40), nullable=False),
     # Set (once) when the noise of this release is drawn; see claim_noise.
     sa.Column("noise_drawn_at", sa.String(40), nullable=True),
+    # approximate zCDP: the charge's additive delta (categorical thresholds); NULL in older ledgers: 0
+    sa.Column("extra_delta", sa.Double, nullable=True),
     sa.UniqueConstraint("dataset", "release_key", name="uq_privsynth_charges_release"),
 )
 

@@ -105,6 +105,31 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
                       keep_private=parameters.keep_private, progress=say)
 
 
+def has_budget(ledger, dataset: str) -> bool:
+    """Whether ``dataset`` has a privacy budget in ``ledger`` (an owner's setting: public to the run)."""
+    from privsynth.privacy.ledger import UnknownDatasetError
+
+    try:
+        return ledger.status(dataset)[0].epsilon is not None
+    except UnknownDatasetError:
+        return False
+
+
+def check_seed_with_budget(dataset: str, *, budgeted: bool, seeded: bool, allowed: bool) -> None:
+    """Refuse a seed on a dataset with a budget unless explicitly allowed (docs/design.md 5.6), before any charge.
+
+    Seeded noise is a testing feature (reproducible numpy streams, not hardened against floating-point
+    attacks): on a guarded dataset it must be an explicit choice. One check for runs and drafts.
+    """
+    from privsynth.privacy.ledger import BudgetNotSetError
+
+    if budgeted and seeded and not allowed:
+        raise BudgetNotSetError(
+            f"dataset {dataset!r} has a privacy budget and --seed was given: seeded noise is a testing feature "
+            "(reproducible, not hardened against floating-point attacks); omit --seed, or pass "
+            "--allow-seed-with-budget to accept it (nothing was read or charged)")
+
+
 def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool, seeded: bool,
                     allow_seed_with_budget: bool, resumed_key: str | None = None,
                     public_example: bool = False) -> str:
@@ -138,11 +163,7 @@ def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool,
             return (f"dataset {dataset!r} is the bundled example, public data (UCI Adult): it needs no budget; "
                     "the spend is recorded in the ledger (`privsynth budget show`)")
         return f"dataset {dataset!r} has no budget: spending WITHOUT A LIMIT (explicitly allowed by --unlimited)"
-    if seeded and not allow_seed_with_budget:
-        raise BudgetNotSetError(
-            f"dataset {dataset!r} has a privacy budget and --seed was given: seeded noise is a testing feature "
-            "(reproducible, not hardened against floating-point attacks); omit --seed, or pass "
-            "--allow-seed-with-budget to accept it (nothing was read or charged)")
+    check_seed_with_budget(dataset, budgeted=True, seeded=seeded, allowed=allow_seed_with_budget)
     if resumed_key is not None and ledger.find_charge(dataset, resumed_key) is not None:
         return f"dataset {dataset!r}: this run's release is already charged; resuming without a new charge"
     if not cost.is_dp:
