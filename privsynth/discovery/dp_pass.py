@@ -38,7 +38,7 @@ def release_key_for(ledger, columns: list[DeclaredColumn], config: dict) -> str:
 
 def check_draft_seed(ledger, dataset: str, options: DraftOptions) -> None:
     """A seeded draft on a dataset with a budget needs ``allow_seed_with_budget``, checked before the charge."""
-    from privsynth.run.prepare import check_seed_with_budget, has_budget
+    from privsynth.privacy.seeds import check_seed_with_budget, has_budget
 
     if options.seed is None:
         return

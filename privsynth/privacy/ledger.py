@@ -33,7 +33,6 @@ text type refuses) is sent for it, and it does not depend on the server's hash f
 
 from __future__ import annotations
 
-import hashlib
 import math
 import secrets
 from collections.abc import Iterator, Sequence
@@ -65,6 +64,7 @@ from privsynth.privacy.ledger_store import (
     LEDGER_URL_ENV,
     METADATA,
     SECRETS,
+    advisory_lock_key,
     default_ledger_url,
     display_url,
     make_engine,
@@ -436,20 +436,6 @@ class BudgetLedger:
         )
         listing = ", ".join(repr(k) for k in known[:20]) if known else "none"
         return f"the ledger has no budget or charge for dataset {dataset!r} (known datasets: {listing})"
-
-
-def advisory_lock_key(scope: str, name: str = "") -> int:
-    """A stable signed 64-bit PostgreSQL advisory-lock key for one ledger scope.
-
-    ``scope`` is "dataset" (``name`` the dataset: charges of one dataset serialise) or "secret" (the
-    one-time creation of the release-key secret). Distinct scopes never share a key short of a
-    64-bit collision, which would only serialise two transactions, never break one. The key is
-    derived in Python rather than by ``hashtextextended`` so nothing textual reaches the server.
-    """
-    if scope not in ("dataset", "secret"):
-        raise ValueError(f"unknown ledger lock scope {scope!r}")
-    digest = hashlib.sha256(f"privsynth-ledger-lock/{scope}/{name}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 @dataclass(frozen=True)

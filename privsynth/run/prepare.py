@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.seeds import check_seed_with_budget, has_budget  # noqa: F401  (has_budget: re-exported)
 from privsynth.run import phase
 from privsynth.run.context import RunContext, logger
 from privsynth.run.runfolder import RunFolder
@@ -103,31 +104,6 @@ def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, r
         data = parameters.input or bundled_example()[0]
     return RunContext(plan, data, folder, ledger, ReleaseStore(release_store), run_id=run_id,
                       keep_private=parameters.keep_private, progress=say)
-
-
-def has_budget(ledger, dataset: str) -> bool:
-    """Whether ``dataset`` has a privacy budget in ``ledger`` (an owner's setting: public to the run)."""
-    from privsynth.privacy.ledger import UnknownDatasetError
-
-    try:
-        return ledger.status(dataset)[0].epsilon is not None
-    except UnknownDatasetError:
-        return False
-
-
-def check_seed_with_budget(dataset: str, *, budgeted: bool, seeded: bool, allowed: bool) -> None:
-    """Refuse a seed on a dataset with a budget unless explicitly allowed (docs/design.md 5.6), before any charge.
-
-    Seeded noise is a testing feature (reproducible numpy streams, not hardened against floating-point
-    attacks): on a guarded dataset it must be an explicit choice. One check for runs and drafts.
-    """
-    from privsynth.privacy.ledger import BudgetNotSetError
-
-    if budgeted and seeded and not allowed:
-        raise BudgetNotSetError(
-            f"dataset {dataset!r} has a privacy budget and --seed was given: seeded noise is a testing feature "
-            "(reproducible, not hardened against floating-point attacks); omit --seed, or pass "
-            "--allow-seed-with-budget to accept it (nothing was read or charged)")
 
 
 def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool, seeded: bool,

@@ -62,7 +62,7 @@ def stage_validate(ctx: RunContext) -> dict:
 
     delta is never checked here against the exact n (an oracle for n): see ``check_delta_against_public_rows``.
     """
-    from privsynth.run.prepare import has_budget
+    from privsynth.privacy.seeds import has_budget
 
     handle = ctx.handle()
     report = handle.validate()
