@@ -7,7 +7,8 @@ Three sections:
 2. The same steps with OpenDP's samplers (production noise), ``--secure-runs`` runs per table.
 3. Every mechanism end to end on a 60-record table with small configs: as released, and broken with
    every noise scale x 0.5 and x 0.1 (``--broken``); ``--runs`` runs per table (``--cheap-runs`` for
-   microaggregation and schema_draft, whose runs take a millisecond or two).
+   microaggregation and schema_draft, whose runs take a millisecond or two). "schema_draft: singleton"
+   (a value held by the canary alone: the category threshold's case) is broken by its threshold instead.
 
 "lower bound (est, upper)": the 95% lower bound on epsilon (upper ends of the error rates' two-sided 95%
 Clopper-Pearson intervals, so the bound holds with probability >= 95%), the point estimate, and the
@@ -48,8 +49,11 @@ def parse() -> argparse.Namespace:
     return ap.parse_args()
 
 
-CHEAP = ("microaggregation", "schema_draft")
+CHEAP = ("microaggregation", "schema_draft", "schema_draft: singleton")
 NOISELESS = ("private_sampling",)   # no noise scale to break; its box bound caps every density ratio
+# The singleton target audits the category threshold: its broken variant is the threshold (Phi^-1 forgotten),
+# not a noise scale (a smaller noise only makes a count-1 value less likely to pass the unchanged threshold).
+THRESHOLD_ONLY = ("schema_draft: singleton",)
 
 
 def verdict(result, broken: bool) -> str:
@@ -70,7 +74,15 @@ def show(results, broken_flags) -> None:
 def main() -> None:
     args = parse()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from privsynth.privacy.audit import STEP_TARGETS, TARGETS, run_audit, scaled, secure_noise, seeded_noise
+    from privsynth.privacy.audit import (
+        STEP_TARGETS,
+        TARGETS,
+        broken_threshold,
+        run_audit,
+        scaled,
+        secure_noise,
+        seeded_noise,
+    )
     only = {s.strip() for s in args.only.split(",") if s.strip()}
 
     def wanted(name: str) -> bool:
@@ -109,7 +121,11 @@ def main() -> None:
             runs = args.cheap_runs if name in CHEAP else args.runs
             results = [run_audit(build(), runs, base(0), variant="as released")]
             flags = [False]
-            if name not in NOISELESS:
+            if name in THRESHOLD_ONLY:
+                with broken_threshold():
+                    results.append(run_audit(build(), runs, base(1), variant="threshold broken"))
+                flags.append(True)
+            elif name not in NOISELESS:
                 for factor in factors:
                     r = args.broken_runs if (args.broken_runs and factor < 0.5 and name not in CHEAP) else runs
                     results.append(run_audit(build(), r, scaled(base(1), factor),

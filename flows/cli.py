@@ -3,7 +3,8 @@
     privsynth run [--input PATH_OR_URL] [--schema schemas/x.yaml] [--mechanism NAME]
                   [--epsilon 1.0] [--delta 1e-9] [--rows N] [--seed S] [--output DIR]
                   [--sink duckdb:PATH?table=NAME] [--dataset NAME] [--ledger URL] [--unlimited]
-                  [--public-rows N] [--option KEY=VALUE ...] [--audit [--audit-target COLUMN]]
+                  [--public-rows N] [--option KEY=VALUE ...]
+                  [--audit [--audit-target COLUMN] [--audit-location PRIVATE_PATH_OR_URL]]
     privsynth feasibility --schema schemas/x.yaml --rows-available N --epsilon E [--rows K] [--degree D]
     privsynth budget set DATASET --epsilon E [--delta D | --pure] [--ledger URL]
     privsynth budget show [DATASET] [--ledger URL]
@@ -95,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--audit", action="store_true", help="also write the INTERNAL (not DP) audit against the real "
                      "data to DIR/internal-audit/ (never sent to Prefect)")
     run.add_argument("--audit-target", help="with --audit: column for the train-on-synthetic / test-on-real score")
+    run.add_argument("--audit-location", help="with --audit: a PRIVATE folder (path or fsspec URL) for the internal "
+                     "audit instead of DIR/internal-audit/; required with a remote --output (never uploaded there)")
     run.add_argument("--public", action="append", metavar="SOURCE", help="without --schema: a data contract whose "
                      "facts are PUBLIC (dbt schema.yml, GX suite, Frictionless schema, db:); repeatable")
     run.add_argument("--public-model", help="the dbt model to read when a schema.yml holds several")
@@ -202,6 +205,7 @@ def command_run(args: argparse.Namespace) -> int:
         "unlimited": args.unlimited or None, "public_rows": args.public_rows, "credentials_block": args.credentials_block,
         "allow_seed_with_budget": args.allow_seed_with_budget or None, "audit": args.audit or None,
         "keep_private": args.keep_private or None, "audit_target": args.audit_target,
+        "audit_location": args.audit_location,
         "fine_decoding": args.fine_decoding, "public": args.public, "public_model": args.public_model,
         "discovery_share": args.discovery_share}.items() if v is not None}
     parameters = parse_parameters(values)

@@ -98,6 +98,7 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
                rows: int | None = None, public_rows: int | None = None, output: str | Path | None = None,
                sink: str | None = None, release_store: str | Path | None = None, unlimited: bool = False,
                allow_seed_with_budget: bool = False, audit: bool = False, audit_target: str | None = None,
+               audit_location: str | None = None,
                public: list[str] | None = None, public_model: str | None = None,
                discovery_share: float | None = None, progress: Callable[[str], None] | None = None) -> Release:
     """Release a DP synthetic table of ``data`` (the same run as ``privsynth run``, without Prefect).
@@ -121,7 +122,8 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
         mechanism=mechanism or DEFAULT_MECHANISM, epsilon=epsilon, delta=DEFAULT_DELTA if delta is None else delta,
         rows=rows, public_rows=public_rows, seed=seed, allow_seed_with_budget=allow_seed_with_budget,
         output=None if output is None else str(output), sink=sink, dataset=dataset, ledger=ledger, unlimited=unlimited,
-        mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target, public=list(public or []),
+        mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target,
+        audit_location=None if audit_location is None else str(audit_location), public=list(public or []),
         public_model=public_model, discovery_share=discovery_share)
     with forwarded_progress(progress):
         ctx = prepare_run(parameters, data=data if in_memory else None, schema=schema_obj, release_store=release_store,

@@ -1,6 +1,7 @@
-"""Opt-in: the INTERNAL (not DP) audit against the real data, written to internal-audit/.
+"""Opt-in: the INTERNAL (not DP) audit against the real data, written to internal-audit/ (or the
+owner's --audit-location).
 
-Its figures are never returned to Prefect: the task returns nothing but a marker, and the flow
+Its figures are never returned to Prefect: the task returns only where the audit is, and the flow
 publishes no artifact of it (docs/design.md 5.4).
 """
 
@@ -11,8 +12,8 @@ from tasks.common import TASK_DEFAULTS
 
 
 def audit_kept_local(ctx, statistics, rounding) -> dict:
-    stage_audit(ctx, statistics, rounding)
-    return {"internal_audit": str(ctx.folder.file("internal-audit"))}
+    audit = stage_audit(ctx, statistics, rounding)
+    return {"location": audit["location"]}  # where the audit is, never what it says
 
 
 audit_task = task(audit_kept_local, name="audit (internal)", **TASK_DEFAULTS)

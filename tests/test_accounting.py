@@ -224,3 +224,24 @@ def test_the_allowance_never_converts_above_the_request_and_reads_as_the_request
     assert epsilon_from_rho(rho, delta) <= epsilon
     assert epsilon_from_rho(rho, delta) == pytest.approx(epsilon, rel=1e-9)
     assert PrivacyCost.zcdp(rho, "g").report(delta)["epsilon_at_delta"] == epsilon
+
+
+def test_additive_deltas_compose_inside_the_budgets_delta():
+    """Approximate zCDP (categorical thresholds): rhos add, additive deltas add, and the zCDP part is
+    converted at the budget's delta less their sum; a pure cost carries none."""
+    from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
+    from privsynth.privacy.spending import check_cost, epsilon_spent, fits_budget, remaining_rho
+
+    delta = 1e-6
+    a = PrivacyCost.zcdp(0.02, "a", extra_delta=1e-9)
+    b = PrivacyCost.zcdp(0.03, "b", extra_delta=2e-9)
+    assert a.epsilon_at(delta) == pytest.approx(epsilon_from_rho(0.02, delta - 1e-9))
+    assert epsilon_spent([a, b], delta) == pytest.approx(epsilon_from_rho(0.05, delta - 3e-9))
+    assert epsilon_spent([a, b], delta) > epsilon_spent([PrivacyCost.zcdp(0.05, "plain")], delta)
+    assert PrivacyCost.zcdp(0.1, "c", extra_delta=delta).epsilon_at(delta) == math.inf
+    eps = epsilon_spent([a, b], delta)
+    assert fits_budget([a, b], eps, delta) and not fits_budget([a, b], eps * 0.999, delta)
+    assert remaining_rho([a], 1.0, delta) == pytest.approx(
+        remaining_rho([PrivacyCost.zcdp(0.02, "x")], 1.0, delta - 1e-9), rel=1e-9)
+    with pytest.raises(ValueError, match="additive delta"):
+        check_cost(PrivacyCost(rho=0.5, pure_epsilon=1.0, extra_delta=1e-9))

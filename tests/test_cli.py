@@ -28,7 +28,7 @@ CONTRACT_OPTIONS = ("--input", "--schema", "--mechanism", "--epsilon", "--delta"
 FIELD_OPTIONS = {"input": "--input", "schema_file": "--schema", "mechanism": "--mechanism", "epsilon": "--epsilon",
                  "delta": "--delta", "rows": "--rows", "seed": "--seed", "output": "--output", "sink": "--sink",
                  "dataset": "--dataset", "ledger": "--ledger", "mechanism_options": "--option",
-                 "audit_target": "--audit-target", "public_rows": "--public-rows",
+                 "audit_target": "--audit-target", "audit_location": "--audit-location", "public_rows": "--public-rows",
                  "allow_seed_with_budget": "--allow-seed-with-budget", "unlimited": "--unlimited", "audit": "--audit",
                  "keep_private": "--keep-private", "credentials_block": "--credentials-block",
                  "fine_decoding": "--fine-decoding", "public": "--public", "public_model": "--public-model",

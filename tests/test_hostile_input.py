@@ -16,12 +16,12 @@ and the one-line message.
 Where a case is refused: "plan" (the parameters, schema and limits, before any folder is written
 or the ledger opened), "budget" (the ledger's pre-check, before the run folder is written or the
 data opened), "read" (reading the input, in the validate stage), "validate" (the schema's
-expectations; validation.json says which failed) and "delta" (delta >= 1/n, after validation).
+expectations; validation.json says which failed). delta >= 1/n is refused at "plan" against a declared
+--public-rows only: n itself is private, and a refusal on the exact n would be an oracle for it.
 
 A one-row table is a legitimate input: the DP guarantee is about neighbouring tables and holds for
-any n, so it is released like any other (its synthetic rows carry essentially no signal); what
-trips on tiny tables is delta >= 1/n, which is refused with a count-free message before anything
-is charged.
+any n, so it is released like any other (its synthetic rows carry essentially no signal); a delta
+that is not below 1/n is warned about in privacy.json from the DP estimate of n, never refused on n.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from privsynth.privacy.ledger import (
 )
 from privsynth.run.context import direct
 from privsynth.run.parameters import ParameterError, parse_parameters
-from privsynth.run.plan import check_delta_against_rows
+from privsynth.run.plan import check_delta_against_public_rows
 from privsynth.run.prepare import prepare_run
 from privsynth.run.runfolder import RunFolder, RunFolderError
 from privsynth.run.stages import execute
@@ -223,7 +223,7 @@ def _good(**overrides):
 
 def _delta_too_large(tmp):
     _csv(tmp, good_frame())
-    return {"delta": 0.05}  # 1/n = 0.025
+    return {"delta": 0.05, "public_rows": 40}  # the declared 1/n = 0.025
 
 
 def _unwritable_output(tmp):
@@ -293,7 +293,8 @@ CASES = [
     ("epsilon not a number", _good(epsilon="abc"), ParameterError, r"^epsilon: Input should be a valid number", "plan"),
     ("epsilon NaN", _good(epsilon=float("nan")), ParameterError, r"^epsilon: Input should be a finite number$", "plan"),
     ("delta >= 1", _good(delta=1.0), ParameterError, r"^delta: Input should be less than 1$", "plan"),
-    ("delta >= 1/n", _delta_too_large, ParameterError, r"^delta 0\.05 is not below 1/n for this input \(n = its row count\)", "delta"),
+    ("delta >= 1/n", _delta_too_large, ParameterError,
+     r"^delta 0\.05 is not below 1/n for the declared --public-rows 40", "plan"),
     ("rows = 0", _good(rows=0), ParameterError, r"^rows: Input should be greater than or equal to 1$", "plan"),
     ("rows < 0", _good(rows=-5), ParameterError, r"^rows: Input should be greater than or equal to 1$", "plan"),
     ("unknown mechanism", _good(mechanism="magic"), ParameterError,
@@ -366,7 +367,7 @@ def _check_run_folder(run: Path, stage: str, name: str) -> None:
         assert not run.exists() or not any(run.iterdir()), f"{name}: refused before the run folder is written"
         return
     names = {p.name for p in run.iterdir()}
-    allowed = {"manifest.json", "validation.json"} | ({"encoding.json"} if stage == "delta" else set())
+    allowed = {"manifest.json", "validation.json"}
     assert names <= allowed, f"{name}: {sorted(names - allowed)} left in the run folder"
     manifest = json.loads((run / "manifest.json").read_text())
     assert "mechanism" not in manifest["stages"] and "finished" not in manifest
@@ -375,8 +376,6 @@ def _check_run_folder(run: Path, stage: str, name: str) -> None:
     if stage == "validate":
         assert manifest["stages"]["validate"]["success"] is False
         assert json.loads((run / "validation.json").read_text())["success"] is False
-    if stage == "delta":
-        assert json.loads((run / "validation.json").read_text())["success"] is True
 
 
 def _no_secret(text: str, where: str) -> None:
@@ -430,13 +429,11 @@ def test_a_too_wide_input_header_is_refused_before_the_rows_are_read(tmp_path, p
     assert "PRIVSYNTH_MAX_INPUT_COLUMNS" in str(info.value) and not (tmp_path / "run" / "validation.json").exists()
 
 
-def test_delta_message_does_not_state_the_row_count():
-    with pytest.raises(ParameterError) as info:
-        check_delta_against_rows(0.05, 37)
-    assert "37" not in str(info.value) and "0.027" not in str(info.value)
-    check_delta_against_rows(0.01, 99)  # 0.01 < 1/99: accepted
-    with pytest.raises(ParameterError):
-        check_delta_against_rows(0.01, 100)  # delta = 1/n exactly is refused
+def test_delta_is_checked_against_the_declared_public_rows_only():
+    check_delta_against_public_rows(0.05, None)  # no public n: nothing to check against (n is private)
+    check_delta_against_public_rows(0.01, 99)  # 0.01 < 1/99: accepted
+    with pytest.raises(ParameterError, match="--public-rows 100"):
+        check_delta_against_public_rows(0.01, 100)  # delta = 1/n exactly is refused
 
 
 # ---------------------------------------------------------------- flow level: nothing charged, stored, kept or lost
@@ -525,7 +522,7 @@ def test_flow_refuses_case_without_charge_release_orprivate_leftovers(case, harn
     assert _snapshot(other) == before
 
     _no_secret(message, "the error")
-    if stage in ("read", "validate", "budget", "delta"):
+    if stage in ("read", "validate", "budget"):
         # the refusal reached Prefect's logs as one WARNING line, without a traceback
         refusals = [line for line in prefect_logs if "refused (" in line]
         assert refusals and all(line.startswith("WARNING") for line in refusals), prefect_logs[-5:]
@@ -582,13 +579,12 @@ def test_a_one_row_table_is_released_like_any_other(harness, tmp_path, private_t
     assert len(synthetic) == 5 and list(synthetic.columns) == ["colour", "size", "weight", "member"]
     assert len(BudgetLedger(values["ledger"]).history("toy")) == 1
     assert result["privacy"]["pure_epsilon"] == pytest.approx(1.0)
-    # delta < 1/n = 1 always holds for n = 1; on a two-row table delta = 0.5 = 1/n trips, count-free.
+    # delta = 0.5 = 1/n on a two-row table is refused only when n = 2 is declared public, before the data.
     _csv(tmp_path, good_frame(2))
-    with pytest.raises(ParameterError, match=r"^delta 0\.5 is not below 1/n") as info:
-        synthesize(parse_parameters(values | {"delta": 0.5, "output": str(tmp_path / "run2")}),
+    with pytest.raises(ParameterError, match=r"^delta 0\.5 is not below 1/n for the declared --public-rows 2"):
+        synthesize(parse_parameters(values | {"delta": 0.5, "public_rows": 2, "output": str(tmp_path / "run2")}),
                    release_store=str(tmp_path / "releases"))
-    assert "2" not in str(info.value).replace("0.5", "")
-    assert not (tmp_path / "run2" / "release.parquet").exists()
+    assert not (tmp_path / "run2").exists()
     assert len(BudgetLedger(values["ledger"]).history("toy")) == 1
     assert private_leftovers(private_tmp) == []
 
@@ -615,6 +611,8 @@ def _cli_args(values: dict) -> list[str]:
         args.append("--unlimited")
     if "delta" in values:
         args += ["--delta", str(values["delta"])]
+    if values.get("public_rows") is not None:
+        args += ["--public-rows", str(values["public_rows"])]
     return args
 
 

@@ -138,8 +138,10 @@ def test_describe_and_factory():
     assert h["reproducible"] is False and h["hardened_against_floating_point_attacks"] is True and h["seed"] is None
     assert "OpenDP" in h["sampler"]
     assert isinstance(make_noise_source(None, "k"), SecureNoise) and make_noise_source(None, "k").secure
-    made = make_noise_source(5, "k")
+    made = make_noise_source(5, "k", b"s" * 32)
     assert isinstance(made, SeededNoise) and made.seed == 5 and not made.secure
+    with pytest.raises(ValueError, match="secret"):  # never a stream from the public seed and key alone
+        make_noise_source(5, "k")
 
 
 # ---------------------------------------------------------------- distributions (seeded)

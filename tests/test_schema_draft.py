@@ -125,13 +125,13 @@ def test_mechanism_accounting_by_hand():
     scores = sd.quantile_scores(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 2.0]), np.array([0.0, 2.0, 3.0, 4.0]), 0.5)
     assert scores.tolist() == [-2.0, -1.0, 0.0, -2.0]
     cost = sd.draft_cost(1.0, DEFAULT_DELTA, 2)
-    assert cost.rho == pytest.approx(rho_allowance(1.0, DEFAULT_DELTA))
-    assert epsilon_from_rho(cost.rho, DEFAULT_DELTA) == pytest.approx(1.0, rel=1e-6)
-    assert cost.pure_epsilon is None and any("1e-12 to delta" in n for n in cost.notes)
+    assert cost.rho == pytest.approx(rho_allowance(1.0, DEFAULT_DELTA * (1 - sd.THRESHOLD_DELTA_FRACTION)))
+    assert epsilon_from_rho(cost.rho, DEFAULT_DELTA * (1 - sd.THRESHOLD_DELTA_FRACTION)) == pytest.approx(1.0, rel=1e-6)
+    assert cost.pure_epsilon is None and any("1e-12 of delta" in n for n in cost.notes)
 
 
 def _authorised(seed: int):
-    noise = make_noise_source(seed, "test-key")
+    noise = make_noise_source(seed, "test-key", b"test-secret-of-32-bytes-length!!")
     noise.authorize("test-charge")
     return noise
 
@@ -191,7 +191,7 @@ def test_dp_pass_charges_once_before_reading_and_loads(parquet, tmp_path, monkey
     with BudgetLedger(url) as ledger:
         history = ledger.history("customers")
     assert len(history) == 1
-    assert history[0].cost().rho == pytest.approx(rho_allowance(1.0, DEFAULT_DELTA))
+    assert history[0].cost().rho == pytest.approx(rho_allowance(1.0, DEFAULT_DELTA * (1 - sd.THRESHOLD_DELTA_FRACTION)))
     assert result.read == 4  # age, income, colour, memo; never customer_id
     schema = load_schema(out)
     colour = schema.column("colour")

@@ -36,6 +36,16 @@ def release_key_for(ledger, columns: list[DeclaredColumn], config: dict) -> str:
     return release_key(secret, "schema-draft", schema_hash, "schema_draft", config, None, uuid.uuid4().hex)
 
 
+def check_draft_seed(ledger, dataset: str, options: DraftOptions) -> None:
+    """A seeded draft on a dataset with a budget needs ``allow_seed_with_budget``, checked before the charge."""
+    from privsynth.privacy.seeds import check_seed_with_budget, has_budget
+
+    if options.seed is None:
+        return
+    check_seed_with_budget(dataset, budgeted=has_budget(ledger, dataset), seeded=True,
+                           allowed=options.allow_seed_with_budget)
+
+
 def to_read(drafts: list[ColumnDraft], options: DraftOptions) -> list[ColumnDraft]:
     """Columns the DP pass reads (never identifiers, booleans, or columns settled by public values)."""
     return [d for d in drafts if needs(d, options) is not None]
@@ -57,14 +67,16 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
               "columns": [d.column.name for d in read]}
     ledger = BudgetLedger(options.ledger)
     try:
+        check_draft_seed(ledger, dataset, options)
         key = release_key_for(ledger, [d.column for d in drafts], config)
         # Charge BEFORE any value is read; then claim the draw; only then may noise be drawn.
         receipt = ledger.charge(dataset, key, cost, f"schema draft {options.name} (DP categories, bounds and bins)",
                                 require_budget=options.require_budget)
         ledger.claim_noise(dataset, key)
+        secret = ledger.release_secret() if options.seed is not None else None
     finally:
         ledger.close()
-    noise = make_noise_source(options.seed, key)
+    noise = make_noise_source(options.seed, key, secret)
     noise.authorize(receipt.reference)
     measure(table, read, options, cost.rho, delta_tau, noise)  # discovery.discover: one code path with the run
     return cost, dataset

@@ -46,6 +46,8 @@ class DraftOptions:
     # TESTING ONLY, as a run's --seed: reproducible numpy noise derived from the seed and the draft's release
     # key, not hardened against floating-point attacks. None: OpenDP's samplers.
     seed: int | None = None
+    # A seed on a dataset with a budget is refused unless allowed, as a run's --allow-seed-with-budget.
+    allow_seed_with_budget: bool = False
     # PUBLIC facts from data contracts and the source's catalogue (``--public``); the flags above join them
     public: PublicFacts = field(default_factory=PublicFacts)
 
@@ -119,13 +121,23 @@ def public_bounds(c: DeclaredColumn, options: DraftOptions) -> tuple[float, floa
 
 
 def draft_cost(epsilon: float, delta: float, n_categorical: int) -> PrivacyCost:
-    """The draft's charge: rho, the largest that fits (epsilon, delta) in zCDP, with the thresholds' note."""
-    rho = rho_allowance(epsilon, delta)
+    """The draft's charge: (epsilon, delta)-DP in all, the categorical thresholds' delta inside delta.
+
+    With categorical thresholds, rho is the largest that fits (epsilon, delta - F * delta) in zCDP, F =
+    ``THRESHOLD_DELTA_FRACTION``, and the thresholds use at most F * delta in total (split over the
+    columns by the caller), recorded as the cost's ``extra_delta`` (approximate zCDP), so the Gaussian
+    part and the thresholds together are (epsilon, delta)-DP: the statement in the header and in the
+    ledger (which converts the rhos at delta less the additive deltas) is true. As ``plan_discovery``.
+    """
+    thresholds_delta = THRESHOLD_DELTA_FRACTION * delta if n_categorical else 0.0
+    rho = rho_allowance(epsilon, delta - thresholds_delta)
     notes = ["schema draft: Gaussian histograms (values, log-scale and fine grids) and thresholds"]
     if n_categorical:
-        notes.append(f"categorical thresholds add at most {THRESHOLD_DELTA_FRACTION * delta:.3g} to delta "
-                     f"(total, over {n_categorical} column(s)), not recorded in rho")
-    return PrivacyCost.zcdp(rho, f"schema draft: {rho:.6g}-zCDP", tuple(notes))
+        notes.append(f"categorical thresholds: at most {THRESHOLD_DELTA_FRACTION * delta:.3g} of delta in total "
+                     f"(over {n_categorical} column(s)), inside the stated delta")
+    # approximate zCDP: the ledger adds the thresholds' delta and converts the rhos at the rest of delta
+    return PrivacyCost.zcdp(rho, f"schema draft: {rho:.6g}-zCDP", tuple(notes),
+                            extra_delta=thresholds_delta)
 
 
 def declared_entry(c: DeclaredColumn, text_source: bool) -> ColumnDraft:

@@ -39,13 +39,16 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_
         head += ["# No value of the table was read: fill every TODO (categories, bounds, bins) from public",
                  "# documentation. Until then `privsynth run` refuses this file and names the column."]
     else:
-        eps = epsilon_from_rho(cost.rho, options.delta)
+        # The Gaussian part is held to delta * (1 - F) whenever thresholds may run (draft_cost, plan_discovery):
+        # its epsilon there, with the thresholds' F * delta, is the true (epsilon, delta) statement.
+        eps = epsilon_from_rho(cost.rho, options.delta * (1.0 - THRESHOLD_DELTA_FRACTION))
         head += [(f"# DP PASS: the values marked dp_released below are differentially private: (epsilon {eps:.4g}, "
                  f"delta {options.delta:g})-DP in total, rho {cost.rho:.6g}-zCDP, charged to dataset {dataset!r} in "
                  "the budget ledger before any value was read. Values not marked are PUBLIC (your flags, the "
                  "declared types)."),
-                 (f"# The categorical thresholds add at most {THRESHOLD_DELTA_FRACTION * options.delta:.3g} to delta "
-                 "(a value seen in one row is released with at most that probability)."),
+                 (f"# The categorical thresholds use at most {THRESHOLD_DELTA_FRACTION * options.delta:.3g} of that "
+                 "delta (a value seen in one row is released with at most that probability); the rest is the "
+                 "Gaussian part's."),
                  "# They are data-dependent (DP) metadata: prefer public documentation where it exists.",
                  ("# Drafted categorical columns map every unlisted value to <out-of-domain>; drafted numeric and "
                  "temporal columns clip values outside their bounds: the run accepts the file as written.")]

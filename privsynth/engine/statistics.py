@@ -53,6 +53,10 @@ class Source:
     max_histogram_rows: int = DEFAULT_MAX_HISTOGRAM_ROWS
     packed_max_cells: int = 2**62  # pack the codes into one BIGINT key below this many packed cells
     bytes_returned: int = 0
+    # Drop every record holding a value the schema forbids (a fault code) instead of refusing the table: a
+    # per-record map (a record is kept or dropped on its own values), so a DP release of the counts stays DP,
+    # and whether a release exists no longer depends on an exact check (a budgeted dataset's runs).
+    drop_faulty_records: bool = False
     _histogram: Histogram | None = None
 
     # ------------------------------------------------------------ plumbing
@@ -103,7 +107,7 @@ class Source:
         return self.table.select(**{self.bins.names[a]: self.bins.codes[a] for a in attributes})
 
     def _raise_faults(self, codes: np.ndarray, attributes: Sequence[int]) -> None:
-        if not codes.size or codes.min() >= 0:
+        if self.drop_faulty_records or not codes.size or codes.min() >= 0:
             return
         cols = self.schema.kept_columns
         for j, a in enumerate(attributes):
@@ -131,6 +135,9 @@ class Source:
             hist = self._packed_histogram()
         else:
             hist = self._wide_histogram()
+        if self.drop_faulty_records:
+            keep = fault_free(hist.codes)
+            hist = Histogram(hist.codes[keep], hist.counts[keep])
         self._histogram = hist
         return hist
 
@@ -226,6 +233,10 @@ class Source:
         for i, m in enumerate(marginals):
             rows = ids == i
             codes = self._unpack(keys[rows], m)
+            if self.drop_faulty_records:  # this marginal's faulty cells only: still one record per count
+                keep = fault_free(codes)
+                rows = np.flatnonzero(rows)[keep]
+                codes = codes[keep]
             dims = tuple(self.domain.sizes[a] for a in m)
             cells = np.ravel_multi_index(tuple(codes.T), dims) if codes.shape[0] else np.zeros(0, dtype=np.int64)
             out[m] = np.bincount(cells, weights=counts[rows], minlength=self.domain.size_of(m)).astype(np.float64)
@@ -238,6 +249,11 @@ class Source:
         from privsynth.engine.validation import validate_source
 
         return validate_source(self)
+
+
+def fault_free(codes: np.ndarray) -> np.ndarray:
+    """Rows of ``codes`` that hold no fault code (every code >= 0)."""
+    return (codes >= 0).all(axis=1) if codes.size else np.ones(codes.shape[0], dtype=bool)
 
 
 def _check_columns(opened: OpenedTable, schema: Schema) -> None:

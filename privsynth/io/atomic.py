@@ -2,8 +2,9 @@
 
 Every artifact is written to a temporary sibling, fsynced, then renamed over its final name
 (``os.replace`` is atomic on one file system); a failed write leaves no partial file behind.
-``private=True`` creates the file owner-only (0600) from its first byte: the mode is given to the
-``open`` that creates it, never narrowed by a chmod after the data is in it.
+``private=True`` creates the file owner-only (0600) from its first byte, and a missing parent folder
+owner-only (0700): the mode is given to the call that creates it, never narrowed by a chmod after the
+data is in it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ def _temporary_sibling(path: Path) -> Path:
 
 
 OWNER_ONLY_FILE = 0o600
+OWNER_ONLY_FOLDER = 0o700
+
+
+def make_parent(path: Path, private: bool) -> None:
+    """Create ``path``'s folder if missing; owner-only when ``private`` (an existing folder is left as is)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=OWNER_ONLY_FOLDER if private else 0o777)
 
 
 def create_file(path: Path, private: bool) -> int:
@@ -45,7 +52,7 @@ def create_file(path: Path, private: bool) -> int:
 def atomic_write_bytes(path: str | Path, data: bytes, *, private: bool = False) -> None:
     """Write to a temporary sibling, fsync, then rename: readers never see half a file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(path, private)
     tmp = _temporary_sibling(path)
     try:
         with os.fdopen(create_file(tmp, private), "wb") as handle:
@@ -79,7 +86,7 @@ class AtomicParquetWriter:
 
     def __init__(self, path: str | Path, arrow_schema: pa.Schema, *, private: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(self.path, private)
         self._tmp = _temporary_sibling(self.path)
         os.close(create_file(self._tmp, private))  # created with its mode; the writer reopens it in place
         self._writer = pq.ParquetWriter(self._tmp, arrow_schema, compression="zstd")

@@ -89,6 +89,15 @@ def epsilon_from_rho(rho: float, delta: float) -> float:
     return max(0.0, min(float(result.fun), epsilon_from_rho_classic(rho, delta)))
 
 
+def epsilon_from_rho_beside(rho: float, delta: float, extra_delta: float) -> float:
+    """epsilon of extra_delta-approximate rho-zCDP at ``delta``: the tight conversion at delta - extra_delta."""
+    if extra_delta <= 0.0:
+        return epsilon_from_rho(rho, delta)
+    if delta <= extra_delta:
+        return math.inf
+    return epsilon_from_rho(rho, delta - extra_delta)
+
+
 @dataclass(frozen=True)
 class PrivacyCost:
     """What one release costs, stated from the configuration alone (never from data).
@@ -96,6 +105,10 @@ class PrivacyCost:
     rho: the zCDP cost (pure eps mechanisms carry eps^2/2 here).
     pure_epsilon: set when the release is pure eps-DP.
     is_dp: False only for releases with no DP guarantee (k-anonymous microaggregation).
+    extra_delta: the additive delta of approximate zCDP (Bun and Steinke 2016): the release is
+        rho-zCDP except on an event of probability at most extra_delta (categorical thresholds over the
+        observed values). It is (epsilon_from_rho(rho, d), d + extra_delta)-DP for every d; such costs
+        compose by adding rho and adding extra_delta.
     """
 
     rho: float
@@ -103,12 +116,14 @@ class PrivacyCost:
     is_dp: bool = True
     guarantee: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    extra_delta: float = 0.0
 
     def epsilon_at(self, delta: float) -> float:
-        """The (eps, delta)-DP epsilon at this delta: pure eps if smaller, else the tight zCDP conversion."""
+        """The (eps, delta)-DP epsilon at this delta: pure eps if smaller, else the tight zCDP conversion
+        at delta less the additive delta (inf when the additive delta alone uses all of it)."""
         if not self.is_dp:
             return math.inf
-        converted = epsilon_from_rho(self.rho, delta)
+        converted = epsilon_from_rho_beside(self.rho, delta, self.extra_delta)
         return converted if self.pure_epsilon is None else min(self.pure_epsilon, converted)
 
     @staticmethod
@@ -116,9 +131,11 @@ class PrivacyCost:
         return PrivacyCost(rho=rho_from_pure_epsilon(epsilon), pure_epsilon=float(epsilon), guarantee=guarantee, notes=notes)
 
     @staticmethod
-    def zcdp(rho: float, guarantee: str, notes: tuple[str, ...] = ()) -> "PrivacyCost":
+    def zcdp(rho: float, guarantee: str, notes: tuple[str, ...] = (), extra_delta: float = 0.0) -> "PrivacyCost":
         rho = _check_positive("rho", rho)
-        return PrivacyCost(rho=rho, pure_epsilon=None, guarantee=guarantee, notes=notes)
+        if not (math.isfinite(extra_delta) and 0.0 <= extra_delta < 1.0):
+            raise ValueError(f"extra_delta must be a number in [0, 1), got {extra_delta!r}")
+        return PrivacyCost(rho=rho, pure_epsilon=None, guarantee=guarantee, notes=notes, extra_delta=float(extra_delta))
 
     @staticmethod
     def not_private(guarantee: str, notes: tuple[str, ...] = ()) -> "PrivacyCost":
@@ -134,6 +151,7 @@ class PrivacyCost:
             "pure_epsilon": self.pure_epsilon,
             "rho_zcdp": self.rho,
             "delta": delta,
+            "extra_delta": self.extra_delta,
             # Ten significant digits: the conversion of an allowance is at most the request, and a request of 1
             # reads 1, not 0.9999999999994791 (the unrounded value is epsilon_at(delta)).
             "epsilon_at_delta": float(f"{self.epsilon_at(delta):.10g}"),
@@ -151,4 +169,5 @@ def compose(costs: list[PrivacyCost]) -> PrivacyCost:
     rho = sum(c.rho for c in costs)
     pure = sum(c.pure_epsilon for c in costs) if all(c.pure_epsilon is not None for c in costs) else None
     notes = tuple(n for c in costs for n in c.notes)
-    return PrivacyCost(rho=rho, pure_epsilon=pure, guarantee="; ".join(c.guarantee for c in costs if c.guarantee), notes=notes)
+    return PrivacyCost(rho=rho, pure_epsilon=pure, guarantee="; ".join(c.guarantee for c in costs if c.guarantee),
+                       notes=notes, extra_delta=math.fsum(c.extra_delta for c in costs))

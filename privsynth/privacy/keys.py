@@ -11,6 +11,10 @@ shown (a release-store folder name, a manifest entry) supports no such test.
 * ``release_key``: HMAC of (fingerprint, schema hash, mechanism, full config, seed, run nonce). The
   same key means the same release: the ledger charges it once, the store persists it once, and a
   seeded noise stream is derived from it (``privsynth.privacy.noise.SeededNoise``).
+* ``noise_stream_key``: HMAC of (seed, release key) under the same secret: a seeded run's stream key.
+  The seed (privacy.json) and the release key (manifest.json) are public, so a stream derived from
+  them alone could be rebuilt and subtracted from the measurements; keyed by the owner-only secret it
+  cannot, while the owner (same ledger) still gets the same stream for the same seed.
 """
 
 from __future__ import annotations
@@ -64,6 +68,21 @@ def release_key(secret: bytes, fingerprint: str, schema_hash: str, mechanism: st
     except (TypeError, ValueError) as exc:
         raise ValueError(f"config must be JSON-serialisable with finite numbers: {exc}") from None
     return hmac.new(secret, canonical.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def noise_stream_key(secret: bytes, seed: int, release_key: str) -> str:
+    """HMAC-SHA256 (hex) of (seed, release key) under the ledger's secret: a seeded noise stream's key.
+
+    Guarantee: without the secret the key is unpredictable (a PRF output), so the public seed and
+    release key give no information about the stream; with the same secret it is the same key.
+    """
+    _check_secret(secret)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    if not isinstance(release_key, str) or not release_key:
+        raise ValueError("a noise stream key needs the release key it belongs to")
+    message = f"privsynth-noise-stream-v3\x00{seed}\x00{release_key}".encode("utf-8")
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
 def _check_secret(secret: bytes) -> None:

@@ -25,8 +25,10 @@ cannot be used to test guesses about the data by anyone without the ledger.
 Concurrency: a charge is a check-and-insert in one transaction that is serialised per database
 (SQLite: ``BEGIN IMMEDIATE`` takes the write lock before the budget is read, with a busy timeout,
 so a second writer waits instead of reading a stale total) or per dataset (PostgreSQL: a
-transaction-scoped advisory lock on the dataset name plus ``SELECT ... FOR UPDATE`` on the budget
-row). Two processes racing for the last of a budget therefore cannot both be accepted.
+transaction-scoped advisory lock on the dataset, ``advisory_lock_key``, plus ``SELECT ... FOR UPDATE``
+on the budget row). Two processes racing for the last of a budget therefore cannot both be accepted.
+The lock key is a 64-bit integer computed here, so no text (and never a NUL byte, which PostgreSQL's
+text type refuses) is sent for it, and it does not depend on the server's hash function.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from privsynth.privacy.ledger_store import (
     LEDGER_URL_ENV,
     METADATA,
     SECRETS,
+    advisory_lock_key,
     default_ledger_url,
     display_url,
     make_engine,
@@ -119,21 +122,24 @@ class BudgetLedger:
         self._add_missing_columns()
 
     def _add_missing_columns(self) -> None:
-        """Ledgers written by earlier versions lack noise_drawn_at: add it (NULL: no claim recorded)."""
+        """Ledgers written by earlier versions lack noise_drawn_at (NULL: no claim recorded) and extra_delta
+        (NULL: 0, every earlier charge was plain zCDP or pure): add them."""
         columns = {c["name"] for c in sa.inspect(self._engine).get_columns("privsynth_charges")}
-        if "noise_drawn_at" not in columns:
-            with self._engine.begin() as conn:
-                conn.execute(sa.text("ALTER TABLE privsynth_charges ADD COLUMN noise_drawn_at VARCHAR(40)"))
+        added = {"noise_drawn_at": "VARCHAR(40)", "extra_delta": "DOUBLE PRECISION"}
+        for name, sql_type in added.items():
+            if name not in columns:
+                with self._engine.begin() as conn:
+                    conn.execute(sa.text(f"ALTER TABLE privsynth_charges ADD COLUMN {name} {sql_type}"))
 
     @contextmanager
-    def _transaction(self, dataset: str | None = None) -> Iterator[Connection]:
-        """A serialised read-write transaction (see the module docstring, Concurrency)."""
+    def _transaction(self, lock: int | None = None) -> Iterator[Connection]:
+        """A serialised read-write transaction (see the module docstring, Concurrency).
+
+        ``lock``: an ``advisory_lock_key``, held (PostgreSQL) until the transaction ends; None for reads.
+        """
         with self._engine.begin() as conn:
-            if self._backend == "postgresql" and dataset is not None:
-                conn.execute(
-                    sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
-                    {"name": "privsynth-ledger:" + dataset},
-                )
+            if self._backend == "postgresql" and lock is not None:
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(CAST(:key AS BIGINT))"), {"key": lock})
             yield conn
 
     def _budget_row(self, conn: Connection, dataset: str, lock: bool):
@@ -158,6 +164,7 @@ class BudgetLedger:
                 guarantee=r["guarantee"],
                 description=r["description"],
                 created_at=r["created_at"],
+                extra_delta=float(r["extra_delta"] or 0.0),
             )
             for r in rows
         ]
@@ -176,7 +183,7 @@ class BudgetLedger:
         if pure:
             delta = None
         delta = check_budget_delta(delta)
-        with self._transaction(dataset) as conn:
+        with self._transaction(advisory_lock_key("dataset", dataset)) as conn:
             existing = self._budget_row(conn, dataset, lock=True)
             records = self._charge_rows(conn, dataset)
             costs = [r.cost() for r in records]
@@ -235,7 +242,7 @@ class BudgetLedger:
         except sa.exc.IntegrityError:
             # A concurrent writer inserted the same release key first (servers that do not
             # serialise on our lock, e.g. no budget row to lock): it is now a reuse.
-            with self._transaction(dataset) as conn:
+            with self._transaction(advisory_lock_key("dataset", dataset)) as conn:
                 receipt = self._existing_receipt(conn, dataset, release_key, cost)
             if receipt is None:
                 raise
@@ -247,7 +254,8 @@ class BudgetLedger:
         if match is None:
             return None
         same = match.is_dp == cost.is_dp and (
-            not cost.is_dp or (match.rho == float(cost.rho) and match.pure_epsilon == cost.pure_epsilon)
+            not cost.is_dp or (match.rho == float(cost.rho) and match.pure_epsilon == cost.pure_epsilon
+                               and match.extra_delta == float(cost.extra_delta))
         )
         if not same:
             raise ReleaseKeyConflictError(
@@ -261,7 +269,7 @@ class BudgetLedger:
     def _charge_once(
         self, dataset: str, key: str, cost: PrivacyCost, description: str, require_budget: bool
     ) -> ChargeReceipt:
-        with self._transaction(dataset) as conn:
+        with self._transaction(advisory_lock_key("dataset", dataset)) as conn:
             budget = self._budget_row(conn, dataset, lock=True)
             reused = self._existing_receipt(conn, dataset, key, cost)
             if reused is not None:
@@ -283,6 +291,7 @@ class BudgetLedger:
                 guarantee=cost.guarantee,
                 description=description,
                 created_at=now_iso(),
+                extra_delta=float(cost.extra_delta) if cost.is_dp else 0.0,
             )
             charge_id = conn.execute(CHARGES.insert().values(**values)).inserted_primary_key[0]
             record = ChargeRecord(
@@ -334,7 +343,7 @@ class BudgetLedger:
         """
         dataset = check_name("dataset", dataset)
         release_key = check_name("release_key", release_key)
-        with self._transaction(dataset) as conn:
+        with self._transaction(advisory_lock_key("dataset", dataset)) as conn:
             result = conn.execute(
                 CHARGES.update()
                 .where(CHARGES.c.dataset == dataset, CHARGES.c.release_key == release_key,
@@ -366,7 +375,7 @@ class BudgetLedger:
 
     def release_secret(self) -> bytes:
         """This ledger's release-key secret (32 random bytes, created once, never shown)."""
-        with self._transaction("\x00secret") as conn:
+        with self._transaction(advisory_lock_key("secret")) as conn:
             row = conn.execute(sa.select(SECRETS.c.value).where(SECRETS.c.name == "release-key")).first()
             if row is None:
                 value = secrets.token_hex(32)

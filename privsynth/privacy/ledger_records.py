@@ -68,11 +68,13 @@ class ChargeRecord:
     guarantee: str
     description: str
     created_at: str
+    extra_delta: float = 0.0  # approximate zCDP's additive delta (PrivacyCost.extra_delta)
 
     def cost(self) -> PrivacyCost:
         if not self.is_dp:
             return PrivacyCost.not_private(self.guarantee)
-        return PrivacyCost(rho=self.rho, pure_epsilon=self.pure_epsilon, guarantee=self.guarantee)
+        return PrivacyCost(rho=self.rho, pure_epsilon=self.pure_epsilon, guarantee=self.guarantee,
+                           extra_delta=self.extra_delta)
 
 
 @dataclass(frozen=True)

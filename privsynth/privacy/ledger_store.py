@@ -7,6 +7,7 @@ lock before a budget is read (``BEGIN IMMEDIATE``); PostgreSQL serialises per da
 
 from __future__ import annotations
 
+import hashlib
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -80,6 +81,8 @@ CHARGES = sa.Table(
     sa.Column("created_at", sa.String(40), nullable=False),
     # Set (once) when the noise of this release is drawn; see claim_noise.
     sa.Column("noise_drawn_at", sa.String(40), nullable=True),
+    # approximate zCDP: the charge's additive delta (categorical thresholds); NULL in older ledgers: 0
+    sa.Column("extra_delta", sa.Double, nullable=True),
     sa.UniqueConstraint("dataset", "release_key", name="uq_privsynth_charges_release"),
 )
 
@@ -136,3 +139,17 @@ def make_engine(url: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def advisory_lock_key(scope: str, name: str = "") -> int:
+    """A stable signed 64-bit PostgreSQL advisory-lock key for one ledger scope.
+
+    ``scope`` is "dataset" (``name`` the dataset: charges of one dataset serialise) or "secret" (the
+    one-time creation of the release-key secret). Distinct scopes never share a key short of a
+    64-bit collision, which would only serialise two transactions, never break one. The key is
+    derived in Python rather than by ``hashtextextended`` so nothing textual reaches the server.
+    """
+    if scope not in ("dataset", "secret"):
+        raise ValueError(f"unknown ledger lock scope {scope!r}")
+    digest = hashlib.sha256(f"privsynth-ledger-lock/{scope}/{name}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)

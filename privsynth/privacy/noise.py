@@ -9,7 +9,9 @@ Two implementations of one small interface:
   OS entropy: it needs no secrecy beyond that.
 * ``SeededNoise`` (when the user passes a seed): every draw comes from a seeded numpy generator, so
   runs are reproducible; the privacy report then says the run is *not* hardened against
-  floating-point attacks.
+  floating-point attacks. A release's stream is keyed by the ledger's owner-only secret
+  (``make_noise_source`` with ``privsynth.privacy.keys.noise_stream_key``): the published seed and
+  release key never suffice to rebuild it.
 
 A noise source refuses to draw privacy noise until ``authorize`` has been called: the pipeline
 authorizes it only after the budget ledger has been charged (docs/design.md 5.2).
@@ -150,20 +152,24 @@ class NoiseSource(ABC):
 class SeededNoise(NoiseSource):
     """Reproducible noise from numpy's PCG64; not hardened against floating-point attacks.
 
-    TESTING FEATURE. The stream is derived from the seed AND the release key (an HMAC over the data
-    fingerprint, schema, mechanism and full config), so two releases never share noise: with one
-    stream for a seed, two runs at different epsilons on one table would give n exactly
-    (n = (s2 n1 - s1 n2) / (s2 - s1)), and two neighbouring tables would differ by their data alone.
+    TESTING FEATURE. The stream is derived from the seed AND ``stream_key``. For a release the stream
+    key is ``noise_stream_key(secret, seed, release_key)`` (``make_noise_source``): an HMAC under the
+    ledger's owner-only secret of the seed and the release key (itself an HMAC over the data
+    fingerprint, schema, mechanism and full config). So two releases never share noise (with one
+    stream for a seed, two runs at different epsilons on one table would give n exactly,
+    n = (s2 n1 - s1 n2) / (s2 - s1)), and the public seed and release key do not rebuild it (they
+    would give the exact counts as measurements minus noise). Any other stream key (tests, the
+    audit's synthetic tables) must protect nothing.
     """
 
     secure = False
 
-    def __init__(self, seed: int, release_key: str) -> None:
+    def __init__(self, seed: int, stream_key: str) -> None:
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        if not isinstance(release_key, str) or not release_key:
-            raise ValueError("a seeded noise stream needs the release key it belongs to")
-        streams = np.random.SeedSequence(stream_entropy(int(seed), release_key)).spawn(2)
+        if not isinstance(stream_key, str) or not stream_key:
+            raise ValueError("a seeded noise stream needs its stream key")
+        streams = np.random.SeedSequence(stream_entropy(int(seed), stream_key)).spawn(2)
         super().__init__(post_processing_seed=int(streams[1].generate_state(1)[0]))
         self._rng = np.random.default_rng(streams[0])
         self.seed = int(seed)
@@ -269,12 +275,27 @@ class SecureNoise(NoiseSource):
         }
 
 
-def stream_entropy(seed: int, release_key: str) -> list[int]:
-    """SeedSequence entropy from the seed and the release key (32-bit words of a sha256)."""
-    digest = hashlib.sha256(f"privsynth-noise-stream-v2\x00{seed}\x00{release_key}".encode()).digest()
+def stream_entropy(seed: int, stream_key: str) -> list[int]:
+    """SeedSequence entropy from the seed and the stream key (32-bit words of a sha256).
+
+    Only as secret as ``stream_key``: for a release that is the secret-keyed ``noise_stream_key``.
+    """
+    digest = hashlib.sha256(f"privsynth-noise-stream-v2\x00{seed}\x00{stream_key}".encode()).digest()
     return [int(seed)] + [int.from_bytes(digest[i:i + 4], "little") for i in range(0, len(digest), 4)]
 
 
-def make_noise_source(seed: int | None, release_key: str) -> NoiseSource:
-    """Seeded numpy noise (testing; derived from seed and release key) or OpenDP's secure samplers."""
-    return SecureNoise() if seed is None else SeededNoise(seed, release_key)
+def make_noise_source(seed: int | None, release_key: str, secret: bytes | None = None) -> NoiseSource:
+    """A release's noise: OpenDP's secure samplers, or with a seed (testing) a numpy stream keyed by
+    ``noise_stream_key(secret, seed, release_key)``, so only the ledger's owner can reproduce it.
+
+    ``secret`` is the ledger's release secret (``BudgetLedger.release_secret``); it is required for a
+    seeded source and never falls back to a public derivation.
+    """
+    if seed is None:
+        return SecureNoise()
+    if secret is None:
+        raise ValueError("a seeded noise source needs the ledger's secret: a stream from the public seed "
+                         "and release key alone could be rebuilt by anyone")
+    from privsynth.privacy.keys import noise_stream_key
+
+    return SeededNoise(seed, noise_stream_key(secret, int(seed), release_key))

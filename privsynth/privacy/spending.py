@@ -14,6 +14,9 @@ Pure functions, no storage (``privsynth.privacy.ledger`` stores charges and call
   A charge is accepted iff eps_spent including it is <= epsilon.
 * With no delta, the budget is a pure-DP allowance: every charge must be pure and
   sum pure_eps_i <= epsilon (a zCDP charge cannot be expressed in pure epsilon and is refused).
+* A charge may carry an additive delta (approximate zCDP, ``PrivacyCost.extra_delta``: categorical
+  thresholds). These add up too, and the zCDP part is converted at the budget's delta less their sum,
+  so the composed statement stays (eps_spent, delta) with every additive delta inside delta.
 * Comparisons allow a relative slack of 1e-9 (``TOLERANCE``), so that a budget split as
   0.1 + 0.2 + 0.7 is not refused for floating-point rounding; this is far below the accuracy with
   which the epsilon itself is chosen and below the optimiser tolerance of the tight conversion.
@@ -26,7 +29,7 @@ from collections.abc import Iterator, Sequence
 
 from scipy.optimize import brentq
 
-from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
+from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho, epsilon_from_rho_beside
 
 TOLERANCE = 1e-9
 
@@ -53,6 +56,11 @@ def check_cost(cost: PrivacyCost) -> None:
         raise ValueError(f"a DP cost needs a finite rho > 0, got {cost.rho!r}")
     if cost.pure_epsilon is not None and not (math.isfinite(cost.pure_epsilon) and cost.pure_epsilon > 0):
         raise ValueError(f"pure_epsilon must be None or a finite number > 0, got {cost.pure_epsilon!r}")
+    extra = cost.extra_delta
+    if not (isinstance(extra, (int, float)) and math.isfinite(extra) and 0 <= extra < 1):
+        raise ValueError(f"extra_delta must be a number in [0, 1), got {cost.extra_delta!r}")
+    if cost.pure_epsilon is not None and cost.extra_delta > 0:
+        raise ValueError("a pure-DP cost has no additive delta (extra_delta must be 0)")
 
 
 
@@ -61,6 +69,11 @@ def total_rho(costs: Sequence[PrivacyCost]) -> float:
     if any(not c.is_dp for c in costs):
         return math.inf
     return math.fsum(c.rho for c in costs)
+
+
+def total_extra_delta(costs: Sequence[PrivacyCost]) -> float:
+    """Approximate zCDP composition: the additive deltas add."""
+    return math.fsum(c.extra_delta for c in costs if c.is_dp)
 
 
 def total_pure_epsilon(costs: Sequence[PrivacyCost]) -> float | None:
@@ -96,17 +109,22 @@ def epsilon_spent(costs: Sequence[PrivacyCost], delta: float | None) -> float:
     if delta is None:
         pure = total_pure_epsilon(costs)
         return math.inf if pure is None else pure
-    return min(pure_sum + (epsilon_from_rho(rho, delta) if rho > 0 else 0.0) for pure_sum, rho in _splits(costs))
+    extra = total_extra_delta(costs)
+    return min(pure_sum + (epsilon_from_rho_beside(rho, delta, extra) if rho > 0 else 0.0)
+               for pure_sum, rho in _splits(costs))
 
 
 def remaining_rho(costs: Sequence[PrivacyCost], epsilon: float, delta: float) -> float:
     """The largest rho of one more zCDP charge that still fits the (epsilon, delta) budget."""
     if any(not c.is_dp for c in costs):
         return 0.0
+    zcdp_delta = delta - total_extra_delta(costs)
+    if zcdp_delta <= 0:
+        return 0.0
     best = 0.0
     for pure_sum, rho in _splits(costs):
         if pure_sum < epsilon:
-            best = max(best, rho_allowance(epsilon - pure_sum, delta) - rho)
+            best = max(best, rho_allowance(epsilon - pure_sum, zcdp_delta) - rho)
     return best
 
 

@@ -93,7 +93,7 @@ def audit_column_figure(name: str, labels, real, synthetic, measured, path: Path
         series.append(("DP measurement", measured, "#55a868"))
     bars(ax, labels, series)
     ax.set_title(f"{name}  (TV {_tv(np.asarray(real), np.asarray(synthetic)):.3f})  INTERNAL", fontsize=9)
-    return save(fig, path)
+    return save(fig, path, private=True)  # it shows the real data
 
 
 def pair_trends_figure(names: list[str], trends: dict, path: Path) -> Path:
@@ -117,7 +117,7 @@ def pair_trends_figure(names: list[str], trends: dict, path: Path) -> Path:
         score = trends["score"] if key == "synthetic" else trends["independent_score"]
         ax.set_title(f"{key}: pair trends {score:.3f} (INTERNAL)", fontsize=9)
         fig.colorbar(image, ax=ax, fraction=0.045, pad=0.03)
-    return save(fig, path)
+    return save(fig, path, private=True)  # it shows the real data
 
 
 def column_shapes_figure(shapes: dict, path: Path) -> Path:
@@ -130,7 +130,7 @@ def column_shapes_figure(shapes: dict, path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_title(f"column shapes (1 - TV): {shapes['score']:.3f}  INTERNAL", fontsize=9)
-    return save(fig, path)
+    return save(fig, path, private=True)  # it shows the real data
 
 
 def coverage_figure(coverage: dict, path: Path) -> Path:
@@ -149,7 +149,7 @@ def coverage_figure(coverage: dict, path: Path) -> Path:
     ax.set_ylabel("real TV (INTERNAL)", fontsize=8)
     ax.set_title("do the DP report's bounds hold?  INTERNAL", fontsize=9)
     ax.legend(fontsize=7, frameon=False)
-    return save(fig, path)
+    return save(fig, path, private=True)  # it shows the real data
 
 
 def write_quality(real: np.ndarray, synthetic: np.ndarray, schema, domain: Domain, report: dict | None,
@@ -159,6 +159,7 @@ def write_quality(real: np.ndarray, synthetic: np.ndarray, schema, domain: Domai
     trends = column_pair_trends(real, synthetic, domain)
     coverage = bound_coverage(report, real, synthetic, domain) if report else None
     fig_dir = out_dir / "figures"
+    fig_dir.mkdir(mode=0o700, exist_ok=True)  # not DP: owner-only, created with its mode
     figures = {"column_shapes": column_shapes_figure(shapes, fig_dir / "column-shapes.png"),
                "pair_trends": pair_trends_figure(list(domain.names), trends, fig_dir / "pair-trends.png")}
     if coverage and coverage["checks"]:
@@ -189,5 +190,5 @@ def write_quality(real: np.ndarray, synthetic: np.ndarray, schema, domain: Domai
         body.append(img(path, f"{domain.names[i]}: real, synthetic, DP measurement", f"figure-column-{i}"))
     from privsynth.io import atomic_write_bytes
 
-    atomic_write_bytes(out_dir / "audit.html", page("INTERNAL privsynth audit", body).encode())
+    atomic_write_bytes(out_dir / "audit.html", page("INTERNAL privsynth audit", body).encode(), private=True)
     return quality

@@ -31,12 +31,15 @@ def figure(width: float, height: float):
     return fig
 
 
-def save(fig, path: Path) -> Path:
-    """The PNG, written atomically (a reader never sees half an image); no version string in the file."""
+def save(fig, path: Path, *, private: bool = False) -> Path:
+    """The PNG, written atomically (a reader never sees half an image); no version string in the file.
+
+    ``private``: a picture of the real data (the internal audit), created owner-only (0600, its folder 0700).
+    """
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png", metadata={"Software": None})
-    atomic_write_bytes(path, buffer.getvalue())
+    atomic_write_bytes(path, buffer.getvalue(), private=private)
     return path
 
 

@@ -11,6 +11,7 @@ so tables of different sizes compare directly.
 from __future__ import annotations
 
 import base64
+import io
 import os
 import re
 from pathlib import Path
@@ -156,8 +157,10 @@ def plot_columns(distributions: dict, out_dir: str | Path) -> list[Path]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from privsynth.io import atomic_write_bytes
+
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # pictures of the real data: owner-only
     paths: list[Path] = []
     for index, (name, dist) in enumerate(distributions.items()):
         labels = [_short_label(str(x)) for x in dist["labels"]]
@@ -178,7 +181,9 @@ def plot_columns(distributions: dict, out_dir: str | Path) -> list[Path]:
         ax.legend(fontsize=8, frameon=False)
         fig.tight_layout()
         path = out_dir / _plot_file_name(index, name)
-        fig.savefig(path, format="png")
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        atomic_write_bytes(path, buffer.getvalue(), private=True)  # created 0600, never chmod-narrowed
         paths.append(path)
     return paths
 

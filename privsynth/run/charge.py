@@ -11,6 +11,7 @@ from privsynth.mechanisms.catalogue import Mechanism
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run import phase
 from privsynth.run.faults import fault_point
+from privsynth.run.plan import delta_row_note
 from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram
 
@@ -51,7 +52,7 @@ def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain
     ledger.claim_noise(dataset, key)
     phase.enter("noise_drawn")
     fault_point("after_noise_claimed")
-    noise = make_noise_source(seed, key)
+    noise = make_noise_source(seed, key, ledger.release_secret() if seed is not None else None)
     noise.authorize(receipt.reference)
     data = mechanism.collect_statistics(statistics, domain, config)
     release = mechanism.run(data, domain, config, noise)
@@ -88,6 +89,9 @@ def privacy_record(mechanism: Mechanism, config, cost: PrivacyCost, delta: float
         "exact_release": release.exact,
         "neighbouring_datasets": mechanism.neighbours,
     }
+    note = delta_row_note(delta, release.public_facts.get("n_estimate")) if delta is not None else None
+    if note is not None:
+        record["delta_warning"] = note  # from the DP estimate of n: informs, never gates
     if mechanism.check_feasible is not None:
         # Private sampling: what its guarantee allows for this p, d, declared n and epsilon (config-only facts).
         record["feasibility"] = mechanism.check_feasible(config).to_json()

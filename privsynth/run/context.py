@@ -43,6 +43,9 @@ class RunContext:
         os.chmod(self.private_dir, 0o700)
         self._handle = None  # the engine source, opened on first use
         self.discovery = None  # the discover stage's outcome (privsynth.run.discover), when the run has no schema
+        # Set by the validate stage on a budgeted dataset: records failing the schema are dropped (a per-record
+        # map), never a refusal that would make the release's existence an exact check (stage_validate).
+        self.drop_faulty_records = False
 
     @property
     def schema(self) -> Schema:
@@ -56,6 +59,7 @@ class RunContext:
         """The engine's source of the input (``privsynth.engine.datasource.open_data``), opened once."""
         if self._handle is None:
             self._handle = open_data(self.data, self.schema)
+        self._handle.drop_faulty_records = self.drop_faulty_records
         return self._handle
 
     def close(self) -> None:

@@ -96,6 +96,7 @@ def _discover(ctx) -> DiscoveryOutcome:
     name = default_name(parameters.input) if parameters.input else plan.dataset
     options = DraftOptions(name=name, epsilon=parameters.epsilon, delta=parameters.delta, dataset=plan.dataset,
                            ledger=parameters.ledger, require_budget=not plan.unlimited, seed=parameters.seed,
+                           allow_seed_with_budget=parameters.allow_seed_with_budget,
                            public=public_facts(parameters))
     opened, text_source = open_declared(ctx.data)
     try:
@@ -108,11 +109,13 @@ def _discover(ctx) -> DiscoveryOutcome:
             secret = ctx.ledger.release_secret()
             key = release_key(secret, "discovery", "no-schema", "discovery", {"columns": [d.column.name for d in read],
                                                                      "rho": rho}, parameters.seed, ctx.run_id)
-            cost = PrivacyCost.zcdp(rho, f"discovery: {rho:.6g}-zCDP (DP column facts, categories, bounds, edges)")
+            # approximate zCDP: the categorical thresholds' delta (at most THRESHOLD_DELTA_FRACTION of delta)
+            cost = PrivacyCost.zcdp(rho, f"discovery: {rho:.6g}-zCDP (DP column facts, categories, bounds, edges)",
+                                    extra_delta=THRESHOLD_DELTA_FRACTION * parameters.delta)
             receipt = ctx.ledger.charge(plan.dataset, key, cost, "discovery (the run's schema)",
                                         require_budget=not plan.unlimited)
             ctx.ledger.claim_noise(plan.dataset, key)
-            noise = make_noise_source(parameters.seed, key)
+            noise = make_noise_source(parameters.seed, key, secret)
             noise.authorize(receipt.reference)
             measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds, noise)
         text = render(drafts, options, opened.description, text_source,

@@ -95,12 +95,17 @@ def _note(share: float) -> str:
             "requested epsilon")
 
 
-def sub_bin_counts(data: Any, schema: Schema) -> dict[str, np.ndarray]:
-    """The exact sub-bin counts of each numeric and temporal column (PRIVATE: they go to ``measure`` only)."""
+def sub_bin_counts(data: Any, schema: Schema, *, drop_faulty_records: bool = False) -> dict[str, np.ndarray]:
+    """The exact sub-bin counts of each numeric and temporal column (PRIVATE: they go to ``measure`` only).
+
+    ``drop_faulty_records``: a value the schema forbids is left out of its column's counts (a budgeted
+    dataset's runs, see ``stage_validate``) rather than refusing the table.
+    """
     from privsynth.engine.datasource import open_data
 
     fine = fine_schema(schema)
     source = open_data(data, fine)
+    source.drop_faulty_records = drop_faulty_records
     try:
         kept = fine.kept_columns
         counts = source.marginals([(j,) for j in range(len(kept))], method="query")

@@ -44,7 +44,9 @@ class RunParameters(BaseModel):
     mechanism: MechanismName = Field(DEFAULT_MECHANISM, description="The private mechanism (see `privsynth mechanisms`).")
     epsilon: float = Field(1.0, gt=0, allow_inf_nan=False, description="Privacy budget epsilon for this release (> 0).")
     delta: float = Field(DEFAULT_DELTA, gt=0, lt=1, allow_inf_nan=False,
-                         description="delta of the (epsilon, delta) statement; must be below 1/n.")
+                         description="delta of the (epsilon, delta) statement; keep it well below 1/n. "
+                                     "Checked against --public-rows when declared; n itself is private and never "
+                                     "checked (privacy.json warns from the DP estimate of n).")
     rows: int | None = Field(None, ge=1, description="Synthetic rows to write. Empty: the release's DP estimate of n.")
     public_rows: int | None = Field(None, ge=1, description="The table's row count if it is PUBLIC knowledge (private "
                                                               "sampling's guarantee needs it); never read from the data.")
@@ -79,6 +81,10 @@ class RunParameters(BaseModel):
     audit: bool = Field(False, description="Also write the INTERNAL (not DP) audit against the real data to "
                                            "internal-audit/ (never sent to Prefect).")
     audit_target: str | None = Field(None, description="Column for the audit's train-on-synthetic / test-on-real score.")
+    audit_location: str | None = Field(None, description="A PRIVATE folder (path or fsspec URL) for the internal "
+                                                         "audit instead of DIR/internal-audit/; required with a remote "
+                                                         "run folder, where the audit is never uploaded beside the "
+                                                         "public files.")
     keep_private: bool = Field(False, description="DEBUG: keep the private intermediates (typed rows, histogram).")
 
     @field_validator("mechanism", mode="before")

@@ -108,6 +108,7 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         config, fine = plan_mechanism(parameters, mechanism, schema, parameters.epsilon)
     if parameters.ledger is not None:
         check_ledger_url(parameters.ledger)
+    check_delta_against_public_rows(parameters.delta, parameters.public_rows)
     if parameters.rows is None and not mechanism.caps_rows:
         if not mechanism.releases_n_estimate(config):
             raise ParameterError(f"--rows is required with mechanism {parameters.mechanism} and these options: its "
@@ -123,6 +124,7 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
     kept = [c.name for c in schema.kept_columns] if schema is not None else None
     if parameters.audit_target is not None and kept is not None and parameters.audit_target not in kept:
         raise ParameterError(f"audit_target {parameters.audit_target!r} is not a kept column of schema {schema.name!r}")
+    check_audit_location(parameters)
     if parameters.audit_target is not None and not parameters.audit:
         raise ParameterError("audit_target needs audit=True (--audit): the train-on-synthetic score reads the real data")
     dataset = parameters.dataset or (schema.name if schema is not None else default_dataset(parameters))
@@ -150,7 +152,7 @@ def plan_discovery(parameters: RunParameters) -> DiscoveryPlan:
     rho = rho_allowance(parameters.epsilon, delta * (1.0 - THRESHOLD_DELTA_FRACTION))
     total = PrivacyCost.zcdp(rho, f"run with discovery: {rho:.6g}-zCDP in all (discovery, then the mechanism)",
                              (f"categorical thresholds: at most {THRESHOLD_DELTA_FRACTION * delta:.3g} of delta, "
-                              "inside the stated delta",))
+                              "inside the stated delta",), extra_delta=THRESHOLD_DELTA_FRACTION * delta)
     return DiscoveryPlan(total, rho, parameters.discovery_share)
 
 
@@ -232,14 +234,58 @@ def check_ledger_url(url: str) -> None:
                              "postgresql+psycopg://user@host/db") from None
 
 
-def check_delta_against_rows(delta: float, rows: int) -> None:
-    """delta must be below 1/n: a larger delta allows releasing a whole record outright.
+def check_audit_location(parameters: RunParameters) -> None:
+    """Where the internal (not DP) audit may go, checked before the charge.
 
-    The message does not state n (the row count is private under add/remove neighbours); a refusal
-    only says that n >= 1/delta does not hold, and it is not a release.
+    A remote run folder is shared storage for public files: the audit is never uploaded beside them, so
+    ``--audit`` with a remote ``--output`` needs ``--audit-location`` (a private place the owner names).
+    A local audit location that others can read is refused rather than narrowed after the fact.
+    """
+    import os
+    import stat
+
+    from privsynth.io.storage import is_remote
+
+    location = parameters.audit_location
+    if location is None:
+        if parameters.audit and parameters.output and is_remote(parameters.output):
+            raise ParameterError("--audit with a remote --output: the internal audit (not DP) is never uploaded beside "
+                                 "the public files; name a private folder for it with --audit-location")
+        return
+    if not parameters.audit:
+        raise ParameterError("--audit-location needs --audit")
+    if ".." in Path(location).parts or ".." in location.split("/"):
+        raise ParameterError("audit_location: '..' is not allowed")
+    if not is_remote(location) and Path(location).exists():
+        mode = stat.S_IMODE(os.stat(location).st_mode)
+        if mode & 0o077:
+            raise ParameterError(f"audit_location {location!r} is readable by other users (mode {mode:o}); "
+                                 "use an owner-only folder (chmod 700) or a new one (created 0700)")
+
+
+def check_delta_against_public_rows(delta: float, public_rows: int | None) -> None:
+    """delta must be below 1/n, checked against a PUBLIC row count only (``--public-rows``), before any data.
+
+    A larger delta allows releasing a whole record outright, but n is private: a refusal that read the
+    exact n would make whether a release exists depend on it, and bisecting ``--delta`` would give n
+    for free. So the check reads only what the user declared public; without it, the release's DP
+    estimate of n is compared afterwards (``delta_row_note``), which informs and never gates.
     """
     if not math.isfinite(delta):
         raise ParameterError("delta must be finite")
-    if not delta < 1.0 / rows:
-        raise ParameterError(f"delta {delta:g} is not below 1/n for this input (n = its row count); "
+    if public_rows is not None and not delta < 1.0 / public_rows:
+        raise ParameterError(f"delta {delta:g} is not below 1/n for the declared --public-rows {public_rows}; "
                              "pick a --delta well below 1/n, e.g. 1e-9; nothing was charged")
+
+
+def delta_row_note(delta: float, n_estimate: float | None) -> str | None:
+    """A warning when delta is not well below 1/n_hat, n_hat the release's DP estimate (post-processing).
+
+    Computed after the release from DP outputs only: it is written to privacy.json, it never refuses.
+    """
+    if n_estimate is None or not math.isfinite(n_estimate) or n_estimate <= 0:
+        return None
+    if delta * n_estimate < 1.0:
+        return None
+    return (f"delta {delta:g} is not below 1/n for the release's DP estimate of n ({n_estimate:.0f}): a delta "
+            "this large allows a release that exposes a record outright; use a delta well below 1/n, e.g. 1e-9")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.seeds import check_seed_with_budget, has_budget  # noqa: F401  (has_budget: re-exported)
 from privsynth.run import phase
 from privsynth.run.context import RunContext, logger
 from privsynth.run.runfolder import RunFolder
@@ -138,11 +139,7 @@ def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool,
             return (f"dataset {dataset!r} is the bundled example, public data (UCI Adult): it needs no budget; "
                     "the spend is recorded in the ledger (`privsynth budget show`)")
         return f"dataset {dataset!r} has no budget: spending WITHOUT A LIMIT (explicitly allowed by --unlimited)"
-    if seeded and not allow_seed_with_budget:
-        raise BudgetNotSetError(
-            f"dataset {dataset!r} has a privacy budget and --seed was given: seeded noise is a testing feature "
-            "(reproducible, not hardened against floating-point attacks); omit --seed, or pass "
-            "--allow-seed-with-budget to accept it (nothing was read or charged)")
+    check_seed_with_budget(dataset, budgeted=True, seeded=seeded, allowed=allow_seed_with_budget)
     if resumed_key is not None and ledger.find_charge(dataset, resumed_key) is not None:
         return f"dataset {dataset!r}: this run's release is already charged; resuming without a new charge"
     if not cost.is_dp:

@@ -95,11 +95,6 @@ class RunFolder:
         """Where the run folder lives: its URL when remote, else its local path."""
         return self.remote.url if self.remote is not None else str(self.path)
 
-    def publish(self, names: list[str]) -> None:
-        """Upload extra files (e.g. the opt-in internal audit) of a remote run folder."""
-        if self.remote is not None:
-            self.remote.push(self.path, names)
-
     def release_local_copy(self) -> None:
         """Delete the local working copy of a remote run folder (everything is uploaded by then)."""
         if self.remote is not None:

@@ -30,8 +30,9 @@ import pyarrow.parquet as pq
 
 from privsynth.engine.datasource import ValidationFailedError
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
-from privsynth.mechanisms.progress import reporting_progress
+from privsynth.io.storage import RemoteFolder, is_remote
 from privsynth.mechanisms.base import Measurement, Release
+from privsynth.mechanisms.progress import reporting_progress
 from privsynth.mechanisms.rounding import round_release, suppress_levels, unsupported_levels
 from privsynth.run import phase
 from privsynth.run.charge import epsilon_statement, release_stage
@@ -59,27 +60,76 @@ __all__ = ["ValidationFailedError", "RunContext", "execute", "direct", "STAGES"]
 def stage_validate(ctx: RunContext) -> dict:
     """The schema's expectations on the input; validation.json (public: pass/fail, no values).
 
-    Also refuses a delta that is not below 1/n, without stating n (n is private).
+    delta is never checked here against the exact n (an oracle for n): see ``check_delta_against_public_rows``.
     """
-    from privsynth.run.plan import check_delta_against_rows
+    from privsynth.privacy.seeds import has_budget
 
     handle = ctx.handle()
     report = handle.validate()
+    if has_budget(ctx.ledger, ctx.plan.dataset):
+        return guarded_validation(ctx, report)
     atomic_write_json(ctx.folder.file("validation.json"), report.public_json())
     ctx.folder.record("validate", ["validation.json"], success=report.success)
     if not report.success:
         message = "; ".join(report.public_failure_message().splitlines())
         raise ValidationFailedError(f"validation failed, nothing was charged: {message} "
                                     f"(details: {ctx.folder.file('validation.json')})")
-    check_delta_against_rows(ctx.plan.delta, report.row_count)
     ctx.progress(f"validate: every expectation of schema {ctx.schema.name!r} passed")
     return {"success": True}
+
+
+# Checks of the file's shape (its column names), not of any record: they may refuse a run exactly.
+STRUCTURAL_EXPECTATIONS = frozenset({"privsynth_expect_table_column_names_to_be_unique",
+                                     "expect_table_columns_to_match_set"})
+OWNER_ONLY_VALIDATION = "internal-validation"
+
+
+def guarded_public_validation(report) -> dict:
+    """validation.json of a budgeted dataset's run: the structural checks, and the policy; no record-level result.
+
+    Whether a record passed is private: a refusal on it (nothing charged, the column and bound named) was an
+    exact, free oracle (one run on D, one on D plus a candidate record). Records failing a check are dropped.
+    """
+    structural = [r for r in report.results if r.expectation_type in STRUCTURAL_EXPECTATIONS]
+    return {"success": all(r.success for r in structural), "schema": report.schema_name,
+            "schema_hash": report.schema_hash, "visibility": "public",
+            "record_checks": ("dataset with a privacy budget: records failing the schema's expectations are dropped "
+                              "before the mechanism (a per-record map; the guarantee covers it); whether any was, and "
+                              "which check, is owner-only (internal-validation/validation.json)"),
+            "results": [r.public_json() for r in structural]}
+
+
+def guarded_validation(ctx: RunContext, report) -> dict:
+    """The validate stage on a budgeted dataset (docs/design.md 5.8): only the file's structure may refuse the run.
+
+    Record-level checks (types, bounds, categories, missing values, shares, rows) become a per-record map:
+    failing records are dropped from every statistic, so whether a release exists never depends on an exact
+    check. The exact report, with counts, is owner-only (0600 in a 0700 folder, never uploaded).
+    """
+    public = guarded_public_validation(report)
+    atomic_write_json(ctx.folder.file("validation.json"), public)
+    ctx.folder.record("validate", ["validation.json"], success=public["success"])
+    if not public["success"]:
+        message = "; ".join(r["message"] for r in public["results"] if not r["success"])
+        raise ValidationFailedError(f"validation failed, nothing was charged: {message} "
+                                    f"(details: {ctx.folder.file('validation.json')})")
+    if ctx.folder.remote is None:  # a remote run folder is shared storage: the exact report stays off it
+        folder = ctx.folder.file(OWNER_ONLY_VALIDATION)
+        folder.mkdir(mode=0o700, exist_ok=True)
+        atomic_write_json(folder / "validation.json", {**report.to_json(), "visibility": "owner-only (not DP)"},
+                          private=True)
+    ctx.drop_faulty_records = True
+    ctx.progress(f"validate: schema {ctx.schema.name!r}, dataset with a budget: records failing an expectation are "
+                 "dropped, never a refusal (the exact result is owner-only)")
+    return {"success": True, "drop_faulty_records": True}
 
 
 def stage_binarise(ctx: RunContext, validation: dict) -> Path:
     """encoding.json (public layout) and the histogram of level codes (private, in the private folder)."""
     if not validation.get("success"):
         raise ValidationFailedError("binarise needs a validated input")
+    if validation.get("drop_faulty_records"):
+        ctx.drop_faulty_records = True  # also when the validate stage's outcome was reused (a resumed run)
     domain = ctx.domain
     atomic_write_json(ctx.folder.file("encoding.json"), {
         "encoding": "one-hot",
@@ -129,7 +179,8 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
     if plan.fine_decoding is not None and ctx.store.get(key) is None:
         from privsynth.run.fine_decoding import sub_bin_counts
 
-        fine_counts = sub_bin_counts(ctx.data, ctx.schema)  # private: only its noisy release leaves
+        fine_counts = sub_bin_counts(ctx.data, ctx.schema,  # private: only its noisy release leaves
+                                     drop_faulty_records=ctx.drop_faulty_records)
     # The mechanism's rounds (aim: the marginal measured, rho spent, time left; public facts only) reach the
     # run's progress lines: the console, the Python API's callback, the Prefect run logs.
     with reporting_progress(lambda progress: ctx.progress(progress.describe())):
@@ -264,8 +315,8 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     from privsynth.report.audit_quality import write_quality
     from privsynth.report.internal_audit import build_audit, render_markdown
 
-    target = ctx.folder.file("internal-audit")
-    target.mkdir(mode=0o700, exist_ok=True)  # not DP: owner-only, like every private part of a run
+    location = ctx.plan.parameters.audit_location
+    target = audit_folder(ctx, location)
     histogram = read_histogram(statistics_path, ctx.domain)
     real = np.concatenate(list(histogram.iter_codes())) if histogram.codes.shape[0] else \
         np.zeros((0, ctx.domain.n_attributes), dtype=np.int64)
@@ -276,9 +327,29 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
     audit["quality"] = write_quality(real, synthetic, ctx.schema, ctx.domain, report, target)
     atomic_write_json(target / "audit.json", audit, private=True)
     atomic_write_bytes(target / "audit.md", render_markdown(audit, audit.get("plots", [])).encode(), private=True)
-    ctx.folder.publish([p.relative_to(ctx.folder.path).as_posix() for p in target.rglob("*") if p.is_file()])
-    ctx.progress(f"audit (INTERNAL, not DP): written to {ctx.folder.location}/internal-audit")
+    if location is not None and is_remote(location):
+        # Uploaded to the private place the owner named; never to the (public) run folder.
+        names = [p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()]
+        RemoteFolder(location).push(target, names)
+    audit["location"] = location if location is not None else f"{ctx.folder.location}/internal-audit"
+    ctx.progress(f"audit (INTERNAL, not DP): written to {audit['location']}")
     return audit
+
+
+def audit_folder(ctx: RunContext, location: str | None) -> Path:
+    """The local folder the internal audit is written to, created owner-only (0700) with its mode.
+
+    None: ``internal-audit/`` of a local run folder (a remote one needs a location: ``check_audit_location``).
+    A remote location: the run's private temporary folder, uploaded from there. A local path: itself.
+    """
+    if location is None:
+        target = ctx.folder.file("internal-audit")
+    elif is_remote(location):
+        target = ctx.private_dir / "internal-audit"
+    else:
+        target = Path(location)
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)  # not DP: owner-only, like every private part of a run
+    return target
 
 
 def run_total(ctx: RunContext, discovery) -> dict:
@@ -286,7 +357,8 @@ def run_total(ctx: RunContext, discovery) -> dict:
     from privsynth.privacy.accounting import PrivacyCost
 
     total = ctx.plan.discovery.total
-    spent = PrivacyCost.zcdp(discovery.rho + ctx.plan.cost.rho, "this run: discovery, then the mechanism", total.notes)
+    spent = PrivacyCost.zcdp(discovery.rho + ctx.plan.cost.rho, "this run: discovery, then the mechanism", total.notes,
+                             extra_delta=total.extra_delta)  # the thresholds' delta, inside the stated delta
     return {"epsilon": ctx.plan.parameters.epsilon, "delta": ctx.plan.delta, "cost": spent.report(ctx.plan.delta),
             "statement": epsilon_statement(spent, ctx.plan.delta),
             "parts": {"discovery_rho": discovery.rho, "mechanism_rho": ctx.plan.cost.rho}}
@@ -321,7 +393,7 @@ class RunOutcome:
                 "epsilon_statement": self.privacy.get("run_total", {}).get("statement",
                                                                            self.privacy.get("epsilon_statement")), "reused_release": self.reused,
                 "report": (self.report or {}).get("summary"),
-                "internal_audit": f"{self.run_dir}/internal-audit" if self.audit is not None else None}
+                "internal_audit": self.audit.get("location") if self.audit is not None else None}
 
 
 def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
@@ -345,7 +417,8 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     folder.manifest["outputs"] = {"synthetic": "synthetic.parquet", "privacy": "privacy.json", "report": "report.json",
                                   "synthetic_validation": "synthetic-validation.json",
                                   "sink": rounding.get("sink"),
-                                  "internal_audit": "internal-audit/audit.json" if audit is not None else None}
+                                  "internal_audit": None if audit is None else "internal-audit/audit.json"
+                                  if ctx.plan.parameters.audit_location is None else "elsewhere (--audit-location)"}
     folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     folder.save()
     phase.enter("finished")

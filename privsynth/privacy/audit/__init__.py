@@ -36,8 +36,16 @@ from privsynth.privacy.audit.core import (
     secure_noise,
     seeded_noise,
 )
-from privsynth.privacy.audit.targets import GAUSSIAN_STEPS, LAPLACE_STEPS, STEP_TARGETS, TARGETS, function_target
+from privsynth.privacy.audit.targets import (
+    GAUSSIAN_STEPS,
+    LAPLACE_STEPS,
+    STEP_TARGETS,
+    TARGETS,
+    broken_threshold,
+    function_target,
+)
 
 __all__ = ["AUDIT_DELTAS", "AuditResult", "AuditTarget", "Bound", "GAUSSIAN_STEPS", "LAPLACE_STEPS", "Neighbours",
-           "STEP_TARGETS", "ScaledNoise", "TARGETS", "clopper_pearson", "epsilon_lower_bound", "format_results",
+           "STEP_TARGETS", "ScaledNoise", "TARGETS",
+           "broken_threshold", "clopper_pearson", "epsilon_lower_bound", "format_results",
            "function_target", "neighbours", "run_audit", "scaled", "secure_noise", "seeded_noise"]

@@ -27,7 +27,7 @@ import numpy as np
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.audit.bounds import Bound, ChosenTest, bound_of, choose_test, split_halves
 from privsynth.privacy.audit.canaries import Neighbours
-from privsynth.privacy.noise import NoiseSource, make_noise_source
+from privsynth.privacy.noise import NoiseSource, SeededNoise, make_noise_source
 from privsynth.schema.workload import Histogram
 
 NoiseFactory = Callable[[str], NoiseSource]
@@ -39,7 +39,8 @@ AUTHORIZATION = "privacy audit: synthetic neighbouring tables, no ledger"
 def seeded_noise(seed: int = 0) -> NoiseFactory:
     """Per-run seeded numpy streams (distinct keys give independent streams), authorized."""
     def make(key: str) -> NoiseSource:
-        noise = make_noise_source(seed, f"privsynth-audit/{key}")
+        # The audit's tables are synthetic and public: its streams need no secret key.
+        noise = SeededNoise(seed, f"privsynth-audit/{key}")
         noise.authorize(AUTHORIZATION)
         return noise
     make.description = f"SeededNoise (numpy PCG64), seed {seed}, one stream per run"

@@ -9,7 +9,11 @@ of runs fit in minutes, and score what the release publishes:
 * rap, reduced_space, microaggregation: the expected count of the canary record in the synthetic table
   (n_estimate x the release's mass on the canary's levels);
 * private_sampling: how many released rows are the canary;
-* schema_draft: whether the canary's category passes the threshold (``dp_categories``).
+* schema_draft: whether the canary's category passes the threshold (``dp_categories``), the canary's value
+  held by about tau records in both neighbours: what the Gaussian counts can show;
+* schema_draft: singleton: the same score when the canary's value is held by the canary alone (absent from
+  D, count 1 in D'): the threshold's own case, its delta_tau. Only this target sees a broken threshold
+  (``broken_threshold``); with the value at tau both neighbours release it alike.
 
 Step targets (``steps``) audit one Gaussian or Laplace step in isolation with many more runs.
 
@@ -25,7 +29,9 @@ row (each costs more than ln 3).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from unittest import mock
 
 import numpy as np
 
@@ -162,6 +168,44 @@ def _schema_draft(epsilon: float = 1.0, copies: int = 1, delta: float = DEFAULT_
                            claim_at=lambda d: epsilon_from_rho(rho, d - delta_tau) if d > delta_tau else math.inf)
 
 
+CATEGORY_VALUES = ("common", "canary")  # the canary record holds the last level, "canary"
+
+
+def _schema_draft_singleton(epsilon: float = 1.0, copies: int = 1, delta: float = DEFAULT_DELTA) -> AuditTarget:
+    """The threshold's case: D holds the common value only; D' adds the canary, whose value no one else holds.
+
+    The set of observed values is data-dependent (``dp_categories`` sees only values present), so on D the
+    canary's value is never released and on D' it is released with probability at most delta_tau: the
+    claim is (epsilon(rho, delta' - delta_tau), delta')-DP, as for ``schema_draft``.
+    """
+    rho = schema_draft.draft_cost(epsilon, delta, 1).rho
+    delta_tau = schema_draft.THRESHOLD_DELTA_FRACTION * delta
+    nb = neighbours(np.zeros((CATEGORY_COMMON, 1), dtype=np.int32), CATEGORY_DOMAIN, copies)
+    counts = {id(table): _category_counts(table) for table in nb.tables()}
+
+    def run_once(table: Histogram, noise: NoiseSource) -> float:
+        present = np.flatnonzero(counts[id(table)] > 0)  # the observed values: what the draft's GROUP BY sees
+        release = schema_draft.dp_categories([CATEGORY_VALUES[i] for i in present], counts[id(table)][present],
+                                             rho, delta_tau, noise)
+        return float("canary" in release.categories)
+    return function_target("schema_draft: singleton", schema_draft.draft_cost(epsilon, delta, 1), delta, nb, run_once,
+                           "a value held by one record (the canary) released (one column, dp_categories)",
+                           claim_at=lambda d: epsilon_from_rho(rho, d - delta_tau) if d > delta_tau else math.inf)
+
+
+def broken_threshold_function(sigma: float, delta_tau: float) -> float:
+    """A BROKEN category threshold for the audit's power check: Phi^-1 forgotten (tau = 1 + sigma * delta_tau),
+    so a value held by one record is released about half of the time instead of with probability delta_tau."""
+    return 1.0 + sigma * delta_tau
+
+
+@contextmanager
+def broken_threshold(function: Callable[[float, float], float] = broken_threshold_function) -> Iterator[None]:
+    """Within the block, ``dp_categories`` thresholds with ``function``: injected from outside, as ScaledNoise."""
+    with mock.patch("privsynth.discovery.categories.threshold", function):
+        yield
+
+
 # ---------------------------------------------------------------- isolated steps
 
 def _aim_one_way(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
@@ -256,6 +300,7 @@ TARGETS: dict[str, Builder] = {
     "microaggregation": _microaggregation,
     "private_sampling": _private_sampling,
     "schema_draft": _schema_draft,
+    "schema_draft: singleton": _schema_draft_singleton,
 }
 STEP_TARGETS: dict[str, Builder] = {
     "aim: 1-way Gaussian": _aim_one_way,
