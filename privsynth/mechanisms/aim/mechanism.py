@@ -8,7 +8,7 @@ the requested epsilon.
 What is measured, and what each step costs (every count marginal has L2 sensitivity 1 and every
 selection score has sensitivity equal to its weight under add/remove-one):
 * start: every 1-way marginal, Gaussian sigma_0 = sqrt(T / (2 * 0.9 * rho)) each (rho = 1/(2 sigma^2)
-  per marginal), with T = ``max_rounds`` (default: the paper's 16 d up to 16 attributes, then max(1.5 d, 4096 / d));
+  per marginal), with T = ``max_rounds`` (default: 4 d up to 16 attributes, then max(1.5 d, 1024 / d); the paper: 16 d);
 * domain compression (post-processing of the 1-way measurements, ``compression.py``): per attribute,
   the levels whose noisy count is below ``compress_threshold * sigma_0`` are merged into one level, and
   every later round works on the merged levels. The merge map is a function of DP outputs only, and a
@@ -108,8 +108,8 @@ class Config(MechanismConfig):
     k: int = Field(3, description="order of the workload marginals (all k-way marginals of the binning)")
     marginal_weights: tuple[tuple[tuple[int, ...], float], ...] = Field(
         (), description="per-marginal workload weights ((attribute indices), weight); unlisted marginals weigh 1")
-    max_rounds: int | None = Field(None, description="T of the initial round budget; None = 16 x number of "
-                                                     "attributes up to 16 attributes, then max(1.5 d, 4096 / d)")
+    max_rounds: int | None = Field(None, description="T of the initial round budget; None = 4 x number of "
+                                                     "attributes up to 16 attributes, then max(1.5 d, 1024 / d)")
     max_model_size_mb: float = Field(
         8.0, description="cap on the junction tree size in MB (paper: 80; smaller is faster, see benchmarks/README.md)")
     iterations_per_round: int = Field(100, description="mirror-descent iterations after each measurement (warm started)")

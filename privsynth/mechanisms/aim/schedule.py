@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from privsynth.privacy.spending import rho_allowance
 
 MEASURE_SHARE = 0.9   # of each round's rho (paper: 0.9 measures, 0.1 selects)
-# The paper's T = 16 d splits rho into 16 d round budgets. Measured on a 54-column, 10,000-row real
-# table at epsilon 1 (benchmarks/README.md, "A wide real table"), 2-way mean TV against the
-# independent-columns model's 0.048: T = 864 (16 d) 0.056-0.060, T = 256 0.052, T = 108 0.048,
-# T = 81 (1.5 d) 0.047, T = 60 0.052. With many columns the budget cannot cover many marginals, and
-# fewer, better measurements (the 1-way ones first) win, down to a point. A config default: no
-# privacy effect.
+# T splits rho into round budgets; the 1-way start takes 0.9 d / T of it. The paper's T = 16 d spends
+# 5.6% on the start and leaves the 1-way marginals noisy. Measured (benchmarks/README.md, "Closing the gap
+# to AIM"): on Adult (d = 15) T = 4 d gives lower 1-, 2- and 3-way error than 16 d at epsilon 0.3, 1 and 3
+# (1-way mean TV 0.008 / 0.0033 / 0.0015 against 0.012 / 0.0047 / 0.0022) and runs faster; 2 d and 3 d
+# win on 1-way and lose on 3-way. On a 54-column table (Lending Club loans) T = 81 (1.5 d) was best
+# (2-way mean TV 0.047; 256: 0.052; 864 = 16 d: 0.056-0.060). Fewer, better measurements win, down to a
+# point. A config default: no privacy effect.
+ROUNDS_PER_ATTRIBUTE = 4
 WIDE_ATTRIBUTES = 16
 
 
@@ -37,14 +39,14 @@ def rho_of_config(config) -> float:
 
 
 def rounds_parameter(config, n_attributes: int) -> int:
-    """T: the paper's 16 d up to ``WIDE_ATTRIBUTES`` columns; beyond, max(1.5 d, 16 * 16^2 / d), which
-    meets 16 d at d = 16 and falls to 1.5 d (the 1-way start then takes 60% of rho)."""
+    """T: 4 d up to ``WIDE_ATTRIBUTES`` columns; beyond, max(1.5 d, 4 * 16^2 / d), which meets 4 d at
+    d = 16 and falls to 1.5 d (the 1-way start then takes 60% of rho)."""
     if config.max_rounds is not None:
         return config.max_rounds
     d = n_attributes
     if d <= WIDE_ATTRIBUTES:
-        return 16 * d
-    return max(math.ceil(1.5 * d), round(16 * WIDE_ATTRIBUTES**2 / d))
+        return ROUNDS_PER_ATTRIBUTE * d
+    return max(math.ceil(1.5 * d), round(ROUNDS_PER_ATTRIBUTE * WIDE_ATTRIBUTES**2 / d))
 
 
 def rounds_cap(config, n_attributes: int) -> int:
