@@ -132,7 +132,7 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     return Bounds(low, high)
 
 
-TAIL_SIGMAS = 2.0  # an octave next to the data joins the bounds when its noisy count shows this many deviations
+TAIL_SIGMAS = 1.5  # an octave next to the data joins the bounds when its noisy count shows this many deviations
 
 
 def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: float, high: float) -> tuple[float, float]:

@@ -211,20 +211,27 @@ def fine_schema(schema: Schema) -> Schema | None:
 
 
 def _fine_draws(col: Column, safe: np.ndarray, fine: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) of a sub-bin drawn for each bin code, in proportion to the noisy sub-bin counts of that bin
-    above twice the noise scale (an empty sub-bin's noise rarely passes; uniform when none does):
-    post-processing of the DP counts in ``fine``."""
+    """(lo, hi) of a sub-bin drawn for each bin code (post-processing of the DP counts in ``fine``): a
+    sub-bin whose noisy count passes twice the noise scale weighs its count; what the other sub-bins hold
+    together, when it passes its own noise (one deviation of their sum), is spread over them by width
+    (uniform when none passes). A thin spread-out tail is not piled onto the one sub-bin whose noise
+    happened to pass, and an empty remainder (a constant, a column of zeros) stays empty."""
     edges = np.asarray(col.bins, dtype=np.float64)
     sub = np.asarray(fine["edges"], dtype=np.float64)
     noisy = np.asarray(fine["noisy_counts"], dtype=np.float64)
-    weights = np.where(noisy > FINE_FLOOR * float(fine.get("scale", 0.0)), np.clip(noisy, 0.0, None), 0.0)
     lo, hi = edges[safe].copy(), edges[safe + 1].copy()
     first = np.searchsorted(sub, edges, side="left")  # sub-bins of bin i: first[i] .. first[i+1]-1
     first[-1] = len(sub) - 1  # the last bin's sub-bins run to the end (whole columns: [b, b + 1] too)
+    floor = FINE_FLOOR * float(fine.get("scale", 0.0))
     for i in np.unique(safe):
         rows = np.flatnonzero(safe == i)
-        w = weights[first[i]:first[i + 1]]
+        y = noisy[first[i]:first[i + 1]]
         widths = np.diff(sub[first[i]:first[i + 1] + 1])
+        passing = y > floor
+        w = np.where(passing, y, 0.0)
+        rest = float(y.sum() - w.sum())  # the other sub-bins' noisy total: noise sd scale * sqrt(their number)
+        if (~passing).any() and rest > float(fine.get("scale", 0.0)) * math.sqrt(int((~passing).sum())):
+            w = w + np.where(passing, 0.0, rest * widths / widths[~passing].sum())
         p = w / w.sum() if w.sum() > 0 else widths / widths.sum()
         pick = first[i] + rng.choice(len(p), size=len(rows), p=p)
         lo[rows], hi[rows] = sub[pick], sub[pick + 1]
