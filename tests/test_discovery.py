@@ -190,3 +190,15 @@ def test_a_pure_dp_mechanism_after_discovery_stays_inside_the_budget(tmp_path, m
     assert parts["discovery_rho"] + parts["mechanism_rho"] == pytest.approx(total, rel=1e-6)
     assert release.privacy["cost"]["pure_epsilon"] == pytest.approx(math.sqrt(2 * parts["mechanism_rho"]), rel=1e-6)
     assert release.privacy["run_total"]["cost"]["epsilon_at_delta"] <= 1.0 + 1e-9
+
+
+def test_the_dp_report_states_what_discovery_spent_and_dropped(released):
+    _, release, _ = released
+    report = json.loads((release.run_dir / "report.json").read_text())
+    stages = {s["stage"]: s["rho"] for s in report["budget"]["stages"]}
+    parts = release.privacy["run_total"]["parts"]
+    assert stages["discover"] == pytest.approx(parts["discovery_rho"]) and stages["mechanism"] > 0
+    assert report["budget"]["total_rho"] == pytest.approx(parts["discovery_rho"] + parts["mechanism_rho"])
+    assert "uid" in report["discovery"]["dropped"]
+    assert all(o["share"] >= 0.01 for o in report["discovery"]["out_of_domain"])
+    assert "## The discovered schema" in (release.run_dir / "report.md").read_text()

@@ -118,14 +118,36 @@ def budget(privacy: dict) -> dict:
     rho = float(cost.get("rho_zcdp") or 0.0)
     stages = [{"stage": s, "rho": rho if s == "mechanism" else 0.0}
               for s in ("validate", "binarise", "mechanism", "rounding", "report")]
+    discovery = privacy.get("discovery")
+    if discovery is not None:  # a run without a schema: its discover stage spent part of the run's budget
+        stages.insert(0, {"stage": "discover", "rho": float(discovery.get("rho") or 0.0)})
+        rho = sum(stage["rho"] for stage in stages)
     facts = privacy.get("release_facts") or {}
     steps = []
     if "rho_per_round" in facts:
         if facts.get("rho_initial_one_way") is not None:
             steps.append({"step": "initial 1-way measurements", "rho": float(facts["rho_initial_one_way"])})
         steps += [{"step": f"round {i + 1}", "rho": float(r)} for i, r in enumerate(facts["rho_per_round"])]
-    return {"statement": privacy.get("epsilon_statement"), "total_rho": rho, "stages": stages,
+    statement = (privacy.get("run_total") or {}).get("statement") or privacy.get("epsilon_statement")
+    return {"statement": statement, "total_rho": rho, "stages": stages,
             "mechanism_steps": steps, "reused_stored_release": bool(privacy.get("reused_stored_release"))}
+
+
+OOD_NOTE = 0.01  # a column whose DP out-of-domain share is at least this is named in the report
+
+
+def discovery_summary(privacy: dict) -> dict | None:
+    """What a run without a schema discovered (public: DP facts): its share of the budget, the columns it
+    dropped, and per column the DP share of present values outside the discovered categories, with the
+    public flag that would keep them. None for a run with a schema."""
+    found = privacy.get("discovery")
+    if found is None:
+        return None
+    shares = found.get("out_of_domain_share_dp") or {}
+    return {"share_of_run": found.get("share_of_run"), "rho": found.get("rho"), "dropped": found.get("dropped", []),
+            "out_of_domain": [{"column": c, "share": float(v),
+                               "keep_them_with": f"--public CONTRACT, or --categories {c}=... in a schema"}
+                              for c, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v >= OOD_NOTE]}
 
 
 def accuracy_summary(columns: list[dict], pairs: list[dict], measured: bool) -> dict:
@@ -178,6 +200,7 @@ def dp_report(release: Release, measurements, synthetic: np.ndarray, schema: Sch
         "columns": columns,
         "pairs": pairs,
         "budget": budget(privacy),
+        "discovery": discovery_summary(privacy),
         "fit_to_measurements": fits,
         "summary": summary,
         "fit_to_release": rounding_fit(release, synthetic, domain),
@@ -238,6 +261,17 @@ def render_report(report: dict, figures: dict | None = None) -> str:
                   "largest excess "
                   f"on {', '.join(summary['largest_excess']['marginal'])}: TV {summary['largest_excess']['tv']:.4f} vs "
                   f"{summary['largest_excess']['expected_from_noise']:.4f} from noise (every one in report.json)."]
+    found = report.get("discovery")
+    if found:
+        lines += ["", "## The discovered schema (this run had none)", "",
+                  f"Discovery spent {100 * float(found['share_of_run'] or 0):.0f}% of the run's budget (DP column facts, "
+                  "categories, bounds, codes); the schema is `schema.yaml` in this folder, reusable at no new cost. "
+                  f"Dropped: {', '.join(found['dropped']) or 'none'}."]
+        if found["out_of_domain"]:
+            lines += ["", "Columns whose values fell outside the discovered categories (DP share of present values; "
+                      "they are `<out-of-domain>` in the synthetic table):", "", "| column | share | keep them with |",
+                      "|---|---|---|"]
+            lines += [f"| {o['column']} | {100 * o['share']:.1f}% | {o['keep_them_with']} |" for o in found["out_of_domain"]]
     fit = report.get("fit_to_release")
     if fit:
         lines += ["", "## Rounding: synthetic table vs the release it was drawn from", "",
