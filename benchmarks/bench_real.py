@@ -140,9 +140,10 @@ def in_documented_domain(col, values):
     if col.type == "boolean":
         return values.isin([True, False, 0, 1]).to_numpy()
     if col.type in ("date", "timestamp"):
-        stamps = pd.to_datetime(values, errors="coerce", utc=col.type == "timestamp")
-        low, high = (pd.Timestamp(b, tz="UTC") if col.type == "timestamp" else pd.Timestamp(b) for b in col.bounds)
-        return (stamps.notna() & (stamps >= low) & (stamps <= high)).to_numpy()
+        from privsynth.schema import temporal
+
+        units, _ = temporal.values_in_unit(pd.Series(values).reset_index(drop=True), col.type)  # days / seconds
+        return np.isfinite(units) & (units >= float(col.bounds[0])) & (units <= float(col.bounds[1]))
     x = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
     ok = np.isfinite(x)
     if col.type == "integer":

@@ -78,8 +78,11 @@ def passing_span(noisy: np.ndarray, sigma: float) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Bounds:
+    """DP bounds; ``core``: round 1's span of threshold-passing cells before it grew into tail octaves."""
+
     low: float
     high: float
+    core: tuple[float, float] | None = None
 
 
 def merged(noisy: np.ndarray, cell_edges: np.ndarray, factor: int) -> tuple[np.ndarray, np.ndarray]:
@@ -122,14 +125,20 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     best, best_sd, _, _ = max(found)
     _, _, low, high = next(f for f in found if f[0] >= best - max(TIGHT_SIGMAS * math.hypot(f[1], best_sd),
                                                                    (1.0 - TIGHT_SHARE) * best))
-    low, high = extend_into_tails(noisy, edges, sigma, low, high)
+    core = _snapped(low, high, integer)
+    low, high = _snapped(*extend_into_tails(noisy, edges, sigma, low, high), integer)
+    return Bounds(low, high, core)
+
+
+def _snapped(low: float, high: float, integer: bool) -> tuple[float, float]:
+    """Grid edges as bounds: the zeros' cell is 0, integers round outwards, never empty."""
     low = 0.0 if low == -ZERO_CELL else low
     high = 0.0 if high == ZERO_CELL else high
     if integer:
         low, high = float(math.floor(low)), float(math.ceil(high))
     if not low < high:
         high = low + 1.0
-    return Bounds(low, high)
+    return low, high
 
 
 TAIL_SIGMAS = 1.5  # an octave next to the data joins the bounds when its noisy count shows this many deviations
@@ -268,8 +277,10 @@ def coded_values(level: Level) -> tuple[float, ...] | None:
 def codes_reach(codes: tuple[float, ...], bounds: Bounds) -> bool:
     """Whether the codes reach into round 1's outermost passing cells (post-processing). Round 1 saw mass
     up to ``bounds``; codes that stop short of its top (or bottom) octave leave that mass outside every
-    code, so the column is a tail of thin cells, not a coded column (clipping it would cut the tail)."""
-    low, high = bounds.low, bounds.high
+    code, so the column is a tail of thin cells, not a coded column (clipping it would cut the tail).
+    Measured against round 1's threshold-passing span (``core``); the tail octaves it grew into are
+    judged by ``mass_beyond``."""
+    low, high = bounds.core or (bounds.low, bounds.high)
     top_ok = codes[-1] >= high / 2.0 if high > 1.0 else codes[-1] >= high - 1.0
     if low < 0.0:
         bottom_ok = codes[0] <= low / 2.0
@@ -278,9 +289,30 @@ def codes_reach(codes: tuple[float, ...], bounds: Bounds) -> bool:
     return top_ok and bottom_ok
 
 
-def trim_empty_ends(level: Level, low: float, high: float, integer: bool) -> tuple[float, float]:
+CODE_TAIL_SIGMAS = 2.0  # empty cells beyond true codes pass this with probability 2.3% a side
+
+
+def mass_beyond(level: Level, codes: tuple[float, ...]) -> bool:
+    """Whether the one-cell-per-integer level holds, outside the codes' range, noisy mass above CODE_TAIL_SIGMAS
+    noise deviations of its sum on either side (post-processing): a tail the codes would clip."""
+    cells = level.edges[:-1]
+    for outside in (cells > codes[-1], cells < codes[0]):
+        m = int(outside.sum())
+        if m and float(level.noisy[outside].sum()) > CODE_TAIL_SIGMAS * level.sigma * math.sqrt(m):
+            return True
+    return False
+
+
+TRIM_CELLS = 32  # trimming reads the level nearest this many cells: fine enough to place an end, coarse
+# enough that a thin tail's mass adds up within few cells (a sequential test over many cells loses it)
+TRIM_SIGMAS = 3.0  # a run of empty cells' noisy sum stays under this many deviations of its sum (long runs: a
+# random walk that a one-deviation bar stops early, keeping most of an empty stretch)
+
+
+def trim_empty_ends(level: Level, low: float, high: float, integer: bool,
+                    sigmas: float = 1.0) -> tuple[float, float]:
     """The bounds without the outer cells that hold no evidence of data: from each end inwards, cells are
-    cut while their noisy total stays within one noise deviation of zero (post-processing). A tail with
+    cut while their noisy total stays within ``sigmas`` noise deviations of zero (post-processing). A tail with
     mass, however thin per cell, adds up and stays; a round-1 false alarm's empty region goes."""
     noisy, edges, n = level.noisy, level.edges, len(level.noisy)
     ok = np.flatnonzero(noisy > utility_threshold(level.sigma, n))
@@ -289,13 +321,13 @@ def trim_empty_ends(level: Level, low: float, high: float, integer: bool) -> tup
     top, total = n, 0.0
     for j in range(n - 1, int(ok[-1]), -1):
         total += float(noisy[j])
-        if total > level.sigma * math.sqrt(n - j):
+        if total > sigmas * level.sigma * math.sqrt(n - j):
             break
         top = j
     bottom, total = 0, 0.0
     for j in range(0, int(ok[0])):
         total += float(noisy[j])
-        if total > level.sigma * math.sqrt(j + 1):
+        if total > sigmas * level.sigma * math.sqrt(j + 1):
             break
         bottom = j + 1
     new_low, new_high = max(low, float(edges[bottom])), min(high, float(edges[top]))
@@ -304,17 +336,32 @@ def trim_empty_ends(level: Level, low: float, high: float, integer: bool) -> tup
     return (new_low, new_high) if new_low < new_high else (low, high)
 
 
-def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False) -> FineResult:
-    """Round 2 read-out (post-processing) inside round 1's DP bounds, which it never narrows (a tail is data):
-    a coded column's values (``coded_values``), else ``bins`` edges where the noisy CDF of the finest level
-    with signal crosses i/bins (equal widths when the noise leaves too little to place them)."""
+def within_outer_octaves(low: float, high: float, bounds: Bounds) -> tuple[float, float]:
+    """Trimmed bounds kept inside round 1's outermost octaves: a trim may cut empty space inside the octave
+    round 1 found the data in (a latitude in [32, 64)), never an octave it found significant (a tail)."""
+    high_floor = bounds.high / 2.0 if bounds.high > 0 else bounds.high * 2.0 if bounds.high < 0 else bounds.high
+    low_ceiling = bounds.low * 2.0 if bounds.low > 0 else bounds.low / 2.0 if bounds.low < 0 else bounds.low
+    new_low, new_high = min(low, low_ceiling), max(high, high_floor)
+    return (new_low, new_high) if new_low < new_high else (bounds.low, bounds.high)
+
+
+def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
+             octave_grid: bool = True) -> FineResult:
+    """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values
+    (``coded_values``), else ``bins`` edges where the noisy CDF of the finest level with signal crosses
+    i/bins (equal widths when the noise leaves too little to place them). DP bounds on the octave grid
+    lose empty space at their ends (``trim_empty_ends`` on the level nearest TRIM_CELLS cells) but never
+    an octave round 1 found data in; other grids (years) are trimmed on the coarsest level's evidence."""
     low, high = bounds.low, bounds.high
     if integer:
         codes = coded_values(levels[0])
-        if codes is not None and (public or codes_reach(codes, bounds)):
+        if codes is not None and (public or (codes_reach(codes, bounds) and not mass_beyond(levels[0], codes))):
             return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
-    if not public:  # public bounds are facts, not estimates: never trimmed
-        low, high = trim_empty_ends(levels[-1], low, high, integer)
+    if not public and octave_grid:  # public bounds are facts, not estimates: never trimmed
+        level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
+        low, high = within_outer_octaves(*trim_empty_ends(level, low, high, integer, TRIM_SIGMAS), bounds)
+    elif not public:
+        low, high = trim_empty_ends(levels[-1], low, high, integer, 1.0)
     n_hat = float(levels[-1].noisy.sum())
     chosen = levels[-1]
     for level in levels:

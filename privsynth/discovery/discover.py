@@ -108,14 +108,17 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
             found = round_one_bounds(d, values, counts, left * BOUNDS_SHARE, noise)
             if found is not None:
                 coarse[d.column.name] = _within_public(found, d, options)
-    for d in later:
+    # Round 2: what round 1 left (columns settled or dropped there leave theirs) goes to the columns placing
+    # edges, in equal parts: the whole of ``rho`` is spent whenever any column reaches round 2.
+    edged = [d for d in later if d.column.name in coarse]
+    if not edged:
+        return
+    unspent = rho - sum(sum(d.spent.values()) for d in read)
+    for d in edged:
         name = d.column.name
-        if name not in coarse:
-            continue
         values, counts = cache.pop(name) if name in cache else _numeric_counts(table, d)
         public = needs(d, options) == "edges"
-        round_two_edges(d, values, counts, left - d.spent.get("bounds", 0.0), coarse[name], options.bins, noise,
-                        public=public)
+        round_two_edges(d, values, counts, unspent / len(edged), coarse[name], options.bins, noise, public=public)
 
 
 def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, present: dict[str, float]) -> float:

@@ -398,7 +398,7 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
     levels = B.measure_levels(values, counts, cell_edges, rho, noise)
     d.spent["edges"] = rho
-    fine = B.read_out(levels, c.kind == "integer", bins, coarse, public=public)
+    fine = B.read_out(levels, c.kind == "integer", bins, coarse, public=public, octave_grid=c.kind in NUMERIC)
     _numeric_entry(d, fine, ("bins",) if public else ("bounds", "bins"))
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     what = (f"a coded column: the {len(fine.codes)} whole numbers whose noisy count passed the threshold, exactly"

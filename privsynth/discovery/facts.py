@@ -138,14 +138,17 @@ def release(name: str, counts: np.ndarray, distinct: float, rho: float, noise) -
 
 def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
     """The column's type from its noisy facts (post-processing): categorical, integer, float, date,
-    timestamp or boolean (declared only); None with a reason when it is an identifier or shows no values."""
+    timestamp or boolean (declared only); None with a reason when it is an identifier. Inconclusive facts
+    keep the declared type."""
     present, sigma = facts.present, facts.sigma_classes
     rows = max(facts.rows, 1.0)
     missing_share = min(1.0, facts.count("missing") / rows)
     if present < EVIDENCE_SIGMAS * sigma * math.sqrt(len(CLASSES)):
-        return ColumnFacts(facts.column, None, "its DP class counts show too few present values to discover a domain "
-                           "at this budget; give public facts (--categories, --bounds, --public) to keep it", 0.0,
-                           missing_share)
+        # Inconclusive at this budget: the declared type stands (text: categorical, which holds any value);
+        # the next round drops the column only if its own histogram shows nothing either.
+        kind = "categorical" if declared == "text" else declared
+        return ColumnFacts(facts.column, kind, f"its DP class counts are too noisy to decide more at this budget: "
+                           f"kept as {kind}", 0.0, missing_share)
     if declared in ("boolean", "date", "timestamp"):
         return ColumnFacts(facts.column, declared, f"declared {declared}", 0.0, missing_share)
     numbers = facts.count("whole") + facts.count("fraction")
