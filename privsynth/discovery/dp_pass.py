@@ -54,7 +54,7 @@ def to_read(drafts: list[ColumnDraft], options: DraftOptions) -> list[ColumnDraf
 def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
     """Charge the draft's cost, then measure; returns (cost, dataset). Mutates the drafts' entries."""
     from privsynth.privacy.ledger import BudgetLedger
-    from privsynth.privacy.noise import make_noise_source
+    from privsynth.privacy.charged import charge_then_noise
 
     read = to_read(drafts, options)
     dataset = options.dataset or options.name
@@ -70,13 +70,10 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
         check_draft_seed(ledger, dataset, options)
         key = release_key_for(ledger, [d.column for d in drafts], config)
         # Charge BEFORE any value is read; then claim the draw; only then may noise be drawn.
-        receipt = ledger.charge(dataset, key, cost, f"schema draft {options.name} (DP categories, bounds and bins)",
-                                require_budget=options.require_budget)
-        ledger.claim_noise(dataset, key)
-        secret = ledger.release_secret() if options.seed is not None else None
+        noise, _ = charge_then_noise(ledger, dataset, key, cost,
+                                  f"schema draft {options.name} (DP categories, bounds and bins)",
+                                  require_budget=options.require_budget, seed=options.seed)
     finally:
         ledger.close()
-    noise = make_noise_source(options.seed, key, secret)
-    noise.authorize(receipt.reference)
     measure(table, read, options, cost.rho, delta_tau, noise)  # discovery.discover: one code path with the run
     return cost, dataset

@@ -23,6 +23,14 @@ class ReleaseOutcome:
     reused: bool
 
 
+AFTER = {"charged": "after_charge", "noise_drawn": "after_noise_claimed"}  # the fault points of each step
+
+
+def _phase_and_fault(step: str) -> None:
+    phase.enter(step)
+    fault_point(AFTER[step])
+
+
 def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
                   dataset: str, delta: float, seed: int | None, column_names: list[str],
                   require_budget: bool = True, fine=None, schema=None, fine_counts=None) -> ReleaseOutcome:
@@ -38,7 +46,7 @@ def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain
     ``fine`` (a ``FineDecoding``): the charge is the run's whole cost (``fine.total``), and after the
     mechanism the sub-bin counts ``fine_counts`` are released with the same authorised noise source.
     """
-    from privsynth.privacy.noise import make_noise_source
+    from privsynth.privacy.charged import charge_then_noise
 
     found = store.get(key)
     if found is not None:
@@ -46,14 +54,8 @@ def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain
         phase.enter("stored")
         return ReleaseOutcome(release, privacy, reused=True)
     cost = fine.total if fine is not None else mechanism.privacy_cost(config)
-    receipt = ledger.charge(dataset, key, cost, f"{mechanism.NAME} release", require_budget=require_budget)
-    phase.enter("charged")
-    fault_point("after_charge")
-    ledger.claim_noise(dataset, key)
-    phase.enter("noise_drawn")
-    fault_point("after_noise_claimed")
-    noise = make_noise_source(seed, key, ledger.release_secret() if seed is not None else None)
-    noise.authorize(receipt.reference)
+    noise, receipt = charge_then_noise(ledger, dataset, key, cost, f"{mechanism.NAME} release",
+                                       require_budget=require_budget, seed=seed, step=_phase_and_fault)
     data = mechanism.collect_statistics(statistics, domain, config)
     release = mechanism.run(data, domain, config, noise)
     release.check_domain(domain)

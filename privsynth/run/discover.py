@@ -90,7 +90,7 @@ def _discover(ctx) -> DiscoveryOutcome:
     from privsynth.discovery.draft import DraftOptions, declared_drafts
     from privsynth.discovery.writer import render
     from privsynth.privacy.keys import release_key
-    from privsynth.privacy.noise import make_noise_source
+    from privsynth.privacy.charged import charge_then_noise
 
     plan, parameters = ctx.plan, ctx.plan.parameters
     name = default_name(parameters.input) if parameters.input else plan.dataset
@@ -112,11 +112,8 @@ def _discover(ctx) -> DiscoveryOutcome:
             # approximate zCDP: the categorical thresholds' delta (at most THRESHOLD_DELTA_FRACTION of delta)
             cost = PrivacyCost.zcdp(rho, f"discovery: {rho:.6g}-zCDP (DP column facts, categories, bounds, edges)",
                                     extra_delta=THRESHOLD_DELTA_FRACTION * parameters.delta)
-            receipt = ctx.ledger.charge(plan.dataset, key, cost, "discovery (the run's schema)",
-                                        require_budget=not plan.unlimited)
-            ctx.ledger.claim_noise(plan.dataset, key)
-            noise = make_noise_source(parameters.seed, key, secret)
-            noise.authorize(receipt.reference)
+            noise, _ = charge_then_noise(ctx.ledger, plan.dataset, key, cost, "discovery (the run's schema)",
+                                      require_budget=not plan.unlimited, seed=parameters.seed)
             measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds, noise)
         text = render(drafts, options, opened.description, text_source,
                       PrivacyCost.zcdp(rho, "discovery") if read else None, plan.dataset)
