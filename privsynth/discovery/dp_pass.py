@@ -71,8 +71,8 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
         key = release_key_for(ledger, [d.column for d in drafts], config)
         # Charge BEFORE any value is read; then claim the draw; only then may noise be drawn.
         noise, _ = charge_then_noise(ledger, dataset, key, cost,
-                                  f"schema draft {options.name} (DP categories, bounds and bins)",
-                                  require_budget=options.require_budget, seed=options.seed)
+                                     f"schema draft {options.name} (DP categories, bounds and bins)",
+                                     require_budget=options.require_budget, seed=options.seed)
     finally:
         ledger.close()
     measure(table, read, options, cost.rho, delta_tau, noise)  # discovery.discover: one code path with the run

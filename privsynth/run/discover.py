@@ -113,7 +113,7 @@ def _discover(ctx) -> DiscoveryOutcome:
             cost = PrivacyCost.zcdp(rho, f"discovery: {rho:.6g}-zCDP (DP column facts, categories, bounds, edges)",
                                     extra_delta=THRESHOLD_DELTA_FRACTION * parameters.delta)
             noise, _ = charge_then_noise(ctx.ledger, plan.dataset, key, cost, "discovery (the run's schema)",
-                                      require_budget=not plan.unlimited, seed=parameters.seed)
+                                         require_budget=not plan.unlimited, seed=parameters.seed)
             measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds, noise)
         text = render(drafts, options, opened.description, text_source,
                       PrivacyCost.zcdp(rho, "discovery") if read else None, plan.dataset)
