@@ -22,6 +22,9 @@ timestamps), written to Parquet, and released three ways at epsilon E (default 1
 
 * ``discover``: ``privsynth run`` with no schema at all (the run discovers the domain under DP inside
   its own epsilon E: nothing is spent beyond E);
+* ``contract``: the same, with the documented schema's checks given as a dbt contract (``--public``,
+  written by ``privsynth schema expectations --format dbt``): categories and ranges are public, only
+  what the contract leaves open (bin edges) is discovered;
 * ``draft``: ``privsynth schema draft --epsilon E/10`` with no other flag (``write_draft``), then
   ``privsynth run`` on the file as written (``privsynth.synthesize``); no hand edit;
 * ``documented``: ``privsynth run`` with ``schemas/<table>.yaml``, written from the package's documentation.
@@ -105,8 +108,16 @@ def worker(table: str, mode: str, epsilon: float, delta: float, seed: int, data:
     work.mkdir(parents=True, exist_ok=True)
     draft_seconds = 0.0
     schema_path: Path | None
+    public: list[str] | None = None
     if mode == "discover":
         schema_path = None
+    elif mode == "contract":  # the documented schema's checks as a dbt contract: the run discovers the rest
+        from privsynth.engine.dbt_export import dbt_schema_yaml
+        from privsynth.schema import load_schema
+
+        contract = work / "schema.yml"
+        contract.write_text(dbt_schema_yaml(load_schema(ROOT / "schemas" / f"{table}.yaml")))
+        schema_path, public = None, [str(contract)]
     elif mode == "draft":
         schema_path = work / "draft.yaml"
         t0 = time.perf_counter()
@@ -118,7 +129,7 @@ def worker(table: str, mode: str, epsilon: float, delta: float, seed: int, data:
         schema_path = ROOT / "schemas" / f"{table}.yaml"
     t0 = time.perf_counter()
     release = privsynth.synthesize(str(data), None if schema_path is None else str(schema_path), epsilon=epsilon,
-                                   delta=delta, seed=seed, unlimited=True, output=str(work / "run"))
+                                   delta=delta, seed=seed, unlimited=True, output=str(work / "run"), public=public)
     if schema_path is None:
         schema_path = Path(release.run_dir) / "schema.yaml"
     out.write_text(json.dumps({
@@ -283,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                     if result["status"] == "ok":
                         synthetic = pd.read_parquet(result["synthetic"])
                         row["errors"] = score(synthetic, real, schema, domain, args.max_3way)
-                        if path in ("draft", "discover"):
+                        if path in ("draft", "discover", "contract"):
                             import yaml
 
                             drafted = yaml.safe_load(Path(result["schema"]).read_text())["columns"]
