@@ -85,7 +85,7 @@ def test_facts_have_sensitivity_one_on_neighbouring_tables():
 def test_one_added_row_no_longer_decides_a_published_type(tmp_path):
     """Attack (privacy review round 3, item 2): a sniffer read `age` as integer, and with one extra "30.5" as
     float, with certainty. Without --epsilon nothing is read (the file is identical); with it the type comes
-    from noisy counts, and the same noise gives the same file for both neighbours."""
+    from noisy counts."""
     base = pd.DataFrame({"age": np.arange(2000) % 70 + 18, "g": ["a", "b"] * 1000})
     neighbour = pd.concat([base.astype({"age": object}), pd.DataFrame([{"age": "30.5", "g": "a"}])])
     texts = {}
