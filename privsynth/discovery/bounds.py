@@ -141,7 +141,7 @@ def _snapped(low: float, high: float, integer: bool) -> tuple[float, float]:
     return low, high
 
 
-TAIL_SIGMAS = 1.5  # an octave next to the data joins the bounds when its noisy count shows this many deviations
+TAIL_SIGMAS = 2.0  # an octave next to the data joins the bounds when its noisy count shows this many deviations
 
 
 def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: float, high: float) -> tuple[float, float]:
@@ -289,7 +289,7 @@ def codes_reach(codes: tuple[float, ...], bounds: Bounds) -> bool:
     return top_ok and bottom_ok
 
 
-CODE_TAIL_SIGMAS = 2.0  # empty cells beyond true codes pass this with probability 2.3% a side
+CODE_TAIL_SIGMAS = 3.0  # empty cells beyond true codes pass this with probability 0.13% a side
 
 
 def mass_beyond(level: Level, codes: tuple[float, ...]) -> bool:
