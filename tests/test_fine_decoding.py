@@ -143,4 +143,6 @@ def test_a_run_charges_the_allowance_and_records_the_measurement(tmp_path, monke
     assert fd["share"] == 0.05 and fd["columns"] == ["n", "x", "y"]
     assert privacy["mechanism_cost"]["rho_zcdp"] + fd["rho"] == pytest.approx(privacy["cost"]["rho_zcdp"], rel=1e-12)
     table = release.table.to_pandas()
-    assert set(table["y"].astype(int)) == {2013}
+    # a constant: 2014 is in the bin but holds no row; it appears only if the noise of its sub-bin count passes
+    # twice its scale (2.3% of runs), and then for a small share of rows
+    assert (table["y"].astype(int) == 2013).mean() >= 0.9

@@ -213,7 +213,7 @@ def fine_schema(schema: Schema) -> Schema | None:
 def _fine_draws(col: Column, safe: np.ndarray, fine: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) of a sub-bin drawn for each bin code (post-processing of the DP counts in ``fine``): a
     sub-bin whose noisy count passes twice the noise scale weighs its count; what the other sub-bins hold
-    together, when it passes its own noise (one deviation of their sum), is spread over them by width
+    together, when it passes twice the noise of their sum, is spread over them by width
     (uniform when none passes). A thin spread-out tail is not piled onto the one sub-bin whose noise
     happened to pass, and an empty remainder (a constant, a column of zeros) stays empty."""
     edges = np.asarray(col.bins, dtype=np.float64)
@@ -230,7 +230,7 @@ def _fine_draws(col: Column, safe: np.ndarray, fine: dict, rng: np.random.Genera
         passing = y > floor
         w = np.where(passing, y, 0.0)
         rest = float(y.sum() - w.sum())  # the other sub-bins' noisy total: noise sd scale * sqrt(their number)
-        if (~passing).any() and rest > float(fine.get("scale", 0.0)) * math.sqrt(int((~passing).sum())):
+        if (~passing).any() and rest > floor * math.sqrt(int((~passing).sum())):
             w = w + np.where(passing, 0.0, rest * widths / widths[~passing].sum())
         p = w / w.sum() if w.sum() > 0 else widths / widths.sum()
         pick = first[i] + rng.choice(len(p), size=len(rows), p=p)
