@@ -153,8 +153,13 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
         return ColumnFacts(facts.column, declared, f"declared {declared}", 0.0, missing_share)
     numbers = facts.count("whole") + facts.count("fraction")
     temporal = facts.count("date") + facts.count("timestamp")
-    if declared == "text" and numbers < NUMBER_SHARE * present:
-        if temporal >= DATE_SHARE * present:
+    # A share test alone is noise-fragile near its bar: the other classes' noisy total within three noise
+    # deviations of zero is evidence enough (as for fractions below).
+    not_numbers = facts.classes[3] + facts.classes[4] + facts.classes[5]
+    not_temporal = facts.classes[1] + facts.classes[2] + facts.classes[5]
+    numeric = numbers >= NUMBER_SHARE * present or not_numbers <= facts.noise_of(3)
+    if declared == "text" and not numeric:
+        if temporal >= DATE_SHARE * present or not_temporal <= facts.noise_of(3):
             kind = "timestamp" if facts.count("timestamp") > facts.count("date") else "date"
             other = facts.classes[1] + facts.classes[2] + facts.classes[5]
             return ColumnFacts(facts.column, kind, f"DP: {_pct(temporal / present)} of its values read as "
