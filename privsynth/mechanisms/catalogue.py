@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from privsynth.errors import UnknownMechanismError
@@ -87,11 +87,11 @@ class Mechanism:
     public_rows_option: str | None = None
     forecast_cost: Callable[[MechanismConfig, Domain], Any] | None = None
     neighbours: str = ADD_REMOVE
-    caps_rows: bool = field(init=False)
 
-    def __post_init__(self) -> None:
-        # A mechanism whose guarantee caps the rows it releases names the field that takes --rows.
-        object.__setattr__(self, "caps_rows", self.rows_option is not None)
+    @property
+    def caps_rows(self) -> bool:
+        """A mechanism whose guarantee caps the rows it releases names the field that takes --rows."""
+        return self.rows_option is not None
 
     @property
     def NAME(self) -> str:  # noqa: N802  (the module contract's name)

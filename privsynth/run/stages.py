@@ -239,6 +239,13 @@ def rounding_rng(seed: int | None, draw: int = 0) -> np.random.Generator:
     return np.random.default_rng(None if seed is None else [seed, 1, draw])
 
 
+def stored_measurements(ctx: RunContext) -> tuple[Measurement, ...]:
+    """The release's noisy measurements from the run folder (public, DP); none when it stored none."""
+    if not ctx.folder.trusted("measurements.parquet"):
+        return ()
+    return measurements_from_table(pq.read_table(ctx.folder.file("measurements.parquet")))
+
+
 def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
     """synthetic.parquet in the schema's types (and the optional sink): post-processing of the release."""
     from privsynth.io import write_sink
@@ -246,8 +253,7 @@ def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
     release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
     from privsynth.run.fine_decoding import decoding_counts
 
-    measurements = (measurements_from_table(pq.read_table(ctx.folder.file("measurements.parquet")))
-                    if ctx.folder.trusted("measurements.parquet") else ())
+    measurements = stored_measurements(ctx)
     table = synthesize_table(release, ctx.schema, output_rows(ctx.plan.parameters.rows, privacy),
                              rounding_rng(ctx.plan.parameters.seed), decoding_counts(privacy), measurements)
     atomic_write_table(ctx.folder.file("synthetic.parquet"), table)
@@ -293,10 +299,7 @@ def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
 
     fault_point("before_report")
     release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
-    measurements = ()
-    if ctx.folder.trusted("measurements.parquet"):
-
-        measurements = measurements_from_table(pq.read_table(ctx.folder.file("measurements.parquet")))
+    measurements = stored_measurements(ctx)
     synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
     report = dp_report(release, measurements, synthetic, ctx.schema, privacy)
     root = ctx.folder.file("report.json").parent

@@ -241,13 +241,9 @@ def _fine_draws(col: Column, safe: np.ndarray, fine: dict, rng: np.random.Genera
 def structural_levels(schema: Schema) -> dict[int, tuple[int, ...]]:
     """Per kept attribute, the codes of its structural levels: ``<missing>`` (nullable columns) and
     ``<out-of-domain>`` (``on_out_of_domain: category``), which hold no value of the column's own domain."""
-    out: dict[int, tuple[int, ...]] = {}
-    for j, col in enumerate(schema.kept_columns):
-        n = col.domain_levels
-        levels = ([n] if col.nullable else []) + ([n + int(col.nullable)] if col.on_out_of_domain == "category" else [])
-        if levels:
-            out[j] = tuple(levels)
-    return out
+    # Column.labels orders the codes: the domain's levels first, then the structural ones.
+    return {j: tuple(range(col.domain_levels, len(col.labels))) for j, col in enumerate(schema.kept_columns)
+            if len(col.labels) > col.domain_levels}
 
 
 def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fine: dict | None = None) -> pd.Series:
