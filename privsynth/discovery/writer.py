@@ -18,10 +18,13 @@ def _scalar(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10**9, allow_unicode=True).strip().removesuffix("...").strip()
 
 
+DRAFT_TITLE = "DRAFT SCHEMA, written by `privsynth schema draft`: a file for a human to review and edit."
+
+
 def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_source: bool,
-            cost: PrivacyCost | None, dataset: str | None) -> list[str]:
+            cost: PrivacyCost | None, dataset: str | None, title: str) -> list[str]:
     head = [
-        "# DRAFT SCHEMA, written by `privsynth schema draft`: a file for a human to review and edit.",
+        f"# {title}",
         f"# Source: {origin}",
     ]
     if text_source:
@@ -59,9 +62,9 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_
 
 
 def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_source: bool,
-           cost: PrivacyCost | None, dataset: str | None) -> str:
+           cost: PrivacyCost | None, dataset: str | None, title: str = DRAFT_TITLE) -> str:
     """The draft as commented YAML: valid YAML; loads as a Schema once every TODO is filled."""
-    lines = _header(drafts, options, origin, text_source, cost, dataset)
+    lines = _header(drafts, options, origin, text_source, cost, dataset, title)
     lines += [f"name: {_scalar(options.name)}", "other_columns: fail", "columns:"]
     for d in drafts:
         lines.append("")

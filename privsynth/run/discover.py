@@ -116,12 +116,11 @@ def _discover(ctx) -> DiscoveryOutcome:
                                          require_budget=not plan.unlimited, seed=parameters.seed)
             measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds, noise)
         text = render(drafts, options, opened.description, text_source,
-                      PrivacyCost.zcdp(rho, "discovery") if read else None, plan.dataset)
+                      PrivacyCost.zcdp(rho, "discovery") if read else None, plan.dataset,
+                      title=f"SCHEMA DISCOVERED by run {ctx.run_id} (its discover stage); reusable as --schema at "
+                            "no new cost.")
     finally:
         opened.close()
-    text = text.replace("# DRAFT SCHEMA, written by `privsynth schema draft`: a file for a human to review and edit.",
-                        f"# SCHEMA DISCOVERED by run {ctx.run_id} (its discover stage); reusable as --schema at no "
-                        "new cost.")
     kept = [d for d in drafts if not d.entry.get("drop")]
     if not kept:
         raise ParameterError("discovery kept no column of the input (each one's reason is in the drafted entries): "
