@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--public", action="append", metavar="SOURCE", help="without --schema: a data contract whose "
                      "facts are PUBLIC (dbt schema.yml, GX suite, Frictionless schema, db:); repeatable")
     run.add_argument("--public-model", help="the dbt model to read when a schema.yml holds several")
+    run.add_argument("--trust-data-derived-contracts", action="store_true", help="read as public the --public facts "
+                     "that may have been computed from the rows (a profiled GX suite, ENUM labels, CHECK values): "
+                     "marked DATA-DERIVED, not covered by the DP guarantee; without it they are refused")
     run.add_argument("--discovery-share", type=float, metavar="SHARE", help="without --schema: the share of the "
                      "budget spent discovering the table's domain (default: by need, 3%% per column, at most 35%%)")
     run.add_argument("--keep-private", action="store_true", help="DEBUG: keep the private intermediates")
@@ -153,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--public", action="append", metavar="SOURCE", help="a data contract whose facts are PUBLIC "
                        "(dbt schema.yml or project, GX suite, Frictionless schema, db:): never read, never charged")
     draft.add_argument("--public-model", help="the dbt model to read when a schema.yml holds several")
+    draft.add_argument("--trust-data-derived-contracts", action="store_true", help="read as public the --public "
+                       "facts that may have been computed from the rows (a profiled GX suite, ENUM labels, CHECK "
+                       "values): marked DATA-DERIVED, not covered by the DP guarantee; without it they are refused")
     draft.add_argument("--bins", type=int, default=8, help="bins per numeric column with --epsilon (default 8)")
     draft.add_argument("--unlimited", action="store_true", help="charge a dataset that has no budget (explicit)")
     draft.add_argument("--force", action="store_true", help="overwrite --output")
@@ -207,6 +213,7 @@ def command_run(args: argparse.Namespace) -> int:
         "keep_private": args.keep_private or None, "audit_target": args.audit_target,
         "audit_location": args.audit_location,
         "fine_decoding": args.fine_decoding, "public": args.public, "public_model": args.public_model,
+        "trust_data_derived": args.trust_data_derived_contracts or None,
         "discovery_share": args.discovery_share}.items() if v is not None}
     parameters = parse_parameters(values)
     plan_run(parameters)  # every parameter checked here, before Prefect starts or any data is read
@@ -375,10 +382,15 @@ def command_schema(args: argparse.Namespace) -> int:
                            ledger=args.ledger, bounds=parse_bounds(args.bounds), bins=args.bins,
                            categories=parse_categories(args.categories),
                            require_budget=not args.unlimited, peek_without_dp=args.peek_without_dp,
-                           public=read_public_sources(args.public, args.public_model, args.input))
+                           public=read_public_sources(args.public, args.public_model, args.input,
+                                                      trust_data_derived=args.trust_data_derived_contracts))
     if args.peek_without_dp:
         print("privsynth: WARNING: --peek-without-dp reads the exact values: the draft is NOT differentially private "
               "and leaks the data; do not share it", file=sys.stderr)
+    from privsynth.discovery.contract_trust import derived_notice
+
+    if (notice := derived_notice(options.public)) is not None:  # rule 10: said once
+        print(f"privsynth: {notice}", file=sys.stderr)
     result = write_draft(args.input, args.output, options, overwrite=args.force)
     print(f"privsynth schema draft: wrote {args.output} ({result.columns} columns, {result.dropped} proposed dropped)")
     if args.peek_without_dp:

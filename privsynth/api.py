@@ -99,7 +99,7 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
                sink: str | None = None, release_store: str | Path | None = None, unlimited: bool = False,
                allow_seed_with_budget: bool = False, audit: bool = False, audit_target: str | None = None,
                audit_location: str | None = None,
-               public: list[str] | None = None, public_model: str | None = None,
+               public: list[str] | None = None, public_model: str | None = None, trust_data_derived: bool = False,
                discovery_share: float | None = None, progress: Callable[[str], None] | None = None) -> Release:
     """Release a DP synthetic table of ``data`` (the same run as ``privsynth run``, without Prefect).
 
@@ -110,7 +110,8 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
     a dataset without a budget is refused unless ``unlimited=True`` (explicit and logged).
     Without a schema the run discovers one under DP inside ``epsilon`` (``discovery_share`` of it, by need
     when None), after the public facts of the ``public`` data contracts; ``release.run_dir / "schema.yaml"``
-    is reusable as the schema of later runs at no new cost.
+    is reusable as the schema of later runs at no new cost. A contract that may be data-derived (a GX suite a
+    profiler made, a catalogue's ENUM labels or CHECK values) is refused unless ``trust_data_derived=True``.
     Raises the typed errors of ``privsynth.errors`` before anything is charged. ``progress``, if given,
     receives each progress line (stages, the mechanism's rounds: public facts only) as it happens.
     """
@@ -124,7 +125,7 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
         output=None if output is None else str(output), sink=sink, dataset=dataset, ledger=ledger, unlimited=unlimited,
         mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target,
         audit_location=None if audit_location is None else str(audit_location), public=list(public or []),
-        public_model=public_model, discovery_share=discovery_share)
+        public_model=public_model, trust_data_derived=trust_data_derived, discovery_share=discovery_share)
     with forwarded_progress(progress):
         ctx = prepare_run(parameters, data=data if in_memory else None, schema=schema_obj, release_store=release_store,
                           progress=progress)

@@ -39,6 +39,11 @@ class ContractError(ParameterError):
     source; the message names the file and the entry, never a data value."""
 
 
+class DataDerivedContractError(ContractError):
+    """A data contract looks data-derived (a profiled GX suite, a catalogue's ENUM labels or CHECK values) and the
+    owner did not accept it as public (``--trust-data-derived-contracts``); nothing was read or charged."""
+
+
 class SchemaError(RefusalError):
     """A schema file or model is invalid; the message names the column and the problem."""
 
@@ -134,7 +139,7 @@ ValidationFailed = ValidationFailedError
 KNOWN_ERRORS: tuple[type[BaseException], ...] = (RefusalError,)
 
 __all__ = ["BudgetExceeded", "BudgetExceededError", "BudgetNotChargedError", "BudgetNotSet", "BudgetNotSetError",
-           "ContractError", "CredentialError", "InfeasibleRequest", "InfeasibleRequestError", "InjectedFault",
+           "ContractError", "CredentialError", "DataDerivedContractError", "InfeasibleRequest", "InfeasibleRequestError", "InjectedFault",
            "InputError", "InternalError", "KNOWN_ERRORS", "LPFailedError", "LedgerError", "LimitError",
            "NoiseAlreadyDrawnError", "NonPrivateChargeError", "ParameterError", "PrivsynthError", "ReducedSpaceError",
            "RefusalError", "ReleaseKeyConflictError", "RunFolderError", "SandboxError", "SchemaError", "SolverError",

@@ -110,9 +110,9 @@ def _entries(text: str) -> dict[str, dict]:
     return {c["name"]: c for c in yaml.safe_load(text)["columns"]}
 
 
-def _error(sources, model=None, input_source=None) -> str:
+def _error(sources, model=None, input_source=None, trust_data_derived=False) -> str:
     with pytest.raises(ContractError) as info:
-        read_public_sources(sources, model, input_source)
+        read_public_sources(sources, model, input_source, trust_data_derived)
     text = str(info.value)
     assert "\n" not in text
     return text
@@ -279,16 +279,19 @@ def test_a_duckdb_table_with_enum_check_and_not_null(tmp_path):
                     "channel VARCHAR CHECK (channel IN ('web', 'shop')))")
         con.execute("INSERT INTO orders SELECT 'placed', 1 + i % 5, i, 1 + i % 3, 'web' FROM range(50) t(i)")
     source = f"duckdb:{path}?table=orders"
-    facts = read_public_sources(["db:"], None, source)
+    # ENUM labels and CHECK values may be data-derived (rule 10): read on the owner's word only
+    assert "--trust-data-derived-contracts" in _error(["db:"], None, source)
+    facts = read_public_sources(["db:"], None, source, trust_data_derived=True)
     assert facts.get("status").categories == tuple(STATUS) and facts.get("status").nullable is False
     assert facts.get("qty").bounds == (1, 5) and facts.get("priority").bounds == (1, 3)
     assert facts.get("amount").bounds == (0, None) and facts.get("channel").categories == ("web", "shop")
     assert "ENUM" in facts.get("status").origin("categories")
+    assert set(facts.get("status").derived) == {"categories"} and set(facts.get("qty").derived) == {"bounds"}
     text = draft_schema(source, DraftOptions(name="orders", public=facts)).text  # no epsilon: no value read
     cols = _entries(text)
     assert cols["status"]["categories"] == STATUS and cols["qty"]["bounds"] == [1, 5]  # one level per value
     assert cols["channel"]["categories"] == ["web", "shop"] and "PUBLIC categories (database catalogue" in text
-    assert "not found" in _error(["db:"], None, f"duckdb:{path}?table=missing")
+    assert "not found" in _error(["db:"], None, f"duckdb:{path}?table=missing", True)
 
 
 def test_a_postgres_table_with_enum_and_check(postgres_url):  # noqa: F811
@@ -300,14 +303,14 @@ def test_a_postgres_table_with_enum_and_check(postgres_url):  # noqa: F811
                     "amount numeric(10, 2) CHECK (amount >= 0 AND amount <= 500), "
                     "channel varchar(10) CHECK (channel IN ('web', 'shop')), placed date CHECK (placed >= '2020-01-01'), "
                     "priority integer CHECK (priority > 0 OR priority IS NULL))")
-    facts = read_public_sources(["db:"], None, f"{postgres_url}?table=contract_orders")
+    facts = read_public_sources(["db:"], None, f"{postgres_url}?table=contract_orders", trust_data_derived=True)
     assert facts.get("status").categories == tuple(STATUS) and facts.get("status").nullable is False
-    assert facts.get("status").origin("categories").endswith("ENUM type state")
+    assert "ENUM type state; DATA-DERIVED" in facts.get("status").origin("categories")
     assert facts.get("qty").bounds == (1, 5) and facts.get("qty").type == "integer"
     assert facts.get("amount").bounds == (0, 500) and facts.get("amount").type == "float"
     assert facts.get("channel").categories == ("web", "shop") and facts.get("placed").bounds == ("2020-01-01", None)
     assert facts.get("priority").bounds is None  # OR: skipped
-    assert "not found" in _error(["db:"], None, f"{postgres_url}?table=nowhere")
+    assert "not found" in _error(["db:"], None, f"{postgres_url}?table=nowhere", True)
 
 
 # ---------------------------------------------------------------- the reverse direction: a dbt export

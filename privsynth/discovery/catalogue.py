@@ -5,6 +5,11 @@ PostgreSQL (``pg_attribute``, ``pg_enum``, ``pg_constraint``) and DuckDB (``duck
 NOT NULL, and simple CHECK constraints (``checks``). The catalogue is metadata: no row is read. A
 column without NOT NULL states nothing about nulls (a declaration that nulls are allowed is not one
 that they occur, and must not contradict a contract's ``not_null``).
+
+Rule 10 (``contract_trust``): the catalogue cannot say who wrote a value list or a range. An ENUM's
+labels may come from ``SELECT DISTINCT`` over the rows and a CHECK's values from their observed min and
+max, so both are marked possibly data-derived (the ENUM's type, categorical, is structure and is not).
+Declared column types and NOT NULL are the table's structure, as its storage declares them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 from privsynth.discovery.checks import check_facts
 from privsynth.discovery.contract_facts import Where, combined, type_kind
-from privsynth.discovery.public import PublicColumn, PublicFacts
+from privsynth.discovery.public import PublicColumn, PublicFacts, mark_derived
 from privsynth.errors import ContractError, InputError
 
 _PG_COLUMNS = """
@@ -73,16 +78,22 @@ def catalogue_to_facts(columns: Iterable[tuple[str, str, bool, list[str] | None]
     for name, declared, not_null, labels in columns:
         if labels is not None:
             # DuckDB writes an ENUM's labels as its type; PostgreSQL its name
-            origin = where.origin("ENUM type" + ("" if declared.upper().startswith("ENUM(") else f" {declared}"))
-            facts.append(PublicColumn(name, type="categorical", categories=tuple(labels),
-                                      origins={"type": origin, "categories": origin}))
+            enum = "ENUM type" + ("" if declared.upper().startswith("ENUM(") else f" {declared}")
+            origin = where.origin(enum)
+            facts.append(mark_derived(PublicColumn(name, type="categorical", categories=tuple(labels),
+                                                   origins={"type": origin, "categories": origin}),
+                                      f"{where.kind} {where.path} {enum}: an ENUM's labels may have been built "
+                                      "from the rows (SELECT DISTINCT)", ("categories",)))
         elif (kind := type_kind(declared)) is not None:
             facts.append(PublicColumn(name, type=kind, origins={"type": where.origin(f"column type {declared}")}))
         if not_null:
             facts.append(PublicColumn(name, nullable=False, origins={"nullable": where.origin("NOT NULL")}))
     names = [c[0] for c in columns]
     for constraint, expression in checks:
-        facts += check_facts(expression, names, where, f"CHECK {constraint}", f"CHECK {constraint}")
+        why = (f"{where.kind} {where.path} CHECK {constraint}: a CHECK's values may have been written from the rows "
+               "(their observed values, min or max)")
+        facts += [mark_derived(f, why, ("categories", "bounds"))
+                  for f in check_facts(expression, names, where, f"CHECK {constraint}", f"CHECK {constraint}")]
     return combined(facts, where)
 
 

@@ -198,11 +198,11 @@ def combined(facts: Iterable[PublicColumn], where: Where) -> PublicFacts:
 
 
 def _intersection(name: str, ranged: list[PublicColumn], where: Where) -> PublicColumn:
-    lows = [(f.bounds[0], f.origin("bounds")) for f in ranged if f.bounds[0] is not None]  # type: ignore[index]
-    highs = [(f.bounds[1], f.origin("bounds")) for f in ranged if f.bounds[1] is not None]  # type: ignore[index]
+    lows = [(f.bounds[0], f.origin("bounds"), f.derived.get("bounds")) for f in ranged if f.bounds[0] is not None]  # type: ignore[index]
+    highs = [(f.bounds[1], f.origin("bounds"), f.derived.get("bounds")) for f in ranged if f.bounds[1] is not None]  # type: ignore[index]
     try:
-        low = max(lows, key=lambda x: x[0]) if lows else (None, None)
-        high = min(highs, key=lambda x: x[0]) if highs else (None, None)
+        low = max(lows, key=lambda x: x[0]) if lows else (None, None, None)
+        high = min(highs, key=lambda x: x[0]) if highs else (None, None, None)
         empty = low[0] is not None and high[0] is not None and low[0] > high[0]
     except TypeError:
         raise where.error(f"column {name!r}", "its ranges mix numbers and dates") from None
@@ -210,4 +210,6 @@ def _intersection(name: str, ranged: list[PublicColumn], where: Where) -> Public
         raise where.error(f"column {name!r}", f"its ranges do not overlap: min {low[0]!r} ({low[1]}) > max "
                                               f"{high[0]!r} ({high[1]})")
     origins = list(dict.fromkeys(o for o in (low[1], high[1]) if o))
-    return PublicColumn(name, bounds=(low[0], high[0]), origins={"bounds": "; ".join(origins)})
+    whys = list(dict.fromkeys(w for w in (low[2], high[2]) if w))  # an end from a data-derived entry stays so
+    return PublicColumn(name, bounds=(low[0], high[0]), origins={"bounds": "; ".join(origins)},
+                        derived={"bounds": "; ".join(whys)} if whys else {})

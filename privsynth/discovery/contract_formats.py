@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from privsynth.discovery.checks import check_facts
+from privsynth.discovery.contract_trust import gx_profiler_entry
 from privsynth.discovery.contract_facts import (
     BETWEEN,
     DBT_TESTS,
@@ -24,7 +25,7 @@ from privsynth.discovery.contract_facts import (
     domain_fact,
     type_kind,
 )
-from privsynth.discovery.public import PublicColumn, PublicFacts
+from privsynth.discovery.public import PublicColumn, PublicFacts, mark_derived
 
 
 # ---------------------------------------------------------------- dbt
@@ -119,7 +120,9 @@ def _listed(doc: Mapping[str, Any], key: str, where: Where) -> list:
 # ---------------------------------------------------------------- Great Expectations
 
 def gx_facts(doc: Mapping[str, Any], where: Where) -> PublicFacts:
-    """The domain expectations of a GX suite (1.x ``type`` or 0.x ``expectation_type``); others skipped."""
+    """The domain expectations of a GX suite (1.x ``type`` or 0.x ``expectation_type``); others skipped.
+    A suite whose meta says a profiler or data assistant made it has every fact marked data-derived
+    (``contract_trust.gx_profiler_entry``)."""
     expectations = doc.get("expectations")
     if not isinstance(expectations, list):
         raise where.error("expectations", f"must be a list, got {type(expectations).__name__}")
@@ -136,6 +139,10 @@ def gx_facts(doc: Mapping[str, Any], where: Where) -> PublicFacts:
             raise where.error(f"expectation {i} ({kind})", "needs kwargs with a column name")
         fact = domain_fact(kind, column, kwargs, where, f"expectation {i} ({kind}), column {column!r}", kind)
         facts += [fact] if fact is not None else []
+    profiled = gx_profiler_entry(doc)
+    if profiled is not None:  # rule 10: a profiled suite states what the rows held
+        why = f"GX {where.path} {profiled}: a profiler or data assistant made the suite from data"
+        facts = [mark_derived(f, why) for f in facts]
     return combined(facts, where)
 
 

@@ -14,6 +14,10 @@ A SOURCE is
 What a contract states is PUBLIC: it is read from the contract, never from the rows, and is never
 charged. Facts of several sources are merged; two that contradict each other are refused
 (``PublicFacts.merged``). Errors name the file and the entry.
+
+A source whose facts may have been computed from the rows (a GX suite a profiler made; a catalogue's
+ENUM labels or CHECK values) is refused unless ``trust_data_derived`` (``--trust-data-derived-contracts``):
+rule 10, ``contract_trust``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import yaml
 
 from privsynth.discovery.contract_facts import Where, combined
+from privsynth.discovery.contract_trust import accepted
 from privsynth.discovery.contract_formats import dbt_column_facts, dbt_models, frictionless_facts, gx_facts
 from privsynth.discovery.public import PublicFacts
 from privsynth.errors import ContractError
@@ -34,17 +39,19 @@ DB_PREFIX = "db:"
 
 
 def read_public_sources(sources: Sequence[str] | None, model: str | None = None,
-                        input_source: Any = None) -> PublicFacts:
+                        input_source: Any = None, trust_data_derived: bool = False) -> PublicFacts:
     """The merged public facts of every SOURCE; ``model`` picks a dbt model, ``input_source`` (the run's
-    ``--input``) is the database ``db:`` reads the catalogue of."""
+    ``--input``) is the database ``db:`` reads the catalogue of. A source with possibly data-derived facts
+    is refused (``DataDerivedContractError``) unless ``trust_data_derived``; then they are marked so."""
     facts = PublicFacts()
     for source in sources or ():
-        facts = facts.merged(read_public_source(str(source), model, input_source))
+        facts = facts.merged(accepted(read_public_source(str(source), model, input_source), str(source),
+                                      trust_data_derived))
     return facts
 
 
 def read_public_source(source: str, model: str | None = None, input_source: Any = None) -> PublicFacts:
-    """One SOURCE's facts (module docstring)."""
+    """One SOURCE's facts (module docstring), possibly data-derived ones marked (``PublicColumn.derived``)."""
     if source.startswith(DB_PREFIX):
         from privsynth.discovery.catalogue import catalogue_facts
 

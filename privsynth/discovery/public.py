@@ -6,6 +6,12 @@ Expectations suites, Frictionless table schemas) or from the source database's c
 types, CHECK constraints, NOT NULL, declared types), and NEVER from the rows. Discovery uses what it
 states first, charges nothing for it, marks each fact in the written schema with where it came from
 (``public: dbt models/schema.yml accepted_values``), and discovers only what is left under DP.
+
+Rule 10 (DESIGN.md 5): what is public must be public. A contract can itself be made from the rows (a GX
+suite a profiler wrote, an ENUM built with SELECT DISTINCT, a CHECK written from the observed min and
+max). Such facts are marked ``derived`` (fact -> why, naming the entry) by the reader that found them;
+``contract_trust`` refuses them unless the owner accepts them explicitly, and then every origin written
+beside them says DATA-DERIVED, so the schema never presents them as documentation.
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ from privsynth.errors import ContractError
 
 # privsynth column types a contract may state (``privsynth.schema.model.ColumnType``)
 COLUMN_TYPES = ("categorical", "integer", "float", "boolean", "date", "timestamp")
+# the facts a public source may state about a column
+FACTS = ("type", "categories", "bounds", "nullable")
+# written beside the origin of a possibly data-derived fact the owner accepted as public
+DERIVED_LABEL = "DATA-DERIVED, owner-asserted public (--trust-data-derived-contracts)"
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,8 @@ class PublicColumn:
     ``bounds`` are (low, high) in the column's own terms: numbers, or ISO text for dates and
     timestamps; either end may be None when a contract gives one side only. ``origins`` maps each
     stated fact (type, categories, bounds, nullable) to where it came from, for the drafted file.
+    ``derived`` maps each fact that may have been computed from the rows (rule 10) to why, naming the
+    contract's entry; such a fact is used only when the owner accepted it (``contract_trust``).
     """
 
     name: str
@@ -34,6 +46,7 @@ class PublicColumn:
     bounds: tuple[float | str | None, float | str | None] | None = None
     nullable: bool | None = None
     origins: Mapping[str, str] = field(default_factory=dict)
+    derived: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.type is not None and self.type not in COLUMN_TYPES:
@@ -71,18 +84,43 @@ class PublicFacts:
 
 
 def merge_column(a: PublicColumn, b: PublicColumn) -> PublicColumn:
-    """One column's facts from two sources; equal facts merge, different ones are a ContractError."""
+    """One column's facts from two sources; equal facts merge, different ones are a ContractError. A fact
+    keeps its source's data-derived mark, unless a source that is not data-derived states it too (then
+    the fact stands on that source, and its origin is that source's)."""
     values: dict = {}
-    origins = dict(a.origins)
-    for fact in ("type", "categories", "bounds", "nullable"):
+    origins, derived = dict(a.origins), dict(a.derived)
+    for fact in FACTS:
         va, vb = getattr(a, fact), getattr(b, fact)
         if va is not None and vb is not None and va != vb:
             raise ContractError(f"column {a.name!r}: {fact} {va!r} ({a.origin(fact)}) contradicts {vb!r} "
                                 f"({b.origin(fact)})")
         values[fact] = va if va is not None else vb
-        if va is None and vb is not None and b.origin(fact):
-            origins[fact] = b.origin(fact)
-    return replace(a, **values, origins=origins)
+        takes_b = vb is not None and (va is None or (fact in a.derived and fact not in b.derived))
+        if takes_b:
+            derived.pop(fact, None)
+            if b.origin(fact):
+                origins[fact] = b.origin(fact)
+            if fact in b.derived:
+                derived[fact] = b.derived[fact]
+    return replace(a, **values, origins=origins, derived=derived)
+
+
+def mark_derived(col: PublicColumn, why: str, facts: Iterable[str] | None = None) -> PublicColumn:
+    """``col`` with its stated facts (or only ``facts``) marked possibly data-derived: ``why`` names the
+    contract's entry and the reason; each origin is labelled ``DERIVED_LABEL``, which the drafted schema
+    then shows beside the fact."""
+    chosen = [f for f in (facts if facts is not None else FACTS) if getattr(col, f) is not None]
+    if not chosen:
+        return col
+    origins = dict(col.origins)
+    for f in chosen:
+        origins[f] = f"{origins.get(f) or 'contract'}; {DERIVED_LABEL}: {why}"
+    return replace(col, origins=origins, derived={**col.derived, **{f: why for f in chosen}})
+
+
+def derived_facts(facts: PublicFacts) -> tuple[tuple[str, str, str], ...]:
+    """(column, fact, why) of every possibly data-derived fact, in column order."""
+    return tuple((name, fact, why) for name, col in facts.columns.items() for fact, why in col.derived.items())
 
 
 def from_flags(bounds: Mapping[str, tuple] | None, categories: Mapping[str, tuple[str, ...]] | None) -> PublicFacts:

@@ -9,6 +9,7 @@ import yaml
 from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
 from privsynth.discovery.budget import split_lines
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
+from privsynth.discovery.contract_trust import derived_header
 from privsynth.discovery.draft import ColumnDraft, DraftOptions
 
 INTERNAL_KEYS = ("settled",)
@@ -58,6 +59,7 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_
         spent = {d.column.name: d.spent for d in drafts if d.spent}
         head += ["# " + line for line in split_lines(spent, cost.rho)]
     head.append("# Identifier-like and free-text columns (by name) are proposed drop: true; their values were never read.")
+    head += ["# " + line for line in derived_header(options.public_facts())]  # rule 10: the owner's word, marked
     return head
 
 

@@ -62,7 +62,8 @@ def public_facts(parameters) -> PublicFacts:
         return PublicFacts()
     from privsynth.discovery.contracts import read_public_sources
 
-    return read_public_sources(parameters.public, parameters.public_model, parameters.input)
+    return read_public_sources(parameters.public, parameters.public_model, parameters.input,
+                               trust_data_derived=parameters.trust_data_derived)
 
 
 def stage_discover(ctx) -> DiscoveryOutcome:
@@ -132,6 +133,10 @@ def _discover(ctx) -> DiscoveryOutcome:
                                tuple((d.column.name, round(d.ood_share, 4)) for d in drafts if d.ood_share is not None))
     atomic_write_json(ctx.folder.file("discovery.json"), outcome.to_json())
     ctx.folder.record("discover", ["schema.yaml", "discovery.json"], discovery_rho=rho)
+    from privsynth.discovery.contract_trust import derived_notice
+
+    if (notice := derived_notice(options.public)) is not None:
+        ctx.progress(f"discover: {notice}")  # rule 10: once, for facts the owner accepted as public
     ctx.progress(f"discover: {len(schema.kept_columns)} columns kept, {len(outcome.dropped)} dropped; "
                  f"{100 * share:.0f}% of the run's budget (rho {rho:.4g}) spent on the domain")
     for column, ood in outcome.out_of_domain:

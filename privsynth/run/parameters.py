@@ -74,6 +74,10 @@ class RunParameters(BaseModel):
                               "PUBLIC (a dbt schema.yml, a Great Expectations suite, a Frictionless table schema, or "
                               "db: for the source database's catalogue); used first, never charged.")
     public_model: str | None = Field(None, description="The dbt model to read when a schema.yml holds several.")
+    trust_data_derived: bool = Field(False, description="Read as public the --public facts that may have been computed "
+                                     "from the rows (a GX suite a profiler made, a catalogue's ENUM labels or CHECK "
+                                     "values): the owner's word. Without it such a contract is refused; with it the "
+                                     "schema marks them DATA-DERIVED and the DP guarantee does not cover them.")
     discovery_share: float | None = Field(None, gt=0, lt=0.9, allow_inf_nan=False,
                                           description="Without a schema: the share of the run's budget the discover "
                                                       "stage spends on the table's domain (empty: by need, 3% per "

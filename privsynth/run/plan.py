@@ -100,7 +100,8 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         if parameters.public:  # a malformed or contradictory contract is refused before anything is read or charged
             from privsynth.discovery.contracts import read_public_sources
 
-            read_public_sources(parameters.public, parameters.public_model, parameters.input)
+            read_public_sources(parameters.public, parameters.public_model, parameters.input,
+                                trust_data_derived=parameters.trust_data_derived)  # rule 10: refused here too
         config, fine = _checked(parameters, lambda: (mechanism_config(mechanism, parameters.epsilon, parameters.delta,
                                                                       parameters.rows, _options(parameters, mechanism)),
                                                      None))
