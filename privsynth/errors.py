@@ -104,6 +104,11 @@ class NoiseAlreadyDrawnError(LedgerError):
     """Noise was already drawn for this release key; drawing again would be a second release for one charge."""
 
 
+class NoiseJournalError(RefusalError):
+    """A release's noise journal cannot be replayed (another release, sampler or code path, or another process
+    holds it); said before anything new is drawn."""
+
+
 class ReleaseKeyConflictError(LedgerError):
     """A release key is already charged with a different cost: the key does not identify the release."""
 

@@ -8,8 +8,9 @@ DP report. The same run is then started again (same --output folder, same seed, 
 release store). Each time the budget is charged exactly once, and:
 
 * killed after the charge: the re-run finds the charge, charges nothing, draws and completes;
-* killed after the noise claim (the noise was drawn but its release never stored): the re-run is
-  refused with NoiseAlreadyDrawnError; nothing is drawn twice, nothing is stored;
+* killed after the noise claim (the release's noise journal holds its draws, the release is not stored):
+  the re-run replays the journal and completes with no new charge (issue 38); the same kill with the
+  journal removed is refused with NoiseAlreadyDrawnError (nothing is drawn twice, nothing is stored);
 * killed after the release was stored, during rounding or before the report: the re-run reuses the
   stored release and completes; with a seed its output is identical to an uninterrupted run's;
 * no half-written artifact is read: every artifact the manifest lists is trusted (its hash
@@ -148,6 +149,11 @@ def _check_state_after_kill(tmp: Path, run: Path, point: str) -> None:
     drawn = BudgetLedger(_ledger_url(tmp)).noise_drawn("toy", history[0].release_key)
     assert drawn is (point != "after_charge"), "the noise claim is recorded before any draw"
     assert len(_stored_releases(tmp / "releases")) == (1 if point in STORED else 0)
+    # The noise journal exists from just before the claim until the release is stored, owner-only.
+    journal = tmp / "releases" / ".journals" / history[0].release_key
+    assert journal.is_file() is (point == "after_noise_claimed")
+    if journal.is_file():
+        assert stat.S_IMODE(journal.stat().st_mode) == 0o600
     assert "finished" not in manifest
     if point == "during_rounding":
         assert (run / "synthetic.parquet").is_file() and "rounding" not in manifest["stages"]
@@ -218,17 +224,6 @@ def test_rerun_after_a_fault_is_charged_once_and_never_draws_twice(point, harnes
     _damage_after_kill(run, point)
 
     monkeypatch.delenv(FAULT_ENV)
-    if point == "after_noise_claimed":
-        # The noise was drawn and its release lost: drawing again would be a second release for one charge.
-        with pytest.raises(NoiseAlreadyDrawnError, match="noise was already drawn for this release"):
-            synthesize(parameters, release_store=store)
-        assert len(_history(tmp_path)) == 1 and _stored_releases(tmp_path / "releases") == []
-        manifest = RunFolder.load(run).manifest
-        assert "mechanism" not in manifest["stages"] and "finished" not in manifest
-        assert not RunFolder.load(run).trusted("release.parquet")  # the torn file is never vouched for
-        assert private_leftovers(private_tmp) == []
-        return
-
     result = synthesize(parameters, release_store=store)
     folder = _assert_complete_and_charged_once(tmp_path, run)
     assert result["reused_release"] is (point in STORED)
@@ -290,7 +285,9 @@ def test_resumed_run_on_a_spent_budget_is_not_charged_twice(harness, toy, tmp_pa
 
 
 def test_after_a_lost_draw_a_new_run_is_a_new_charged_release(harness, toy, tmp_path, monkeypatch):
-    """NoiseAlreadyDrawnError says: start a new run. An unseeded new run (new folder) is a new release, charged again."""
+    """Killed after its draws, a run resumes from its noise journal (the stop line says so); with the journal
+    removed (another release store) the re-run is refused, and an unseeded new run (new folder) is a new
+    release, charged again."""
     from flows.synthesize import synthesize
 
     parameters = _parameters(toy, tmp_path, seed=None)
@@ -298,12 +295,14 @@ def test_after_a_lost_draw_a_new_run_is_a_new_charged_release(harness, toy, tmp_
     monkeypatch.setenv(FAULT_ENV, "raise:after_noise_claimed")
     with pytest.raises(InjectedFault):
         synthesize(parameters, release_store=store)
-    # Found in review: a run stopped here said "re-run the same command to resume", and the re-run is refused.
     assert phase.current() == "noise_drawn"
     message = phase.stop_message()
-    assert "resume" not in message and "refused" in message and "charged again" in message
+    assert "noise journal" in message and "to resume without a second charge" in message
     monkeypatch.delenv(FAULT_ENV)
-    with pytest.raises(NoiseAlreadyDrawnError):
+    journals = Path(store) / ".journals"
+    assert [p.name for p in journals.iterdir()] == [_history(tmp_path)[0].release_key]
+    shutil.rmtree(journals)  # the journal is gone: noise was drawn for this key and nothing can replay it
+    with pytest.raises(NoiseAlreadyDrawnError, match="noise journal"):
         synthesize(parameters, release_store=store)
     result = synthesize(_parameters(toy, tmp_path, seed=None, output="run2"), release_store=store)
     assert result["reused_release"] is False
@@ -347,13 +346,6 @@ def test_killed_run_reruns_charged_once_and_never_draws_twice(point, harness, to
 
     again = _cli_run(toy, tmp_path, api, None)
     assert private_leftovers(system_tmp) == [], "the re-run sweeps the killed run's private folder"
-    if point == "after_noise_claimed":
-        assert again.returncode == 2, again.stderr[-3000:]
-        errors = [line for line in again.stderr.splitlines() if line.startswith("privsynth: error: ")]
-        assert len(errors) == 1 and "noise was already drawn for this release" in errors[0]
-        assert "Traceback" not in again.stderr
-        assert len(_history(tmp_path)) == 1 and _stored_releases(tmp_path / "releases") == []
-        return
     assert again.returncode == 0, again.stderr[-3000:]
     assert "finished" in again.stdout
     assert ("reused the stored release" in again.stdout) is (point in STORED)

@@ -75,7 +75,9 @@ def value_counts(table, d: ColumnDraft) -> tuple[list, np.ndarray]:
         if d.column.kind == "integer":
             kept = kept.filter(kept.privsynth_v == kept.privsynth_v.floor())
     try:
-        grouped = kept.group_by("privsynth_v").aggregate(privsynth_n=kept.count()).to_pyarrow()
+        # Ordered: a GROUP BY's row order varies between runs, and a resumed run's replayed noisy counts
+        # (docs/design.md 5.3) must land on the values they were drawn for.
+        grouped = kept.group_by("privsynth_v").aggregate(privsynth_n=kept.count()).order_by("privsynth_v").to_pyarrow()
     except Exception as err:  # noqa: BLE001  (the backend's message may quote a value: a value-free one instead)
         raise backend_error(err, f"column {d.column.name!r}") from None
     return grouped.column("privsynth_v").to_pylist(), np.asarray(grouped.column("privsynth_n").to_numpy(),

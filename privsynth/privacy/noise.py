@@ -15,6 +15,10 @@ Two implementations of one small interface:
 
 A noise source refuses to draw privacy noise until ``authorize`` has been called: the pipeline
 authorizes it only after the budget ledger has been charged (docs/design.md 5.2).
+
+With a journal attached (``attach_journal``, docs/design.md 5.3) every call is kept as it is drawn, before
+its result is returned, and a resumed release replays the recorded results in order (a seeded stream is
+advanced by the same draws, so what comes after continues it exactly), then draws fresh.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import math
 import numbers
 import secrets
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import numpy as np
 from privsynth.errors import BudgetNotChargedError  # noqa: F401  (re-exported: raised here)
@@ -36,6 +41,32 @@ class NoiseSource(ABC):
         self._authorized = False
         self.charge_reference: str | None = None
         self.post_rng = np.random.default_rng(post_processing_seed)
+        self.journal = None  # privsynth.privacy.journal.NoiseJournal, when the release keeps one
+
+    def attach_journal(self, journal) -> None:
+        """Keep every draw in ``journal`` and replay what it holds. An unseeded source takes the journal's
+        post-processing seed, so its non-private choices (aim's candidate pools) are those of the first attempt
+        and each replayed selection index still names the same candidate."""
+        if journal.header.post_seed is not None:
+            self.post_rng = np.random.default_rng(journal.header.post_seed)
+        self.journal = journal
+
+    def _recorded(self, kind: str, params: dict, draw: Callable[[], np.ndarray]) -> np.ndarray:
+        """Every draw goes through here: replayed from the journal while it holds one, else drawn and kept
+        (durably, before it is returned)."""
+        if self.journal is None:
+            return draw()
+        from privsynth.privacy.journal import DrawCall
+
+        call = DrawCall(kind, tuple(params.items()))
+        replayed = self.journal.replay(call)
+        if replayed is not None:
+            if not self.secure:
+                draw()  # advance the seeded stream by the same draw: the rest continues it bit for bit
+            return replayed
+        result = np.asarray(draw())
+        self.journal.append(call, result)
+        return result
 
     def authorize(self, charge_reference: str) -> None:
         """Allow privacy noise to be drawn; called once the ledger holds the charge."""
@@ -69,13 +100,15 @@ class NoiseSource(ABC):
         """i.i.d. Laplace(0, scale) noise."""
         self._require_authorized()
         self._check_scale(scale)
-        return self._laplace(float(scale), int(size))
+        return self._recorded("laplace", {"scale": float(scale), "size": int(size)},
+                              lambda: self._laplace(float(scale), int(size)))
 
     def gaussian(self, scale: float, size: int) -> np.ndarray:
         """i.i.d. N(0, scale^2) noise."""
         self._require_authorized()
         self._check_scale(scale)
-        return self._gaussian(float(scale), int(size))
+        return self._recorded("gaussian", {"scale": float(scale), "size": int(size)},
+                              lambda: self._gaussian(float(scale), int(size)))
 
     def add_laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
         """values + i.i.d. Laplace(0, scale): the Laplace mechanism applied to the statistic itself.
@@ -85,13 +118,17 @@ class NoiseSource(ABC):
         """
         self._require_authorized()
         self._check_scale(scale)
-        return self._add_laplace(self._check_values(values), float(scale))
+        values = self._check_values(values)
+        return self._recorded("add_laplace", {"scale": float(scale), "shape": values.shape},
+                              lambda: self._add_laplace(values, float(scale)))
 
     def add_gaussian(self, values: np.ndarray, scale: float) -> np.ndarray:
         """values + i.i.d. N(0, scale^2): the Gaussian mechanism applied to the statistic itself (see add_laplace)."""
         self._require_authorized()
         self._check_scale(scale)
-        return self._add_gaussian(self._check_values(values), float(scale))
+        values = self._check_values(values)
+        return self._recorded("add_gaussian", {"scale": float(scale), "shape": values.shape},
+                              lambda: self._add_gaussian(values, float(scale)))
 
     @staticmethod
     def _check_values(values: np.ndarray) -> np.ndarray:
@@ -105,7 +142,8 @@ class NoiseSource(ABC):
         self._require_authorized()
         self._check_scale(scale)
         scores = self._check_scores(scores, "noisy_max")
-        return self._noisy_max(scores, float(scale))
+        return int(self._recorded("noisy_max", {"scale": float(scale), "size": scores.size},
+                                  lambda: np.int64(self._noisy_max(scores, float(scale)))))
 
     def noisy_top_k(self, scores: np.ndarray, scale: float, k: int) -> np.ndarray:
         """k distinct indices by peeling report-noisy-max (Gumbel); costs k noisy_max calls."""
@@ -114,7 +152,8 @@ class NoiseSource(ABC):
         scores = self._check_scores(scores, "noisy_top_k")
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not (1 <= k <= scores.size):
             raise ValueError(f"noisy_top_k needs 1 <= k <= {scores.size}, got {k}")
-        return self._noisy_top_k(scores, float(scale), int(k))
+        return self._recorded("noisy_top_k", {"scale": float(scale), "size": scores.size, "k": int(k)},
+                              lambda: np.asarray(self._noisy_top_k(scores, float(scale), int(k)), dtype=np.int64))
 
     def choice(self, probabilities: np.ndarray, size: int) -> np.ndarray:
         """Indices drawn i.i.d. from a probability vector, when the draw itself is the DP mechanism."""
@@ -122,7 +161,8 @@ class NoiseSource(ABC):
         p = np.asarray(probabilities, dtype=np.float64)
         if p.ndim != 1 or p.size == 0 or np.any(p < 0) or not math.isclose(p.sum(), 1.0, rel_tol=1e-9, abs_tol=1e-9):
             raise ValueError("choice needs a non-negative probability vector that sums to 1")
-        return self._choice(p, int(size))
+        return self._recorded("choice", {"categories": p.size, "size": int(size)},
+                              lambda: np.asarray(self._choice(p, int(size)), dtype=np.int64))
 
     def describe(self) -> dict:
         raise NotImplementedError

@@ -4,13 +4,14 @@ in the ledger, the release stored under its key before anyone reads it; and what
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from privsynth.mechanisms.base import Release
 from privsynth.mechanisms.catalogue import Mechanism
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run import phase
-from privsynth.run.faults import fault_point
+from privsynth.run.faults import draw_point, fault_point
 from privsynth.run.plan import delta_row_note
 from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram
@@ -21,6 +22,7 @@ class ReleaseOutcome:
     release: Release
     privacy: dict
     reused: bool
+    replayed: int = 0  # noisy draws replayed from the release's journal (a resumed release)
 
 
 AFTER = {"charged": "after_charge", "noise_drawn": "after_noise_claimed"}  # the fault points of each step
@@ -31,17 +33,35 @@ def _phase_and_fault(step: str) -> None:
     fault_point(AFTER[step])
 
 
+def _say_nothing(_: str) -> None:
+    return None
+
+
+def resume_line(noise, run_id: str, stage: str) -> str | None:
+    """The console line of a resumed release (public: how many draws its journal replays), else None."""
+    from privsynth.privacy.journal import replay_summary
+
+    journal = noise.journal
+    if journal is None or not journal.resumed:
+        return None
+    return (f"{stage}: resuming run {run_id}: {replay_summary(journal.records)} replayed from the release's noise "
+            "journal; nothing is charged again and only what was never drawn is drawn")
+
+
 def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
                   dataset: str, delta: float, seed: int | None, column_names: list[str],
-                  require_budget: bool = True, fine=None, schema=None, fine_counts=None) -> ReleaseOutcome:
+                  require_budget: bool = True, fine=None, schema=None, fine_counts=None,
+                  say: Callable[[str], None] = _say_nothing, run_id: str = "") -> ReleaseOutcome:
     """Produce (or reuse) the DP release under the rules of docs/design.md section 5.
 
     1. A release already stored under ``key`` is reused: no noise is drawn and nothing is charged.
     2. Otherwise the ledger is charged *before* any noise is drawn (idempotent per key, never
-       refunded), then the draw is claimed in the ledger (``claim_noise``: refused if noise was ever
-       drawn for this key, so a lost release is never re-drawn for free), and only then does the
-       noise source accept draws.
-    3. The release is stored atomically under ``key`` before anyone reads it.
+       refunded), then the draw is claimed in the ledger (``claim_noise``), and only then does the
+       noise source accept draws. Every draw is kept in the release's noise journal in ``store`` as
+       it is drawn (docs/design.md 5.3): a release killed before it was stored is resumed from it
+       (``say`` hears where it resumes), with no new charge and no draw made twice; a claimed key
+       without a journal is refused (a lost release is never re-drawn for free).
+    3. The release is stored atomically under ``key`` before anyone reads it; its journal is then spent.
 
     ``fine`` (a ``FineDecoding``): the charge is the run's whole cost (``fine.total``), and after the
     mechanism the sub-bin counts ``fine_counts`` are released with the same authorised noise source.
@@ -54,8 +74,29 @@ def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain
         phase.enter("stored")
         return ReleaseOutcome(release, privacy, reused=True)
     cost = fine.total if fine is not None else mechanism.privacy_cost(config)
+    journal = store.journal_place(key)
     noise, receipt = charge_then_noise(ledger, dataset, key, cost, f"{mechanism.NAME} release",
-                                       require_budget=require_budget, seed=seed, step=_phase_and_fault)
+                                       require_budget=require_budget, seed=seed, step=_phase_and_fault,
+                                       journal=journal, after_draw=lambda n: fault_point(draw_point("mechanism", n)))
+    replayed = len(noise.journal.records) if noise.journal is not None else 0
+    line = resume_line(noise, run_id, "mechanism")
+    if line is not None:
+        say(line)
+    try:
+        release, privacy = _draw_release(mechanism, config, statistics, domain, noise, receipt, cost, delta, dataset,
+                                         fine, schema, fine_counts)
+    finally:
+        noise.journal.close()
+    store.put(key, release, column_names, privacy)
+    journal.remove()  # the stored release is what a re-run reuses now
+    phase.enter("stored")
+    fault_point("after_release_stored")
+    return ReleaseOutcome(release, privacy, reused=False, replayed=replayed)
+
+
+def _draw_release(mechanism: Mechanism, config, statistics: Histogram, domain: Domain, noise, receipt, cost,
+                  delta: float, dataset: str, fine, schema, fine_counts) -> tuple[Release, dict]:
+    """The mechanism's release and its privacy record, drawn with the authorised (journalled) source."""
     data = mechanism.collect_statistics(statistics, domain, config)
     release = mechanism.run(data, domain, config, noise)
     release.check_domain(domain)
@@ -67,10 +108,7 @@ def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain
 
         privacy["fine_decoding"] = measure(fine, schema, fine_counts, noise)
         privacy["mechanism_cost"] = mechanism.privacy_cost(config).report(delta)
-    store.put(key, release, column_names, privacy)
-    phase.enter("stored")
-    fault_point("after_release_stored")
-    return ReleaseOutcome(release, privacy, reused=False)
+    return release, privacy
 
 
 def privacy_record(mechanism: Mechanism, config, cost: PrivacyCost, delta: float, noise, dataset: str, *,

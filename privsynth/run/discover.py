@@ -4,7 +4,8 @@ Public facts come first (the source's declared types, ``--public`` data contract
 is discovered by ``privsynth.discovery`` (the code path of ``privsynth schema draft --epsilon``): DP
 column facts (type, whole numbers, identifiers), categories by thresholded noisy counts, bounds and
 edges or coded values from noisy histograms. The stage charges its share of the run's rho to the
-ledger BEFORE any value is read, claims the draw, and writes ``schema.yaml`` (every DP fact marked
+ledger BEFORE any value is read, claims the draw (every draw is kept in the release store's noise journal
+as it is drawn, so a discovery killed half-way resumes where it stopped, charged once), and writes ``schema.yaml`` (every DP fact marked
 with its cost) and ``discovery.json`` (public: what was spent, per column what was decided and the
 DP share of its values that fell outside the discovered domain). A resumed run reuses its folder's
 ``schema.yaml`` without a new charge; a later run may pass it as ``--schema`` at no cost.
@@ -99,7 +100,11 @@ def _discover(ctx) -> DiscoveryOutcome:
                            ledger=parameters.ledger, require_budget=not plan.unlimited, seed=parameters.seed,
                            allow_seed_with_budget=parameters.allow_seed_with_budget,
                            public=public_facts(parameters))
+    from privsynth.run.charge import resume_line
+    from privsynth.run.faults import draw_point, fault_point
+
     opened, text_source = open_declared(ctx.data)
+    journal = None
     try:
         drafts = declared_drafts(declared_columns(opened.table), options, text_source)
         read = to_read(drafts, options)
@@ -113,9 +118,18 @@ def _discover(ctx) -> DiscoveryOutcome:
             # approximate zCDP: the categorical thresholds' delta (at most THRESHOLD_DELTA_FRACTION of delta)
             cost = PrivacyCost.zcdp(rho, f"discovery: {rho:.6g}-zCDP (DP column facts, categories, bounds, edges)",
                                     extra_delta=THRESHOLD_DELTA_FRACTION * parameters.delta)
+            journal = ctx.store.journal_place(key)  # every draw kept as drawn: a killed discovery resumes (5.3)
             noise, _ = charge_then_noise(ctx.ledger, plan.dataset, key, cost, "discovery (the run's schema)",
-                                         require_budget=not plan.unlimited, seed=parameters.seed)
-            measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds, noise)
+                                         require_budget=not plan.unlimited, seed=parameters.seed, journal=journal,
+                                         after_draw=lambda n: fault_point(draw_point("discovery", n)))
+            line = resume_line(noise, ctx.run_id, "discover")
+            if line is not None:
+                ctx.progress(line)
+            try:
+                measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds,
+                        noise)
+            finally:
+                noise.journal.close()
         text = render(drafts, options, opened.description, text_source,
                       PrivacyCost.zcdp(rho, "discovery") if read else None, plan.dataset,
                       title=f"SCHEMA DISCOVERED by run {ctx.run_id} (its discover stage); reusable as --schema at "
@@ -133,6 +147,8 @@ def _discover(ctx) -> DiscoveryOutcome:
                                tuple((d.column.name, round(d.ood_share, 4)) for d in drafts if d.ood_share is not None))
     atomic_write_json(ctx.folder.file("discovery.json"), outcome.to_json())
     ctx.folder.record("discover", ["schema.yaml", "discovery.json"], discovery_rho=rho)
+    if journal is not None:
+        journal.remove()  # the recorded schema.yaml is what a re-run reuses now
     from privsynth.discovery.contract_trust import derived_notice
 
     if (notice := derived_notice(options.public)) is not None:

@@ -5,8 +5,9 @@ claim are transactions), but what a re-run gets depends on when the stop came:
 
 * before the charge: nothing was charged;
 * charged, no noise drawn yet: a re-run of the same run folder resumes under the same charge;
-* noise drawn, release not yet stored: that release is lost for good. A re-run of it is refused (no
-  release key is ever drawn twice for one charge), and a new release is charged again;
+* noise drawn, release not yet stored: every draw so far is in the release's noise journal
+  (docs/design.md 5.3); a re-run of the same run folder replays them and draws only the rest, with no
+  new charge (refused only if the journal was removed: no release key is drawn twice for one charge);
 * release stored: a re-run of the same run folder reuses it, with no new charge.
 """
 
@@ -37,8 +38,8 @@ def stop_message() -> str:
     elif phase == "charged":
         detail = f"the release was charged but no noise was drawn: {resume} without a second charge"
     elif phase == "noise_drawn":
-        detail = ("its noise was drawn and the release was not stored, so this release is lost: a re-run of it is "
-                  "refused (no release is drawn twice for one charge), and a new release is charged again")
+        detail = (f"its noise draws so far are kept in the release's noise journal: {resume} without a second "
+                  "charge (what was drawn is replayed, only the rest is drawn)")
     elif phase == "stored":
         detail = f"the release is stored: {resume} with no new charge"
     else:

@@ -65,6 +65,15 @@ class ReleaseStore:
     def folder(self, key: str) -> Path:
         return self.root / key
 
+    def journal_place(self, key: str):
+        """Where the noise journal of ``key`` is kept (docs/design.md 5.3): ``.journals/<key>`` of this store,
+        owner-only, and for a remote store also at its URL (a dead worker's journal is found by the next)."""
+        from privsynth.privacy.journal import JOURNALS, JournalPlace
+
+        make_private_dir(self.root)
+        name = f"{JOURNALS}/{key}"
+        return JournalPlace(self.root / JOURNALS / key, self.remote, name if self.remote is not None else None)
+
     def _fetch(self, key: str) -> None:
         """Bring a complete remote release into the local staging root."""
         if self.remote is None or (self.folder(key) / "release.parquet").is_file():

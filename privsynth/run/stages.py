@@ -188,7 +188,7 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
                                 domain=domain, key=key, store=ctx.store, ledger=ctx.ledger, dataset=plan.dataset,
                                 delta=plan.delta, seed=plan.parameters.seed, column_names=names,
                                 require_budget=not plan.unlimited, fine=plan.fine_decoding, schema=ctx.schema,
-                                fine_counts=fine_counts)
+                                fine_counts=fine_counts, say=ctx.progress, run_id=ctx.run_id)
     atomic_write_table(ctx.folder.file("release.parquet"), outcome.release.to_arrow(names))
     artifacts = ["release.parquet", "privacy.json"]
     if outcome.release.measurements:
@@ -200,7 +200,8 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
     if ctx.discovery is not None:
         privacy.update(discovery=ctx.discovery.to_json(), run_total=run_total(ctx, ctx.discovery))
     atomic_write_json(ctx.folder.file("privacy.json"), privacy)
-    ctx.folder.record("mechanism", artifacts, privacy_spent=privacy["cost"], reused_stored_release=outcome.reused)
+    ctx.folder.record("mechanism", artifacts, privacy_spent=privacy["cost"], reused_stored_release=outcome.reused,
+                      replayed_draws=outcome.replayed)
     ctx.progress("mechanism: reused the stored release of this run; nothing charged" if outcome.reused else
                  f"mechanism: release charged to dataset {plan.dataset!r} and stored")
     return privacy
