@@ -106,10 +106,15 @@ def _killed_at(point: str, tmp_path: Path, monkeypatch) -> str:
     return ledger
 
 
-def test_a_run_killed_after_the_draw_is_refused_on_rerun(tmp_path, monkeypatch):
+def test_a_run_killed_after_the_draw_resumes_from_its_journal_and_never_without_it(tmp_path, monkeypatch):
+    """Issue 38: the draws are kept in the release store's noise journal, so the same run resumes, charged
+    once; in another release store (no journal) the drawn key is refused, never drawn again for free."""
+    monkeypatch.setenv("PRIVSYNTH_RELEASE_STORE", str(tmp_path / "store-a"))
     ledger = _killed_at("after_noise_claimed", tmp_path, monkeypatch)
-    with pytest.raises(privsynth.NoiseAlreadyDrawnError):
-        _run(toy_frame(500), tmp_path, "run", epsilon=1.0, ledger=ledger)
+    with pytest.raises(privsynth.NoiseAlreadyDrawnError, match="already drawn"):
+        _run(toy_frame(500), tmp_path, "run", epsilon=1.0, ledger=ledger, release_store=tmp_path / "store-b")
+    release = _run(toy_frame(500), tmp_path, "run", epsilon=1.0, ledger=ledger)
+    assert release.privacy["ledger"]["charged_now"] is False
     assert len(privsynth.Ledger(ledger).history("toy")) == 1
 
 
