@@ -80,13 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="accept --seed on a dataset that has a privacy budget")
     run.add_argument("--output", help="run folder (default runs/<run-id>/)")
     run.add_argument("--sink", help="also write the synthetic table to duckdb:PATH?table=NAME or a .parquet/.csv path")
-    run.add_argument("--dataset", help="dataset name in the budget ledger (default: the schema's name)")
+    run.add_argument("--dataset", help="dataset name in the budget ledger, the one this run charges (default: the "
+                     "schema's name; without --schema, the input's file or table name: --input data/people.csv "
+                     "charges dataset people)")
     run.add_argument("--ledger", help="budget ledger URL (default $PRIVSYNTH_LEDGER_URL or the per-user ledger in "
                      "$PRIVSYNTH_HOME, see `privsynth budget show`)")
     run.add_argument("--credentials-block", help="name of a Prefect Secret block holding the database password "
                      "(read into PRIVSYNTH_DB_PASSWORD and PGPASSWORD when the run starts)")
     run.add_argument("--unlimited", action="store_true",
                      help="spend without a limit on a dataset that has no budget (explicit and logged)")
+    run.add_argument("--refuse-invalid-records", action="store_true", help="refuse the run when a record fails the "
+                     "schema's expectations instead of dropping it (the default, with or without a budget); such a "
+                     "run's outcome is NOT covered by the DP guarantee, and it says so")
     run.add_argument("--public-rows", type=int, help="the table's row count, if it is public knowledge (private "
                      "sampling's guarantee needs it); never read from the data")
     run.add_argument("--option", action="append", metavar="KEY=VALUE", help="mechanism setting (repeatable)")
@@ -136,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     bset.add_argument("--ledger")
     bshow = budget_sub.add_parser("show", help="spent and remaining budget")
     bshow.add_argument("dataset", nargs="?")
+    bshow.add_argument("--next-run", type=float, metavar="E", help="with DATASET: whether a run at epsilon E fits, "
+                       "and the largest epsilon one more run may spend after it")
     bshow.add_argument("--ledger")
 
     schema = sub.add_parser("schema", help="schema files")
@@ -189,6 +196,8 @@ def _print_run_summary(result: dict) -> None:
     if result.get("sink"):
         print(f"  sink            : {result['sink']}")
     print(f"  privacy spent   : {result['epsilon_statement']}")
+    if result.get("caveat"):
+        print(f"  NOT COVERED     : {result['caveat']}")
     if result.get("reused_release"):
         print("  release         : reused the stored release of this run; nothing charged")
     report = result.get("report")
@@ -198,6 +207,8 @@ def _print_run_summary(result: dict) -> None:
     print(f"  reports         : {result['run_dir']}/report.html (report.md, report.json), privacy.json, manifest.json")
     if result.get("internal_audit"):
         print(f"  INTERNAL audit  : {result['internal_audit']}/audit.md (not DP: compares with the real data)")
+    if result.get("prefect"):
+        print(f"  Prefect         : {result['prefect']}")
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -208,7 +219,8 @@ def command_run(args: argparse.Namespace) -> int:
         "input": args.input, "schema_file": args.schema_file, "mechanism": args.mechanism, "epsilon": args.epsilon,
         "delta": args.delta, "rows": args.rows, "seed": args.seed, "output": args.output, "sink": args.sink,
         "dataset": args.dataset, "ledger": args.ledger, "mechanism_options": _parse_options(args.option),
-        "unlimited": args.unlimited or None, "public_rows": args.public_rows, "credentials_block": args.credentials_block,
+        "unlimited": args.unlimited or None, "refuse_invalid_records": args.refuse_invalid_records or None,
+        "public_rows": args.public_rows, "credentials_block": args.credentials_block,
         "allow_seed_with_budget": args.allow_seed_with_budget or None, "audit": args.audit or None,
         "keep_private": args.keep_private or None, "audit_target": args.audit_target,
         "audit_location": args.audit_location,
@@ -287,10 +299,9 @@ def run_in_process(parameters) -> dict:
                              "(PREFECT_API_URL); without one, give the password in the environment (PGPASSWORD, or "
                              "user:${VAR}@host in the URL)")
     with _console_logging():
-        logger = logging.getLogger("privsynth")
-        logger.info("%s", IN_PROCESS_LINE)
         outcome = run(parameters)  # its progress lines go to the "privsynth" logger, on the console
-    return outcome.public_summary()
+    # Said after a run that finished, in its summary: an error is then one line with nothing before it.
+    return {**outcome.public_summary(), "prefect": IN_PROCESS_LINE}
 
 
 def command_forecast(args: argparse.Namespace) -> int:
@@ -341,7 +352,17 @@ def command_budget(args: argparse.Namespace) -> int:
 
             ledger.set_budget(args.dataset, args.epsilon, DEFAULT_DELTA if args.delta is None else args.delta,
                               pure=args.pure)
-        print(format_status(ledger.status(args.dataset)))
+        statuses = ledger.status(args.dataset)
+        print(format_status(statuses))
+        if getattr(args, "next_run", None) is not None:
+            from privsynth.privacy.ledger_records import after_next_run
+
+            if args.dataset is None:
+                raise ParameterError("budget show --next-run E needs a DATASET")
+            if not args.next_run > 0:
+                raise ParameterError(f"--next-run: expected an epsilon > 0, got {args.next_run:g}")
+            costs = [record.cost() for record in ledger.history(args.dataset)]
+            print(after_next_run(statuses[0], costs, args.next_run))
         print(f"ledger: {ledger.url}")
     except LedgerError:
         raise
@@ -429,8 +450,41 @@ def _stop_on_sigterm(signum, frame) -> None:  # noqa: ARG001
     raise SystemExit(143)
 
 
+@contextmanager
+def _sigterm_stops_this_command(own_process: bool) -> Iterator[None]:
+    """While one command runs: SIGTERM stops it (``_stop_on_sigterm``, status 143). Afterwards the process is as
+    it was: its own SIGTERM handler, no stop flag, no CLI-run marker, so a later command never reads an old stop.
+    ``own_process`` False (``main`` called with an argument list by a host process, e.g. a test run): a SIGTERM
+    that arrived during the command was meant for the host too, so it is delivered again to the host's handler
+    once the command has stopped (a timeout's SIGTERM ends the test run instead of failing every later test)."""
+    _STOP["requested"] = False
+    marker = os.environ.get("PRIVSYNTH_CLI_RUN")
+    try:
+        previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    except ValueError:  # not the main thread: no handler of ours
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if marker is None:
+            os.environ.pop("PRIVSYNTH_CLI_RUN", None)
+        else:
+            os.environ["PRIVSYNTH_CLI_RUN"] = marker
+        stopped, _STOP["requested"] = _STOP["requested"], False
+        if stopped and not own_process and previous is not None:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    """The ``privsynth`` command. ``argv`` None: this process's own command line (the installed entry point);
+    a list: a call from a host process, whose SIGTERM handling is left as it was (``_sigterm_stops_this_command``)."""
+    with _sigterm_stops_this_command(own_process=argv is None):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     # Without a Prefect server, runs use Prefect's ephemeral API; on a busy 2-core machine it can take
     # longer to start than Prefect's 20 s default.

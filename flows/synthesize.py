@@ -116,14 +116,21 @@ def _artifact_key(dataset: str, what: str) -> str:
     return f"privsynth-{slug}-{what}"
 
 
+def privacy_artifact_row(outcome: RunOutcome) -> dict:
+    """The privacy artifact's row: the run's one figure (privacy.json's ``spent``) and its parts, as the console says."""
+    spent = outcome.privacy.get("spent") or {}
+    cost = outcome.privacy["cost"]
+    return {"mechanism": outcome.privacy["mechanism"], "statement": spent.get("line") or outcome.privacy.get(
+                "epsilon_statement"),
+            "epsilon": spent.get("epsilon", cost.get("epsilon_at_delta")), "delta": spent.get("delta", cost.get("delta")),
+            "rho_zcdp": spent.get("rho_zcdp", cost.get("rho_zcdp")), "pure_epsilon": cost.get("pure_epsilon"),
+            "synthetic_rows": outcome.rounding["rows"], "reused_stored_release": outcome.reused}
+
+
 def publish_artifacts(outcome: RunOutcome, dataset: str) -> None:
     """Public, DP-safe artifacts only: privacy spent, release size, output links, the DP report."""
-    cost = outcome.privacy.get("run_total", {}).get("cost", outcome.privacy["cost"])
-    create_table_artifact(key=_artifact_key(dataset, "privacy"), table=[{
-        "mechanism": outcome.privacy["mechanism"], "statement": outcome.privacy.get("epsilon_statement"),
-        "epsilon_at_delta": cost.get("epsilon_at_delta"), "delta": cost.get("delta"), "rho_zcdp": cost.get("rho_zcdp"),
-        "pure_epsilon": cost.get("pure_epsilon"), "synthetic_rows": outcome.rounding["rows"],
-        "reused_stored_release": outcome.reused}], description="Privacy spent by this release (public)")
+    create_table_artifact(key=_artifact_key(dataset, "privacy"), table=[privacy_artifact_row(outcome)],
+                          description="Privacy spent by this run, all stages together (public)")
     synthetic = (f"{outcome.run_dir}/synthetic.parquet" if "://" in outcome.run_dir
                  else Path(outcome.run_dir, "synthetic.parquet").resolve().as_uri())
     create_link_artifact(key=_artifact_key(dataset, "synthetic"), link=synthetic,

@@ -75,8 +75,9 @@ class Release:
 
     @property
     def epsilon(self) -> float | None:
-        """The epsilon this release spent at its delta (the pure epsilon where that is smaller)."""
-        return self.privacy["cost"].get("epsilon_at_delta")
+        """The epsilon this run spent at its delta, all stages together (privacy.json's ``spent``: the figure the
+        console, report.md and `privsynth budget show` state)."""
+        return (self.privacy.get("spent") or {}).get("epsilon", self.privacy["cost"].get("epsilon_at_delta"))
 
 
 def _schema_of(schema: Schema | str | Path | None) -> Schema | None:
@@ -97,7 +98,7 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
                ledger: str | None = None, seed: int | None = None, options: dict | None = None,
                rows: int | None = None, public_rows: int | None = None, output: str | Path | None = None,
                sink: str | None = None, release_store: str | Path | None = None, unlimited: bool = False,
-               allow_seed_with_budget: bool = False, audit: bool = False, audit_target: str | None = None,
+               refuse_invalid_records: bool = False, allow_seed_with_budget: bool = False, audit: bool = False, audit_target: str | None = None,
                audit_location: str | None = None,
                public: list[str] | None = None, public_model: str | None = None, trust_data_derived: bool = False,
                discovery_share: float | None = None, progress: Callable[[str], None] | None = None) -> Release:
@@ -107,7 +108,10 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
     Table or Dataset; None: the bundled Adult example. schema: a Schema, a YAML path, or None with
     the bundled example. Defaults as the CLI's: the default mechanism, delta 1e-9, the per-user
     ledger and release store. The dataset's budget is charged once, before any noise is drawn;
-    a dataset without a budget is refused unless ``unlimited=True`` (explicit and logged).
+    a dataset without a budget is refused unless ``unlimited=True`` (explicit and logged). Records failing the
+    schema's expectations are dropped before the mechanism, with or without a budget; ``refuse_invalid_records=True``
+    refuses the run on one instead (the owner's choice: that outcome is not covered by the guarantee, and
+    ``release.privacy["caveat"]`` says so).
     Without a schema the run discovers one under DP inside ``epsilon`` (``discovery_share`` of it, by need
     when None), after the public facts of the ``public`` data contracts; ``release.run_dir / "schema.yaml"``
     is reusable as the schema of later runs at no new cost. A contract that may be data-derived (a GX suite a
@@ -123,6 +127,7 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
         mechanism=mechanism or DEFAULT_MECHANISM, epsilon=epsilon, delta=DEFAULT_DELTA if delta is None else delta,
         rows=rows, public_rows=public_rows, seed=seed, allow_seed_with_budget=allow_seed_with_budget,
         output=None if output is None else str(output), sink=sink, dataset=dataset, ledger=ledger, unlimited=unlimited,
+        refuse_invalid_records=refuse_invalid_records,
         mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target,
         audit_location=None if audit_location is None else str(audit_location), public=list(public or []),
         public_model=public_model, trust_data_derived=trust_data_derived, discovery_share=discovery_share)

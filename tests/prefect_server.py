@@ -8,6 +8,7 @@ group and that group alone is stopped on teardown.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -50,8 +51,53 @@ def base_env(home: Path) -> dict[str, str]:
     return env
 
 
+# Process groups this test process started and has not stopped: killed at exit (also after Ctrl-C), so no
+# server or worker outlives the test run with no parent.
+STARTED_GROUPS: set[int] = set()
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): SIGKILL it when the test process dies, however it dies (a timeout's
+    SIGTERM or a SIGKILL included, when atexit never runs). Elsewhere: nothing (atexit still kills it)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def kill_started_groups() -> None:
+    """SIGKILL every process group this test process started and did not stop (registered with atexit)."""
+    for group in list(STARTED_GROUPS):
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        STARTED_GROUPS.discard(group)
+
+
+atexit.register(kill_started_groups)
+
+
+def popen_tied(args: list[str], **kwargs: Any) -> subprocess.Popen:
+    """subprocess.Popen in a process group of its own (so a stop reaches its children), tied to this test
+    process: it dies with it (``_die_with_parent``) and its group is killed at exit (``kill_started_groups``)."""
+    process = subprocess.Popen(args, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)
+    STARTED_GROUPS.add(process.pid)
+    return process
+
+
 def stop_process(process: subprocess.Popen, timeout: float = 30) -> None:
     """SIGTERM the process group this test started, then SIGKILL it if it is still there after ``timeout``."""
+    try:
+        _stop_group(process, timeout)
+    finally:
+        if process.poll() is not None:
+            STARTED_GROUPS.discard(process.pid)
+
+
+def _stop_group(process: subprocess.Popen, timeout: float) -> None:
     if process.poll() is not None:
         return
     try:
@@ -100,10 +146,10 @@ class PrefectServer:
         # The scheduler service creates the runs of scheduled deployments every loop (default 60 s).
         env["PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS"] = str(self.scheduler_loop_seconds)
         with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(
+            self.process = popen_tied(
                 [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(self.port),
                  "--analytics-off"],
-                cwd=self.home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                cwd=self.home, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -145,8 +191,7 @@ class PrefectServer:
     def spawn(self, args: list[str], log: Path, cwd: Path = REPO, **extra_env: str) -> subprocess.Popen:
         """Start a long-running process (a worker, ``python -m flows.serve``) in its own process group."""
         with open(log, "wb") as out:
-            return subprocess.Popen(args, cwd=cwd, env=self.client_env(**extra_env), stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            return popen_tied(args, cwd=cwd, env=self.client_env(**extra_env), stdout=out, stderr=subprocess.STDOUT)
 
     # ------------------------------------------------------------------ API
 

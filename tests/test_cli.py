@@ -32,7 +32,8 @@ FIELD_OPTIONS = {"input": "--input", "schema_file": "--schema", "mechanism": "--
                  "allow_seed_with_budget": "--allow-seed-with-budget", "unlimited": "--unlimited", "audit": "--audit",
                  "keep_private": "--keep-private", "credentials_block": "--credentials-block",
                  "fine_decoding": "--fine-decoding", "public": "--public", "public_model": "--public-model",
-                 "discovery_share": "--discovery-share"}
+                 "discovery_share": "--discovery-share", "refuse_invalid_records": "--refuse-invalid-records",
+                 "trust_data_derived": "--trust-data-derived-contracts"}
 
 
 # A mechanism and row count fixed, so that the case reaches the check it is about.
@@ -313,8 +314,9 @@ def test_without_a_prefect_api_the_run_is_in_process_and_says_how_to_record_it(t
     monkeypatch.setattr(flows.synthesize, "synthesize", no_flow)
     code, out, err = _run([*_toy_run_arguments(tmp_path), "--output", str(tmp_path / "run")], capsys)
     assert code == 0, err[-3000:]
-    assert "no Prefect API configured" in err and "PREFECT_API_URL" in err and "Starting temporary server" not in err
-    assert "validate: every expectation" in err and "finished" in out
+    assert "no Prefect API configured" in out and "PREFECT_API_URL" in out and "Starting temporary server" not in err
+    assert "Prefect" not in err  # said once, in the summary: an error is never preceded by it
+    assert "validate: schema 'toy'" in err and "finished" in out
     assert (tmp_path / "run" / "synthetic.parquet").is_file()
 
 

@@ -140,15 +140,16 @@ def test_failed_validation_stops_before_the_mechanism(harness, toy, private_tmp)
     bad = toy["frame"].copy()
     bad.loc[3, "colour"] = "purple"  # not a category; the column's out-of-domain rule is "fail"
     bad.to_csv(toy["data"], index=False)
-    with pytest.raises(ValidationFailedError, match="colour"):
-        synthesize(_parameters(toy), release_store=toy["store"])
+    with pytest.raises(ValidationFailedError, match="colour.*--refuse-invalid-records.*not covered"):
+        synthesize(_parameters(toy, refuse_invalid_records=True), release_store=toy["store"])  # the owner's option
     run = toy["tmp"] / "run"
     report = json.loads((run / "validation.json").read_text())
     assert report["success"] is False
     text = (run / "validation.json").read_text()
     assert "purple" not in text and "unexpected_count" not in text and "element_count" not in text
     assert not (run / "release.parquet").exists() and not Path(toy["store"]).exists()
-    assert {p.name for p in run.iterdir()} == {"validation.json", "manifest.json"}
+    assert {p.name for p in run.iterdir()} == {"validation.json", "manifest.json", "internal-validation"}
+    assert (run / "internal-validation").stat().st_mode & 0o077 == 0  # the exact report: owner-only
     assert private_leftovers(private_tmp) == []
     with pytest.raises(UnknownDatasetError):
         BudgetLedger(toy["ledger"]).history("toy")  # nothing was charged

@@ -321,7 +321,8 @@ CASES = [
      r"^dataset 'toy' has no privacy budget; set one with `privsynth budget set toy --epsilon E` or spend without "
      r"a limit explicitly with --unlimited \(nothing was read or charged\)$", "budget"),
     ("budget exceeded", _budgeted(0.5, seed=None), BudgetExceededError,
-     r"^dataset 'toy': this run needs epsilon 1 but only 0\.5 of 0\.5 remains \(spent 0\); nothing was read or charged$",
+     r"^dataset 'toy': this run needs epsilon 1 but one more run may spend at most epsilon 0\.5 \(budget 0\.5, spent 0; "
+     r"epsilons do not subtract: .*\); nothing was read or charged$",
      "budget"),
     ("seed on a budgeted dataset", _budgeted(3.0), BudgetNotSetError,
      r"^dataset 'toy' has a privacy budget and --seed was given: .*--allow-seed-with-budget", "budget"),
@@ -335,7 +336,9 @@ FAST_FLOW_CASES = ("wrong delimiter", "unexpected column", "out-of-domain catego
 def _values(tmp: Path, overrides: dict) -> dict:
     values = {"input": str(tmp / "data.csv"), "schema_file": str(tmp / "schema.yaml"), "mechanism": "reduced_space",
               "epsilon": 1.0, "rows": 20, "seed": 5, "output": str(tmp / "run"), "ledger": f"sqlite:///{tmp / 'ledger.sqlite'}",
-              "unlimited": True, "mechanism_options": {"points_per_statistic": 1.0}}
+              "unlimited": True, "mechanism_options": {"points_per_statistic": 1.0},
+              # The refusal of a failing record is the owner's explicit option (issue 36.3): these cases test it.
+              "refuse_invalid_records": True}
     values.update(overrides)
     return values
 
@@ -367,7 +370,7 @@ def _check_run_folder(run: Path, stage: str, name: str) -> None:
         assert not run.exists() or not any(run.iterdir()), f"{name}: refused before the run folder is written"
         return
     names = {p.name for p in run.iterdir()}
-    allowed = {"manifest.json", "validation.json"}
+    allowed = {"manifest.json", "validation.json", "internal-validation"}  # the exact report: owner-only
     assert names <= allowed, f"{name}: {sorted(names - allowed)} left in the run folder"
     manifest = json.loads((run / "manifest.json").read_text())
     assert "mechanism" not in manifest["stages"] and "finished" not in manifest
@@ -609,6 +612,8 @@ def _cli_args(values: dict) -> list[str]:
         args += ["--seed", str(values["seed"])]
     if values.get("unlimited"):
         args.append("--unlimited")
+    if values.get("refuse_invalid_records"):
+        args.append("--refuse-invalid-records")
     if "delta" in values:
         args += ["--delta", str(values["delta"])]
     if values.get("public_rows") is not None:

@@ -139,7 +139,9 @@ def test_overspend_message_states_spent_requested_remaining(ledger):
     assert isinstance(info.value, ValueError)
     assert f"spent epsilon {spent:.6g}" in message
     assert f"requested epsilon {epsilon_from_rho(0.006, DELTA):.6g}" in message
-    assert f"remaining epsilon {1.0 - spent:.6g}" in message
+    # what one more run may spend (not 1 - spent: epsilons do not subtract), and why
+    assert f"one more run may spend at most epsilon {epsilon_from_rho(rho_allowance(1.0, DELTA) - 0.010, DELTA):.6g}" \
+        in message and "epsilons do not subtract" in message
     assert f"total would be epsilon {epsilon_from_rho(0.016, DELTA):.6g}" in message
     assert "spent rho 0.01," in message and "requested rho 0.006," in message
     assert f"remaining rho {rho_allowance(1.0, DELTA) - 0.010:.6g}" in message
@@ -152,7 +154,7 @@ def test_overspend_message_states_spent_requested_remaining(ledger):
 def test_pure_budget_overspend_and_zcdp_refusal(ledger):
     ledger.set_budget("adult", 1.0, pure=True)
     ledger.charge("adult", "a", pure(0.6))
-    with pytest.raises(BudgetExceededError, match=r"spent epsilon 0.6, requested epsilon 0.5, remaining epsilon 0.4"):
+    with pytest.raises(BudgetExceededError, match=r"spent epsilon 0.6, requested epsilon 0.5; one more run may spend at most epsilon 0.4;"):
         ledger.charge("adult", "b", pure(0.5))
     with pytest.raises(BudgetExceededError, match="pure-DP budget"):
         ledger.charge("adult", "c", zcdp(1e-6))
@@ -240,8 +242,8 @@ def test_status_all_and_format(ledger):
     assert [s.dataset for s in statuses] == ["a-pure", "b-set", "c-adhoc"]
     text = format_status(statuses)
     lines = text.splitlines()
-    assert lines[0].split() == ["dataset", "budget", "eps", "delta", "spent", "eps", "remaining", "eps", "spent", "rho",
-                                "remaining", "rho", "charges"]
+    assert lines[0].split() == ["dataset", "budget", "eps", "delta", "spent", "eps", "next", "run", "may", "spend", "eps",
+                                "spent", "rho", "remaining", "rho", "charges"]
     assert lines[2].split()[:6] == ["a-pure", "2", "pure", "0.5", "1.5", "0.125"]
     assert lines[3].split()[:4] == ["b-set", "1", "1e-09", "0"]
     assert lines[4].split()[:3] == ["c-adhoc", "none", "-"]

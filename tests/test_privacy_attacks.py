@@ -201,9 +201,9 @@ def test_private_intermediates_are_gone_after_a_run_and_after_a_refusal(tmp_path
     assert not names & {"raw.parquet", "bits.parquet", "histogram.parquet", "audit.json", "internal-audit"}
     assert release.audit is None
     bad = toy_frame(300)
-    bad.loc[3, "colour"] = "purple"  # fails validation
+    bad.loc[3, "colour"] = "purple"  # fails validation: refused with the owner's explicit option
     with pytest.raises(privsynth.ValidationFailedError):
-        _run(bad, tmp_path, "bad", epsilon=1.0)
+        _run(bad, tmp_path, "bad", epsilon=1.0, refuse_invalid_records=True)
     assert _private_temp_folders() == before
 
 
@@ -676,10 +676,63 @@ def test_the_exact_validation_report_never_reaches_a_remote_run_folder(tmp_path)
     assert b"size" not in fs.cat("/shared/runs/validated/validation.json")
 
 
-def test_an_unbudgeted_run_still_refuses_a_failing_input_with_a_value_free_message(tmp_path):
+def test_an_unbudgeted_run_drops_a_failing_record_as_a_budgeted_one_does(tmp_path):
+    """Issue 36.3: `--unlimited` refused on one failing record and wrote the exact per-check report into the run
+    folder (a free, exact test of a candidate record); now one policy with or without a budget: it is dropped."""
     bad = toy_frame(300)
     bad.loc[3, "size"] = 75
-    with pytest.raises(privsynth.ValidationFailedError, match="nothing was charged") as err:
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    good = privsynth.synthesize(toy_frame(300), _bounded_schema(), epsilon=1.0, output=tmp_path / "good",
+                                unlimited=True, ledger=ledger, **FAST)
+    release = privsynth.synthesize(bad, _bounded_schema(), epsilon=1.0, output=tmp_path / "run", unlimited=True,
+                                   ledger=ledger, **FAST)
+    public = json.loads((release.run_dir / "validation.json").read_text())
+    assert public == {**json.loads((good.run_dir / "validation.json").read_text()), "schema_hash": public["schema_hash"]}
+    assert "unexpected" not in json.dumps(public) and "75" not in json.dumps(public)
+    assert "caveat" not in release.privacy  # covered by the guarantee: no caveat
+    owner = json.loads((release.run_dir / "internal-validation" / "validation.json").read_text())
+    assert owner["success"] is False  # the owner still learns it, privately
+
+
+def test_refusing_a_failing_record_is_the_owners_option_and_says_it_is_not_covered(tmp_path):
+    bad = toy_frame(300)
+    bad.loc[3, "size"] = 75
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    with pytest.raises(privsynth.ValidationFailedError, match="nothing was charged.*--refuse-invalid-records.*not "
+                                                              "covered by the DP guarantee") as err:
         privsynth.synthesize(bad, _bounded_schema(), epsilon=1.0, output=tmp_path / "run", unlimited=True,
-                             ledger=f"sqlite:///{tmp_path / 'ledger.sqlite'}", **FAST)
+                             refuse_invalid_records=True, ledger=ledger, **FAST)
     assert "75" not in str(err.value)
+    public = (tmp_path / "run" / "validation.json").read_text()
+    assert "unexpected" not in public and "75" not in public  # the exact report is owner-only
+    ok = privsynth.synthesize(toy_frame(300).assign(size=40), _bounded_schema(), epsilon=1.0, output=tmp_path / "ok", unlimited=True,
+                              refuse_invalid_records=True, ledger=ledger, **FAST)
+    assert "not cover" in ok.privacy["caveat"] and list(ok.privacy)[:3] == ["spent", "epsilon_statement", "caveat"]
+
+
+def test_a_refusal_after_the_discover_stage_names_its_charge_and_says_it_stays_spent(tmp_path, monkeypatch):
+    """Issue 36.4/36.5: "validation failed, nothing was charged" was printed after the discover stage had charged
+    its share. Here the file gains a column between the discover and validate stages (a structural refusal)."""
+    import privsynth.run.stages as stages
+    from privsynth.privacy.ledger import BudgetLedger
+
+    path = tmp_path / "people.csv"
+    toy_frame(5000).to_csv(path, index=False)
+    real_discover = stages.stage_discover
+
+    def discover_then_the_file_changes(ctx):
+        outcome = real_discover(ctx)
+        toy_frame(5000).assign(ssn="x").to_csv(path, index=False)
+        return outcome
+
+    monkeypatch.setattr(stages, "stage_discover", discover_then_the_file_changes)
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    with pytest.raises(privsynth.ValidationFailedError) as err:
+        privsynth.synthesize(str(path), epsilon=3.0, output=tmp_path / "run", unlimited=True, ledger=ledger,
+                             rows=50, mechanism="reduced_space", options={"points_per_statistic": 2.0})
+    message = str(err.value)
+    charges = BudgetLedger(ledger).history("people")
+    assert len(charges) == 1 and charges[0].description.startswith("discovery")  # what was charged
+    assert "nothing was charged" not in message
+    assert "nothing more was charged" in message and "stays spent" in message
+    assert f"rho {charges[0].rho:.4g}" in message and "dataset 'people'" in message

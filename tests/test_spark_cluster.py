@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from conftest import REPO, TOY_SCHEMA, toy_frame
+from prefect_server import popen_tied
 
 from privsynth.engine.sources import parse_source
 from privsynth.engine.spark import SparkFiles, spark_conf, spark_files
@@ -97,8 +98,8 @@ def start_daemon(arguments: list[str], log: Path) -> subprocess.Popen:
     """``spark-class ARGUMENTS`` in its own process group (its executors join it), output to ``log``."""
     env = spark_env()
     with log.open("wb") as out:
-        return subprocess.Popen([f"{env['SPARK_HOME']}/bin/spark-class", *arguments], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return popen_tied([f"{env['SPARK_HOME']}/bin/spark-class", *arguments], env=env, stdout=out,
+                          stderr=subprocess.STDOUT)  # dies with the test process (tests/prefect_server.py)
 
 
 def stop_daemon(process: subprocess.Popen) -> None:

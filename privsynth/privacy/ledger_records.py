@@ -9,7 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
-from privsynth.privacy.spending import epsilon_spent, remaining_rho, total_pure_epsilon, total_rho
+from privsynth.privacy.spending import (
+    WHY_EPSILONS_DO_NOT_SUBTRACT,
+    epsilon_spent,
+    next_run_epsilon,
+    remaining_rho,
+    rho_allowance,
+    total_pure_epsilon,
+    total_rho,
+)
 from privsynth.errors import (  # noqa: F401  (re-exported: the ledger's refusals)
     BudgetExceededError,
     BudgetNotSetError,
@@ -42,6 +50,8 @@ class BudgetStatus:
         budget, the pure total when every charge is pure, else the spend at DEFAULT_DELTA.
     remaining_epsilon: epsilon - spent_epsilon, floored at 0; None with no budget.
     remaining_rho: the zCDP rho one more charge may carry (delta budgets only), else None.
+    next_run_epsilon: the largest epsilon one more run may spend; None with no budget. Not epsilon -
+        spent_epsilon: epsilons do not subtract (``spending.WHY_EPSILONS_DO_NOT_SUBTRACT``).
     """
 
     dataset: str
@@ -53,6 +63,7 @@ class BudgetStatus:
     remaining_rho: float | None
     charges: int
     non_private_charges: int = 0
+    next_run_epsilon: float | None = None  # the largest epsilon one more run may spend (spending.next_run_epsilon)
 
 
 @dataclass(frozen=True)
@@ -113,14 +124,15 @@ def format_status(statuses: Sequence[BudgetStatus]) -> str:
     """A plain-text table for `privsynth budget show`."""
     if not statuses:
         return "the ledger holds no budgets or charges"
-    header = ("dataset", "budget eps", "delta", "spent eps", "remaining eps", "spent rho", "remaining rho", "charges")
+    header = ("dataset", "budget eps", "delta", "spent eps", "next run may spend eps", "spent rho", "remaining rho",
+              "charges")
     rows = [header]
     for s in statuses:
         budget = "none" if s.epsilon is None else _fmt(s.epsilon)
         delta = "-" if s.epsilon is None else ("pure" if s.delta is None else f"{s.delta:g}")
         charges = str(s.charges) + (f" ({s.non_private_charges} not DP)" if s.non_private_charges else "")
         rows.append(
-            (s.dataset, budget, delta, _fmt(s.spent_epsilon), _fmt(s.remaining_epsilon), _fmt(s.spent_rho),
+            (s.dataset, budget, delta, _fmt(s.spent_epsilon), _fmt(s.next_run_epsilon), _fmt(s.spent_rho),
              _fmt(s.remaining_rho), charges)
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -132,6 +144,9 @@ def format_status(statuses: Sequence[BudgetStatus]) -> str:
                      f"{DEFAULT_DELTA:g} (the runs' default; the pure sum when every charge is pure)")
     if any(s.delta is not None and s.epsilon is not None for s in statuses):
         notes.append("spent eps at the budget's delta: tight zCDP composition (pure sum when every charge is pure)")
+    if any(s.epsilon is not None for s in statuses):
+        notes.append("next run may spend eps: the largest epsilon one more run may spend now (`privsynth budget show "
+                     "DATASET --next-run E` says what a run at E would leave); " + WHY_EPSILONS_DO_NOT_SUBTRACT)
     return "\n".join(lines + [""] + notes if notes else lines)
 
 
@@ -150,7 +165,23 @@ def status_of(dataset: str, budget, records: Sequence[ChargeRecord]) -> BudgetSt
     spent = epsilon_spent(costs, delta)
     left_rho = None if delta is None else remaining_rho(costs, epsilon, delta)
     return BudgetStatus(
-        dataset, epsilon, delta, spent_rho, spent, max(epsilon - spent, 0.0), left_rho, len(costs), non_private
+        dataset, epsilon, delta, spent_rho, spent, max(epsilon - spent, 0.0), left_rho, len(costs), non_private,
+        next_run_epsilon(costs, epsilon, delta),
     )
+
+
+def after_next_run(status: BudgetStatus, costs: Sequence[PrivacyCost], run_epsilon: float) -> str:
+    """What a run at ``run_epsilon`` (at the budget's delta) would leave: one line for `budget show --next-run`."""
+    if status.epsilon is None:
+        return (f"dataset {status.dataset!r} has no budget: a run at epsilon {run_epsilon:g} needs --unlimited "
+                "(or `privsynth budget set`)")
+    if status.next_run_epsilon is None or run_epsilon > status.next_run_epsilon * (1.0 + 1e-9):
+        return (f"a run at epsilon {run_epsilon:g} would be refused: one more run may spend at most epsilon "
+                f"{_fmt(status.next_run_epsilon)} of dataset {status.dataset!r}")
+    run = (PrivacyCost.pure(run_epsilon, "next run") if status.delta is None
+           else PrivacyCost.zcdp(rho_allowance(run_epsilon, status.delta), "next run"))
+    after = next_run_epsilon([*costs, run], status.epsilon, status.delta)
+    return (f"a run at epsilon {run_epsilon:g} fits; after it, one more run may spend at most epsilon {_fmt(after)} "
+            f"of dataset {status.dataset!r} ({WHY_EPSILONS_DO_NOT_SUBTRACT})")
 
 # ---- public API -------------------------------------------------------------------------

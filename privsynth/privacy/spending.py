@@ -155,3 +155,23 @@ def rho_allowance(epsilon: float, delta: float) -> float:
     while excess(root) > 0:
         root *= 1.0 - 1e-12
     return float(root)
+
+
+WHY_EPSILONS_DO_NOT_SUBTRACT = (
+    "epsilons do not subtract: the ledger adds the runs' rho (zCDP) and converts the sum to one epsilon, which grows "
+    "more slowly than the runs' epsilons added up, so one more run may spend more than 'budget minus spent'")
+
+
+def next_run_epsilon(costs: Sequence[PrivacyCost], epsilon: float, delta: float | None) -> float:
+    """The largest epsilon one more run may spend on this (epsilon, delta) budget: a run at the budget's delta,
+    charged as ``rho_allowance(e, delta)`` (every zCDP mechanism; a run with a schema), so it fits iff its rho is
+    at most ``remaining_rho``. A pure budget: what the pure charges leave (pure epsilons add). 0 when nothing fits.
+    """
+    if any(not c.is_dp for c in costs):
+        return 0.0
+    if delta is None:
+        pure = total_pure_epsilon(costs)
+        return 0.0 if pure is None else max(epsilon - pure, 0.0)
+    left = remaining_rho(costs, epsilon, delta)
+    return epsilon_from_rho(left, delta) if left > 0 else 0.0
+

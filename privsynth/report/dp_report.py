@@ -112,6 +112,12 @@ def column_view(entry: dict, a: int, schema: Schema, synthetic: np.ndarray, doma
             "measured": (est.values / total).tolist(), "error_bar": [half_width / total] * int(est.values.size)}
 
 
+def run_spend_line(privacy: dict) -> str | None:
+    """The run's one figure with its parts (privacy.json's ``spent``: the same line the console prints)."""
+    spent = privacy.get("spent") or {}
+    return spent.get("line") or (privacy.get("run_total") or {}).get("statement") or privacy.get("epsilon_statement")
+
+
 def budget(privacy: dict) -> dict:
     """Privacy spent per stage (only the mechanism spends), and per step where the mechanism publishes it."""
     cost = privacy.get("cost") or {}
@@ -128,7 +134,7 @@ def budget(privacy: dict) -> dict:
         if facts.get("rho_initial_one_way") is not None:
             steps.append({"step": "initial 1-way measurements", "rho": float(facts["rho_initial_one_way"])})
         steps += [{"step": f"round {i + 1}", "rho": float(r)} for i, r in enumerate(facts["rho_per_round"])]
-    statement = (privacy.get("run_total") or {}).get("statement") or privacy.get("epsilon_statement")
+    statement = run_spend_line(privacy)
     return {"statement": statement, "total_rho": rho, "stages": stages,
             "mechanism_steps": steps, "reused_stored_release": bool(privacy.get("reused_stored_release"))}
 
@@ -192,7 +198,7 @@ def dp_report(release: Release, measurements, synthetic: np.ndarray, schema: Sch
     return {
         "visibility": VISIBILITY,
         "mechanism": release.mechanism,
-        "privacy": privacy.get("epsilon_statement"),
+        "privacy": run_spend_line(privacy),
         "synthetic_rows": int(synthetic.shape[0]),
         "release_points": int(release.points.shape[0]),
         "exact_release": release.exact,

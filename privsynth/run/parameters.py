@@ -56,10 +56,17 @@ class RunParameters(BaseModel):
     output: str | None = Field(None, description="Run folder: a path, or an fsspec URL (s3://, gs://, ...) for workers "
                                                  "without a shared disk. Empty: `runs/<run-id>` in the working folder.")
     sink: str | None = Field(None, description="Also write the synthetic table here: duckdb:PATH?table=NAME, or a .parquet/.csv path.")
-    dataset: str | None = Field(None, description="Dataset name in the budget ledger. Empty: the schema's name.")
+    dataset: str | None = Field(None, description="Dataset name in the budget ledger. Empty: the schema's name; "
+                                                  "without a schema, the input's file or table name (people.csv: "
+                                                  "people; the Python API's DataFrame: dataframe).")
     ledger: str | None = Field(None, description="Budget ledger SQLAlchemy URL. Empty: $PRIVSYNTH_LEDGER_URL or the "
                                                  "per-user ledger in $PRIVSYNTH_HOME.")
     unlimited: bool = Field(False, description="Spend without a budget limit on a dataset that has no budget (logged).")
+    refuse_invalid_records: bool = Field(False, description="Refuse the run when a record fails the schema's "
+                                         "expectations, instead of dropping it (the default, with or without a "
+                                         "budget). The owner's explicit choice: such a run's outcome depends on an "
+                                         "exact check of the records and is NOT covered by the DP guarantee (its "
+                                         "privacy.json and console say so).")
     credentials_block: str | None = Field(None, description="Prefect runs only: the name of a Prefect Secret block that "
                                           "holds the database password. The worker reads it at run time into "
                                           "`PRIVSYNTH_DB_PASSWORD` and `PGPASSWORD` (write URLs as "

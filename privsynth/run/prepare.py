@@ -124,7 +124,7 @@ def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool,
         NonPrivateChargeError,
         UnknownDatasetError,
     )
-    from privsynth.privacy.spending import fits_budget
+    from privsynth.privacy.spending import WHY_EPSILONS_DO_NOT_SUBTRACT, fits_budget
 
     try:
         status = ledger.status(dataset)[0]
@@ -151,9 +151,20 @@ def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool,
             f"delta (`privsynth budget set {dataset} --epsilon E`, delta defaults to 1e-9) or use a pure-DP mechanism "
             "(nothing was read or charged)")
     costs = [record.cost() for record in ledger.history(dataset)] + [cost]
+    needed = cost.pure_epsilon if status.delta is None else cost.epsilon_at(status.delta)
     if not fits_budget(costs, status.epsilon, status.delta):
-        needed = cost.pure_epsilon if status.delta is None else cost.epsilon_at(status.delta)
         raise BudgetExceededError(
-            f"dataset {dataset!r}: this run needs epsilon {needed:.4g} but only {status.remaining_epsilon:.4g} of "
-            f"{status.epsilon:g} remains (spent {status.spent_epsilon:.4g}); nothing was read or charged")
-    return f"dataset {dataset!r}: epsilon {status.remaining_epsilon:.4g} of {status.epsilon:g} remains before this run"
+            f"dataset {dataset!r}: this run needs epsilon {needed:.4g} but one more run may spend at most epsilon "
+            f"{status.next_run_epsilon:.4g} (budget {status.epsilon:g}, spent {status.spent_epsilon:.4g}; "
+            f"{WHY_EPSILONS_DO_NOT_SUBTRACT}); nothing was read or charged")
+    return budget_line(dataset, status, costs, needed)
+
+
+def budget_line(dataset: str, status, costs, needed: float) -> str:
+    """The pre-check's line: what was spent, and what one more run may spend after this one (not a subtraction)."""
+    from privsynth.privacy.spending import next_run_epsilon
+
+    after = next_run_epsilon(costs, status.epsilon, status.delta)
+    return (f"dataset {dataset!r}: spent epsilon {status.spent_epsilon:.4g} of {status.epsilon:g}; this run spends "
+            f"epsilon {needed:.4g}, after which one more run may spend at most epsilon {after:.4g} (epsilons do not "
+            "subtract: `privsynth budget show` explains)")

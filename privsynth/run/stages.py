@@ -40,6 +40,8 @@ from privsynth.run.context import RunContext, Runner, direct
 from privsynth.run.discover import stage_discover
 from privsynth.run.faults import fault_point
 from privsynth.run.releases import measurements_from_table
+from privsynth.run.spent import spend_line, truthful_refusal
+from privsynth.errors import PrivsynthError
 from privsynth.schema import Schema
 from privsynth.schema.encoding import (
     Domain,
@@ -58,24 +60,21 @@ __all__ = ["ValidationFailedError", "RunContext", "execute", "direct", "STAGES"]
 
 
 def stage_validate(ctx: RunContext) -> dict:
-    """The schema's expectations on the input; validation.json (public: pass/fail, no values).
+    """The schema's expectations on the input, one policy with or without a budget (docs/design.md 5.8).
 
-    delta is never checked here against the exact n (an oracle for n): see ``check_delta_against_public_rows``.
+    Records failing an expectation are dropped before the mechanism (``guarded_validation``); only the file's
+    structure (its column names) refuses. ``refuse_invalid_records`` (the owner's explicit option) refuses on a
+    failing record instead: that run's outcome depends on an exact check, which the guarantee does not cover,
+    and it says so. delta is never checked here against the exact n (an oracle for n): see
+    ``check_delta_against_public_rows``.
     """
-    from privsynth.privacy.seeds import has_budget
+    return guarded_validation(ctx, ctx.handle().validate(), refuse=ctx.plan.parameters.refuse_invalid_records)
 
-    handle = ctx.handle()
-    report = handle.validate()
-    if has_budget(ctx.ledger, ctx.plan.dataset):
-        return guarded_validation(ctx, report)
-    atomic_write_json(ctx.folder.file("validation.json"), report.public_json())
-    ctx.folder.record("validate", ["validation.json"], success=report.success)
-    if not report.success:
-        message = "; ".join(report.public_failure_message().splitlines())
-        raise ValidationFailedError(f"validation failed, nothing was charged: {message} "
-                                    f"(details: {ctx.folder.file('validation.json')})")
-    ctx.progress(f"validate: every expectation of schema {ctx.schema.name!r} passed")
-    return {"success": True}
+
+REFUSE_INVALID_RECORDS_CAVEAT = (
+    "refuse_invalid_records (--refuse-invalid-records): whether this run was released or refused depended on an "
+    "exact check of every record, which the DP guarantee does not cover; the guarantee covers what the release "
+    "says, not the fact that it exists")
 
 
 # Checks of the file's shape (its column names), not of any record: they may refuse a run exactly.
@@ -84,43 +83,58 @@ STRUCTURAL_EXPECTATIONS = frozenset({"privsynth_expect_table_column_names_to_be_
 OWNER_ONLY_VALIDATION = "internal-validation"
 
 
-def guarded_public_validation(report) -> dict:
-    """validation.json of a budgeted dataset's run: the structural checks, and the policy; no record-level result.
+def guarded_public_validation(report, refuse: bool = False) -> dict:
+    """validation.json: the structural checks, and the policy; no record-level result.
 
     Whether a record passed is private: a refusal on it (nothing charged, the column and bound named) was an
-    exact, free oracle (one run on D, one on D plus a candidate record). Records failing a check are dropped.
+    exact, free oracle (one run on D, one on D plus a candidate record). Records failing a check are dropped,
+    unless the owner asked to refuse (``refuse``): then ``success`` also says whether every record passed.
     """
     structural = [r for r in report.results if r.expectation_type in STRUCTURAL_EXPECTATIONS]
-    return {"success": all(r.success for r in structural), "schema": report.schema_name,
+    success = all(r.success for r in structural) and (report.success or not refuse)
+    policy = (f"{REFUSE_INVALID_RECORDS_CAVEAT}. Which check failed, with counts, is owner-only "
+              "(internal-validation/validation.json)") if refuse else (
+        "records failing the schema's expectations are dropped before the mechanism (a per-record map; the "
+        "guarantee covers it); whether any was, and which check, is owner-only (internal-validation/validation.json)")
+    return {"success": success, "schema": report.schema_name,
             "schema_hash": report.schema_hash, "visibility": "public",
-            "record_checks": ("dataset with a privacy budget: records failing the schema's expectations are dropped "
-                              "before the mechanism (a per-record map; the guarantee covers it); whether any was, and "
-                              "which check, is owner-only (internal-validation/validation.json)"),
-            "results": [r.public_json() for r in structural]}
+            "record_checks": policy, "results": [r.public_json() for r in structural]}
 
 
-def guarded_validation(ctx: RunContext, report) -> dict:
-    """The validate stage on a budgeted dataset (docs/design.md 5.8): only the file's structure may refuse the run.
+def guarded_validation(ctx: RunContext, report, refuse: bool = False) -> dict:
+    """The validate stage (docs/design.md 5.8): only the file's structure may refuse the run.
 
     Record-level checks (types, bounds, categories, missing values, shares, rows) become a per-record map:
     failing records are dropped from every statistic, so whether a release exists never depends on an exact
-    check. The exact report, with counts, is owner-only (0600 in a 0700 folder, never uploaded).
+    check. ``refuse``: the owner's explicit option to refuse on a failing record instead (not covered by the
+    guarantee; the message says so, value-free and count-free). The exact report, with counts, is owner-only
+    (0600 in a 0700 folder, never uploaded).
     """
-    public = guarded_public_validation(report)
+    public = guarded_public_validation(report, refuse)
     atomic_write_json(ctx.folder.file("validation.json"), public)
     ctx.folder.record("validate", ["validation.json"], success=public["success"])
-    if not public["success"]:
-        message = "; ".join(r["message"] for r in public["results"] if not r["success"])
-        raise ValidationFailedError(f"validation failed, nothing was charged: {message} "
-                                    f"(details: {ctx.folder.file('validation.json')})")
     if ctx.folder.remote is None:  # a remote run folder is shared storage: the exact report stays off it
         folder = ctx.folder.file(OWNER_ONLY_VALIDATION)
         folder.mkdir(mode=0o700, exist_ok=True)
         atomic_write_json(folder / "validation.json", {**report.to_json(), "visibility": "owner-only (not DP)"},
                           private=True)
+    structural = [r["message"] for r in public["results"] if not r["success"]]
+    if structural:
+        raise ValidationFailedError(f"validation failed, nothing was charged: {'; '.join(structural)} "
+                                    f"(details: {ctx.folder.file('validation.json')})")
+    if not public["success"]:  # refuse: the owner's option, stated as outside the guarantee
+        message = "; ".join(report.public_failure_message().splitlines())
+        raise ValidationFailedError(f"validation failed, nothing was charged: {message}; refused because of "
+                                    f"--refuse-invalid-records: this refusal is an exact check of the records, not "
+                                    f"covered by the DP guarantee (details, owner-only: "
+                                    f"{ctx.folder.file(OWNER_ONLY_VALIDATION)}/validation.json)")
+    if refuse:
+        ctx.progress(f"validate: every record of schema {ctx.schema.name!r} passed (--refuse-invalid-records: this "
+                     "run's outcome is not covered by the DP guarantee)")
+        return {"success": True}
     ctx.drop_faulty_records = True
-    ctx.progress(f"validate: schema {ctx.schema.name!r}, dataset with a budget: records failing an expectation are "
-                 "dropped, never a refusal (the exact result is owner-only)")
+    ctx.progress(f"validate: schema {ctx.schema.name!r}: records failing an expectation are dropped, never a refusal "
+                 "(the exact result is owner-only)")
     return {"success": True, "drop_faulty_records": True}
 
 
@@ -174,7 +188,12 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
                       None if plan.parameters.seed is not None else ctx.run_id)
     ctx.folder.note(release_key=key)  # an HMAC under the ledger's secret: no test of guesses without it
     names = one_hot_names(ctx.schema)
-    ctx.progress(f"mechanism: {plan.mechanism.NAME} at {epsilon_statement(plan.cost, plan.delta)}")
+    if ctx.discovery is None:
+        ctx.progress(f"mechanism: {plan.mechanism.NAME} at {epsilon_statement(plan.cost, plan.delta)}")
+    else:  # one figure: the run's epsilon; the mechanism's part is a share of its rho, never a second epsilon
+        ctx.progress(f"mechanism: {plan.mechanism.NAME}, rho {plan.cost.rho:.4g} of the run's epsilon "
+                     f"{plan.parameters.epsilon:g} at delta {plan.delta:g} (the discover stage spent rho "
+                     f"{ctx.discovery.rho:.4g} of it)")
     fine_counts = None
     if plan.fine_decoding is not None and ctx.store.get(key) is None:
         from privsynth.run.fine_decoding import sub_bin_counts
@@ -196,9 +215,7 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
 
         atomic_write_table(ctx.folder.file("measurements.parquet"), measurements_table(outcome.release.measurements))
         artifacts.append("measurements.parquet")
-    privacy = dict(outcome.privacy, reused_stored_release=outcome.reused)
-    if ctx.discovery is not None:
-        privacy.update(discovery=ctx.discovery.to_json(), run_total=run_total(ctx, ctx.discovery))
+    privacy = with_run_spend(ctx, dict(outcome.privacy, reused_stored_release=outcome.reused))
     atomic_write_json(ctx.folder.file("privacy.json"), privacy)
     ctx.folder.record("mechanism", artifacts, privacy_spent=privacy["cost"], reused_stored_release=outcome.reused,
                       replayed_draws=outcome.replayed)
@@ -356,6 +373,36 @@ def audit_folder(ctx: RunContext, location: str | None) -> Path:
     return target
 
 
+def with_run_spend(ctx: RunContext, privacy: dict) -> dict:
+    """privacy.json with the run's one figure first (``spent``: the whole run's epsilon and its parts), and
+    ``epsilon_statement`` stating the run's cost; the mechanism's own charge stays in ``cost``."""
+    from privsynth.privacy.accounting import PrivacyCost
+    from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
+    from privsynth.run.spent import cost_from_report, run_spend
+
+    mechanism = privacy["mechanism"]
+    charges = []
+    if ctx.discovery is not None and ctx.discovery.rho > 0:
+        charges.append(("discovery", PrivacyCost.zcdp(ctx.discovery.rho, "discovery",
+                                                      extra_delta=THRESHOLD_DELTA_FRACTION * ctx.plan.delta)))
+    charges.append((mechanism, cost_from_report(privacy["cost"])))
+    fine = privacy.get("fine_decoding")
+    split = None
+    if fine is not None and privacy.get("mechanism_cost"):
+        split = {mechanism: {mechanism: privacy["mechanism_cost"]["rho_zcdp"], "fine decoding": fine["rho"]}}
+    spend = run_spend(charges, ctx.plan.delta, split)
+    head = {"spent": spend.to_json(), "epsilon_statement": spend.statement}
+    if ctx.plan.parameters.refuse_invalid_records:
+        head["caveat"] = REFUSE_INVALID_RECORDS_CAVEAT
+    extra = {}
+    if ctx.discovery is not None:
+        extra = {"discovery": ctx.discovery.to_json(), "run_total": run_total(ctx, ctx.discovery),
+                 "cost_is": "the mechanism's charge, one part of `spent` (the discover stage charged the other)",
+                 "mechanism_statement": privacy.get("epsilon_statement")}
+    rest = {k: v for k, v in privacy.items() if k not in head}
+    return {**head, **rest, **extra}
+
+
 def run_total(ctx: RunContext, discovery) -> dict:
     """The whole run's statement when it discovered its schema: discovery's rho plus the mechanism's."""
     from privsynth.privacy.accounting import PrivacyCost
@@ -393,9 +440,9 @@ class RunOutcome:
         return {"run_id": self.run_id, "run_dir": self.run_dir,
                 "synthetic": f"{self.run_dir}/synthetic.parquet", "rows": self.rounding["rows"],
                 "sink": self.rounding.get("sink"),
-                "privacy": self.privacy.get("run_total", {}).get("cost", self.privacy["cost"]),
-                "epsilon_statement": self.privacy.get("run_total", {}).get("statement",
-                                                                           self.privacy.get("epsilon_statement")), "reused_release": self.reused,
+                "privacy": self.privacy.get("spent") or self.privacy["cost"],
+                "epsilon_statement": spend_line(self.privacy), "reused_release": self.reused,
+                "caveat": self.privacy.get("caveat"),
                 "report": (self.report or {}).get("summary"),
                 "internal_audit": self.audit.get("location") if self.audit is not None else None}
 
@@ -407,16 +454,22 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
         if ctx.plan.schema is None:
             discovery = runner("discover", stage_discover, ctx)
             ctx.discovery = discovery
-        validation = runner("validate", stage_validate, ctx)
-        statistics = runner("binarise", stage_binarise, ctx, validation)
-        privacy = runner("mechanism", stage_mechanism, ctx, statistics)
+        try:
+            validation = runner("validate", stage_validate, ctx)
+            statistics = runner("binarise", stage_binarise, ctx, validation)
+            privacy = runner("mechanism", stage_mechanism, ctx, statistics)
+        except PrivsynthError as err:  # after the discover stage's charge: the message says it stays spent
+            refusal = truthful_refusal(err, ctx.discovery, ctx.plan.dataset)
+            if refusal is err:
+                raise
+            raise refusal from None
         rounding = runner("rounding", stage_rounding, ctx, privacy)
         report = runner("report", stage_report, ctx, privacy, rounding)
         audit = runner("audit", stage_audit, ctx, statistics, rounding) if ctx.plan.parameters.audit else None
     finally:
         ctx.close()
     folder = ctx.folder
-    folder.manifest["privacy_spent"] = privacy.get("run_total", {}).get("cost", privacy["cost"])
+    folder.manifest["privacy_spent"] = privacy.get("spent") or privacy["cost"]
     folder.manifest["epsilon_statement"] = privacy.get("epsilon_statement")
     folder.manifest["outputs"] = {"synthetic": "synthetic.parquet", "privacy": "privacy.json", "report": "report.json",
                                   "synthetic_validation": "synthetic-validation.json",

@@ -1,0 +1,150 @@
+"""What a run spent, stated once: one figure (the whole run's epsilon at its delta) with its parts beside it.
+
+A run's privacy cost may be charged in more than one charge (a run without a schema: its discover stage,
+then the mechanism with fine decoding inside its charge). Every place that states the cost (the console,
+report.md's headline, privacy.json's first fields, the Prefect artifacts, the manifest) reads it from
+``RunSpend``, and its figure is composed by the ledger's own rule (``privsynth.privacy.spending.epsilon_spent``),
+so it is the epsilon `privsynth budget show` counts for the run. The parts are stated in rho (zCDP), which
+adds, never as epsilons, which do not.
+
+It also words refusals truthfully (issue 36.4): "nothing was charged" only when nothing was; a refusal
+after the discover stage's charge names that charge and says it stays spent.
+
+Guarantee: everything here is computed from the configuration and the charges (public), never from the rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from privsynth.errors import PrivsynthError
+from privsynth.privacy.accounting import PrivacyCost
+
+
+@dataclass(frozen=True)
+class SpentPart:
+    """One part of a run's cost: its name and its zCDP rho (pure epsilon too, where the part is pure)."""
+
+    name: str
+    rho: float
+    pure_epsilon: float | None = None
+
+
+@dataclass(frozen=True)
+class RunSpend:
+    """The whole run's cost: ``epsilon`` at ``delta`` (composed by the ledger's rule), its rho, its parts."""
+
+    epsilon: float
+    delta: float
+    rho: float
+    statement: str
+    parts: tuple[SpentPart, ...]
+    pure_epsilon: float | None = None  # the pure sum, when every charge is pure
+
+    def parts_text(self) -> str:
+        """The parts as shares of the run's rho, e.g. 'discovery 18%, aim 78%, fine decoding 4%' ('': one part)."""
+        if len(self.parts) <= 1:
+            return ""
+        return ", ".join(f"{p.name} {100 * p.rho / self.rho:.0f}%" for p in self.parts)
+
+    def line(self) -> str:
+        """The one line every surface prints: the figure, then its parts."""
+        parts = self.parts_text()
+        return self.statement + (f" (parts of the rho: {parts})" if parts else "")
+
+    def to_json(self) -> dict:
+        return {"epsilon": float(f"{self.epsilon:.10g}"), "delta": self.delta, "rho_zcdp": self.rho,
+                "pure_epsilon": self.pure_epsilon,
+                "statement": self.statement, "line": self.line(),
+                "parts": [{"part": p.name, "rho_zcdp": p.rho, "pure_epsilon": p.pure_epsilon,
+                           "share_of_rho": p.rho / self.rho if self.rho > 0 else 0.0} for p in self.parts],
+                "composition": "the parts compose in zCDP (their rho adds); the epsilon is the whole run's, by the "
+                               "ledger's rule, at this delta: it is what `privsynth budget show` counts for this run"}
+
+
+def cost_from_report(report: Mapping) -> PrivacyCost:
+    """A PrivacyCost back from its ``PrivacyCost.report`` (privacy.json's ``cost``)."""
+    if not report.get("differentially_private", True):
+        return PrivacyCost.not_private(str(report.get("guarantee", "")))
+    pure = report.get("pure_epsilon")
+    return PrivacyCost(rho=float(report["rho_zcdp"]), pure_epsilon=None if pure is None else float(pure),
+                       extra_delta=float(report.get("extra_delta") or 0.0))
+
+
+def run_spend(charges: Sequence[tuple[str, PrivacyCost]], delta: float, split: Mapping[str, float] | None = None
+              ) -> RunSpend:
+    """The run's one figure from its charges (name, cost), composed by the ledger's rule at ``delta``.
+
+    ``split``: how one charge divides into named parts (the mechanism's charge holds fine decoding): name ->
+    rho, replacing the charge of that name by its parts. The figure never depends on the split.
+    """
+    from privsynth.privacy.spending import epsilon_spent, total_rho
+
+    costs = [cost for _, cost in charges]
+    epsilon = epsilon_spent(costs, delta)
+    rho = total_rho(costs)
+    if len(costs) == 1:
+        from privsynth.run.charge import epsilon_statement
+
+        statement = epsilon_statement(costs[0], delta)
+    elif all(c.pure_epsilon is not None for c in costs) and math.isclose(epsilon, sum(c.pure_epsilon for c in costs)):
+        statement = f"pure epsilon {epsilon:.4g}; rho {rho:.4g} (zCDP)"
+    else:
+        statement = f"epsilon {epsilon:.4g} at delta {delta:g}; rho {rho:.4g} (zCDP)"
+    parts: list[SpentPart] = []
+    for name, cost in charges:
+        inner = (split or {}).get(name)
+        if inner:
+            parts += [SpentPart(part, float(part_rho)) for part, part_rho in inner.items()]
+        else:
+            parts.append(SpentPart(name, float(cost.rho), cost.pure_epsilon))
+    pure = math.fsum(c.pure_epsilon for c in costs) if all(c.pure_epsilon is not None for c in costs) else None
+    return RunSpend(epsilon, delta, rho, statement, tuple(parts), pure)
+
+
+def spend_line(privacy: Mapping) -> str:
+    """The run's one line from privacy.json (its ``spent`` block; older files: the mechanism's statement)."""
+    spent = privacy.get("spent")
+    if spent:
+        return str(spent.get("line") or spent.get("statement"))
+    return str((privacy.get("run_total") or {}).get("statement") or privacy.get("epsilon_statement"))
+
+
+# ---------------------------------------------------------------- refusals that say what is true
+
+NOTHING_CHARGED = ("nothing was charged", "Nothing was charged", "nothing was read or charged")
+
+
+def charged_before(discovery, dataset: str) -> str | None:
+    """What a run had charged before a refusal: its discover stage's charge (None: nothing was charged)."""
+    if discovery is None or not getattr(discovery, "rho", 0.0):
+        return None
+    when = "an earlier attempt of this run's discover stage" if getattr(discovery, "reused", False) else \
+        "this run's discover stage"
+    return (f"{when} had already charged rho {discovery.rho:.4g} ({100 * discovery.share:.0f}% of the run's budget) "
+            f"to dataset {dataset!r}: it stays spent, never refunded (`privsynth budget show {dataset}`)")
+
+
+def truthful_message(message: str, discovery, dataset: str) -> str:
+    """A refusal's message with its charge stated truly: "nothing was charged" becomes "nothing more was
+    charged" and the earlier charge is named, when the discover stage had charged; else unchanged."""
+    earlier = charged_before(discovery, dataset)
+    if earlier is None:
+        return message
+    for phrase in NOTHING_CHARGED:
+        message = message.replace(phrase, phrase.replace("nothing was", "nothing more was")
+                                  .replace("Nothing was", "Nothing more was"))
+    return f"{message.rstrip('. ')}; {earlier}"
+
+
+def truthful_refusal(err: PrivsynthError, discovery, dataset: str) -> PrivsynthError:
+    """The same refusal (its class) with ``truthful_message``; the error itself when nothing was charged."""
+    message = truthful_message(str(err), discovery, dataset)
+    if message == str(err):
+        return err
+    try:
+        return type(err)(message)
+    except TypeError:  # an error class with another constructor: keep it
+        return err
