@@ -247,3 +247,17 @@ def test_a_run_refuses_a_profiled_suite_before_anything_and_marks_it_when_truste
     text = (release.run_dir / "schema.yaml").read_text()
     assert _entries(text)["color"]["categories"] == sorted(COLORS) and "DATA-DERIVED PUBLIC FACTS" in text
     assert sum("DP guarantee does not cover" in line for line in lines) == 1
+
+
+# ---------------------------------------------------------------- types a reader inferred from the rows
+
+def test_a_pandas_object_column_is_text_never_typed_by_a_sniffer():
+    """DuckDB types a pandas object column from a sample of its values (30 and 31: BIGINT; plus 30.5: DOUBLE).
+    The draft reads such a column as text, so D and D' declare the same types (a DP pass types it, charged)."""
+    d = people().astype({"age": object})
+    d_prime = neighbour(people()).astype({"age": object})
+    d_prime["age"] = pd.Series([int(v) if float(v).is_integer() else v for v in d_prime["age"]],
+                               dtype=object)  # Python ints, and the 30.5
+    texts = [draft_schema(frame, DraftOptions(name="people")).text for frame in (d, d_prime)]
+    assert texts[0] == texts[1]
+    assert _entries(texts[0])["age"]["type"] == "categorical" and "declared type: string" in texts[0]

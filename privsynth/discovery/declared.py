@@ -7,6 +7,7 @@ under DP (``facts``) or by public facts, never sniffed from the rows.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -81,8 +82,29 @@ def open_declared(source):
     """Open ``source`` reading metadata only; returns (OpenedTable, text_source: bool).
 
     A CSV file declares no types: it is read as text (never sniffed: a type inferred from the rows would
-    change with one added row), and ``text_source`` is True; the discovery's DP column facts decide."""
+    change with one added row), and ``text_source`` is True; the discovery's DP column facts decide. A
+    pandas column of Python objects (dtype ``object``) declares no type either: DuckDB would infer one from a
+    sample of its values (30 and 31: an integer; 30 and 30.5: a float), so it is read as text here, and
+    its type is decided under DP like a text column's (rule 10: no reader's inferred type is public)."""
     from privsynth.engine.backends import open_table
 
-    opened = open_table(source, None)
+    opened = open_table(source, None, unsniffed_options())
     return opened, bool(getattr(opened, "text_from_csv", False))
+
+
+@functools.cache
+def _unsniffed_options_class() -> type:
+    from privsynth.engine.backends import EngineOptions  # the engine is imported on first use only
+
+    class Unsniffed(EngineOptions):
+        """The engine's settings, with DuckDB's sampling of pandas object columns off (they stay text)."""
+
+        def duckdb_config(self) -> dict:
+            return {**super().duckdb_config(), "pandas_analyze_sample": 0}
+
+    return Unsniffed
+
+
+def unsniffed_options():
+    """EngineOptions for reading declared types: a pandas frame's object columns are text, never sniffed."""
+    return _unsniffed_options_class()()
