@@ -369,6 +369,9 @@ def _check_run_folder(run: Path, stage: str, name: str) -> None:
     if stage == "budget":
         assert not run.exists() or not any(run.iterdir()), f"{name}: refused before the run folder is written"
         return
+    if stage == "read":  # refused before any stage finished: no folder holding only manifest.json is left
+        assert not run.exists() or not any(run.iterdir()), f"{name}: {sorted(p.name for p in run.iterdir())}"
+        return
     names = {p.name for p in run.iterdir()}
     allowed = {"manifest.json", "validation.json", "internal-validation"}  # the exact report: owner-only
     assert names <= allowed, f"{name}: {sorted(names - allowed)} left in the run folder"

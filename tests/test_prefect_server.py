@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from prefect_server import REPO, PrefectServer, log_tail, stop_process, toy_job
 
+from privsynth.mechanisms import DEFAULT_MECHANISM
+
 FLOW = "privsynth-synthesize"
 POOL = "privsynth-pool"
 
@@ -71,7 +73,7 @@ def test_nightly_deployment_gets_scheduled_runs_from_the_scheduler(deployed):
     for run in runs:
         assert run["state"]["name"] == "Scheduled"
         assert run["expected_start_time"].endswith(("T02:00:00Z", "T02:00:00+00:00"))
-        assert run["parameters"]["parameters"]["mechanism"] == "rap"
+        assert run["parameters"]["parameters"]["mechanism"] == DEFAULT_MECHANISM  # "the default mechanism"
     assert deployed.deployment(FLOW, "warehouse-table")["schedules"] == []
 
 

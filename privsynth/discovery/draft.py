@@ -351,7 +351,8 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
         d.entry["categories"] = []
         d.entry["drop"] = True
         d.comments.append(f"drop: no value passed the threshold of the DP histogram (rho {rho:.4g}): free text, very "
-                          "high cardinality, or too few rows for this budget; give public --categories to keep it")
+                          "high cardinality, or too few rows for this budget; to keep it, list its public categories "
+                          "here and pass this file as --schema, or give a data contract (--public)")
         return
     d.entry["categories"] = cats
     d.entry["on_out_of_domain"] = "category"
@@ -361,7 +362,8 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
                       "public categories it missed")
     if d.ood_share is not None:
         d.comments.append(f"DP estimate: about {100 * d.ood_share:.1f}% of its present values fall in <out-of-domain>; "
-                          f"list them with --categories {d.column.name}=a,b,... or a data contract (--public) to keep them")
+                          "to keep them, add them to categories here and pass this file as --schema, or give a data "
+                          "contract (--public)")
 
 
 def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float,

@@ -256,6 +256,20 @@ def fault_free(codes: np.ndarray) -> np.ndarray:
     return (codes >= 0).all(axis=1) if codes.size else np.ones(codes.shape[0], dtype=bool)
 
 
+def close_matches(missing: list[str], names: list[str], schema: Schema) -> str:
+    """" (did you mean 'signup_date'?)": the file's columns closest to the missing ones' names (a typo in the
+    schema or the file). Only when some schema column is in the file: otherwise the "names" may be a data row
+    (a headerless CSV) and are never quoted. '' when nothing is close."""
+    import difflib
+
+    if not set(names) & set(schema.column_names):
+        return ""
+    spare = [n for n in names if n not in schema.column_names]
+    pairs = [(m, difflib.get_close_matches(m, spare, n=1, cutoff=0.75)) for m in missing]
+    found = [f"{match[0]!r} for {m!r}" for m, match in pairs if match]
+    return f" (did you mean {', '.join(found)}? a column of the file)" if found else ""
+
+
 def _check_columns(opened: OpenedTable, schema: Schema) -> None:
     origin = f"input {opened.description}"
     names = list(opened.table.columns)
@@ -265,7 +279,8 @@ def _check_columns(opened: OpenedTable, schema: Schema) -> None:
         raise InputError(f"{origin}: duplicate column name(s) {dupes}")
     missing = [c for c in schema.column_names if c not in names]
     if missing:
-        raise InputError(f"{origin}: missing column(s) {missing}; the schema {schema.name!r} expects {list(schema.column_names)}")
+        raise InputError(f"{origin}: missing column(s) {missing}{close_matches(missing, names, schema)}; the schema "
+                         f"{schema.name!r} expects {list(schema.column_names)}")
     types = opened.table.schema()
     for col in schema.kept_columns:
         problem = type_problem(col, types[col.name])

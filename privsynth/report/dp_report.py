@@ -152,7 +152,8 @@ def discovery_summary(privacy: dict) -> dict | None:
     shares = found.get("out_of_domain_share_dp") or {}
     return {"share_of_run": found.get("share_of_run"), "rho": found.get("rho"), "dropped": found.get("dropped", []),
             "out_of_domain": [{"column": c, "share": float(v),
-                               "keep_them_with": f"--public CONTRACT, or --categories {c}=... in a schema"}
+                               "keep_them_with": f"--public CONTRACT, or {c}'s categories in schema.yaml, passed as "
+                                                 "--schema"}
                               for c, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v >= OOD_NOTE]}
 
 

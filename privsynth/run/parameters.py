@@ -111,7 +111,8 @@ class RunParameters(BaseModel):
         check_no_literal_password(value, info.field_name)
         return value
 
-    @field_validator("output", "sink", "schema_file")
+    # Where a run WRITES may not climb out with '..'; what it reads (input, schema_file) may, alike.
+    @field_validator("output", "sink")
     @classmethod
     def _no_escape(cls, value: str | None, info) -> str | None:
         if value is not None:

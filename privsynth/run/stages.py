@@ -41,7 +41,7 @@ from privsynth.run.discover import stage_discover
 from privsynth.run.faults import fault_point
 from privsynth.run.releases import measurements_from_table
 from privsynth.run.spent import spend_line, truthful_refusal
-from privsynth.errors import PrivsynthError
+from privsynth.errors import PrivsynthError, RefusalError
 from privsynth.schema import Schema
 from privsynth.schema.encoding import (
     Domain,
@@ -447,6 +447,20 @@ class RunOutcome:
                 "internal_audit": self.audit.get("location") if self.audit is not None else None}
 
 
+def discard_untouched_folder(ctx: RunContext) -> None:
+    """A run refused before any stage finished (the input's columns, its format) leaves no folder holding only
+    manifest.json: the manifest goes, and the folder too when the run made it (no --output); nothing was charged
+    and there is nothing to resume. Remote folders and folders with any stage's artifact are kept."""
+    folder = ctx.folder
+    if folder.remote is not None or folder.manifest.get("stages") or folder.manifest.get("attempts", 1) > 1:
+        return
+    if sorted(p.name for p in folder.path.iterdir()) != ["manifest.json"]:
+        return
+    (folder.path / "manifest.json").unlink()
+    if ctx.plan.parameters.output is None:
+        folder.path.rmdir()
+
+
 def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     """The run, stage by stage; the private folder is deleted whatever happens."""
     try:
@@ -466,6 +480,9 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
         rounding = runner("rounding", stage_rounding, ctx, privacy)
         report = runner("report", stage_report, ctx, privacy, rounding)
         audit = runner("audit", stage_audit, ctx, statistics, rounding) if ctx.plan.parameters.audit else None
+    except RefusalError:
+        discard_untouched_folder(ctx)
+        raise
     finally:
         ctx.close()
     folder = ctx.folder

@@ -42,8 +42,14 @@ class RoundProgress:
     def describe(self) -> str:
         eta = "" if self.eta_seconds is None else f", about {self.eta_seconds:.0f} s left"
         what = f": measured {' x '.join(self.marginal)}" if self.marginal else ""
-        return (f"aim {self.phase} {self.rounds_done}/{self.rounds_expected}{what}; "
-                f"{100 * self.rho_spent:.0f}% of rho spent; {self.elapsed_seconds:.0f} s{eta}")
+        # No "done/expected": the expected count shrinks as annealing raises the round cost, and "1/46 ... 14/22"
+        # read as a moving target. Rounds left is an upper bound that only goes down.
+        if self.phase == "round":
+            left = max(self.rounds_expected - self.rounds_done, 0)
+            step = f"aim round {self.rounds_done}{what} (at most {left} more)"
+        else:
+            step = f"aim {self.phase.replace('_', ' ')} after {self.rounds_done} rounds"
+        return f"{step}; {100 * self.rho_spent:.0f}% of rho spent; {self.elapsed_seconds:.0f} s{eta}"
 
 
 # The hook is the mechanisms' own (``privsynth.mechanisms.progress``): any mechanism reports the same way.
