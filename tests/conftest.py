@@ -145,3 +145,37 @@ class StatisticNoise(SeededNoise):
 
     def laplace(self, scale, size):
         raise AssertionError("noise drawn apart from the statistic: use add_laplace (OpenDP's measurement)")
+
+
+# ---------------------------------------------------------------- the default run's duration (README states it)
+
+DURATION_RECORD = "privsynth/default-run-seconds"
+
+
+def _is_default_run(config) -> bool:
+    """The README's test command: no file or node arguments, no -k, the default marker expression."""
+    args = [a for a in config.invocation_params.args if not str(a).startswith("-")]
+    return not args and not config.getoption("keyword") and config.getoption("markexpr") == "not slow"
+
+
+def pytest_sessionstart(session):
+    import time
+
+    session.config._privsynth_started = time.monotonic()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After the README's test command: its wall time, recorded (tests/test_docs.py compares it with the README's
+    figure) and said on the last line."""
+    import time
+
+    started = getattr(session.config, "_privsynth_started", None)
+    if started is None or not _is_default_run(session.config) or session.testscollected < 500:
+        return
+    seconds = time.monotonic() - started
+    if session.config.cache is not None:
+        session.config.cache.set(DURATION_RECORD, seconds)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"privsynth: the default test run took {seconds / 60:.1f} min (README.md states its "
+                            "expected duration; tests/test_docs.py compares the two)")
