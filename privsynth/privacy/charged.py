@@ -47,15 +47,14 @@ def charge_then_noise(ledger, dataset: str, key: str, cost: PrivacyCost, descrip
     noise = make_noise_source(seed, key, ledger.release_secret() if seed is not None else None)
     opened = None
     if journal is not None:
-        existed = journal.exists()
         header = JournalHeader(release_key=key, purpose=description, sampler="seeded" if seed is not None else "secure",
                                seed=seed, post_seed=None if seed is not None else secrets.randbits(63))
         opened = NoiseJournal.open(journal, header, after_draw)
     try:
         try:
-            _claim(ledger, dataset, key, resumable=opened is not None and (existed or opened.resumed))
+            _claim(ledger, dataset, key, resumable=opened is not None and opened.resumed)
         except NoiseAlreadyDrawnError:
-            if opened is not None and not existed:
+            if opened is not None and not opened.resumed:
                 journal.remove()  # made just now for a release that was drawn without one: never replayed
             raise
         step("noise_drawn")

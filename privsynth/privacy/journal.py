@@ -151,10 +151,6 @@ class JournalPlace:
         if self.remote is not None:
             self.remote.write_bytes(self.remote_name, self.path.read_bytes())
 
-    def exists(self) -> bool:
-        self.fetch()
-        return self.path.is_file()
-
     def remove(self) -> None:
         """The release is stored: its journal is spent (the stored release is what a re-run reuses)."""
         self.path.unlink(missing_ok=True)
@@ -180,17 +176,14 @@ class NoiseJournal:
     processes never draw one release at the same time (a second one is refused)."""
 
     def __init__(self, place: JournalPlace, header: JournalHeader, records: list[tuple[DrawCall, np.ndarray]],
-                 fd: int, after_append: Callable[[int], None]) -> None:
+                 fd: int, after_append: Callable[[int], None], resumed: bool = False) -> None:
         self.place = place
         self.header = header
         self.records = records
+        self.resumed = resumed  # an earlier attempt's journal (possibly with no draw yet), not a new one
         self.replayed = 0
         self._fd = fd
         self._after_append = after_append
-
-    @property
-    def resumed(self) -> bool:
-        return bool(self.records)
 
     @property
     def replaying(self) -> bool:
@@ -230,7 +223,7 @@ class NoiseJournal:
             for payload in payloads[1:]:
                 meta, array = decode(payload)
                 records.append((DrawCall.from_json(meta["call"]), array))
-            return NoiseJournal(place, found, records, fd, after_append)
+            return NoiseJournal(place, found, records, fd, after_append, resumed=True)
         except BaseException:
             os.close(fd)
             raise

@@ -87,6 +87,7 @@ def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain
                                          fine, schema, fine_counts)
     finally:
         noise.journal.close()
+    fault_point("mechanism_drawn")  # every draw kept, the release not stored yet
     store.put(key, release, column_names, privacy)
     journal.remove()  # the stored release is what a re-run reuses now
     phase.enter("stored")
