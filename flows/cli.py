@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
+
+from flows.cli_stop import _STOP, _sigterm_stops_this_command, _stop_on_sigterm, _stopped_line  # noqa: F401
+from flows.in_process import IN_PROCESS_LINE, prefect_api_url, run_in_process  # noqa: F401
 
 EXIT_USAGE = 2
 
@@ -240,70 +239,6 @@ def command_run(args: argparse.Namespace) -> int:
     return 0
 
 
-IN_PROCESS_LINE = ("no Prefect API configured: running in this process (nothing is recorded in Prefect). To record runs "
-                   "in a Prefect server, start one (`prefect server start`) and set PREFECT_API_URL "
-                   "(`prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`)")
-
-
-def prefect_api_url() -> str | None:
-    """The Prefect API this process would use: $PREFECT_API_URL, else the active profile's (read from the
-    profiles file, without importing Prefect, whose import alone costs seconds). None: no server."""
-    if os.environ.get("PREFECT_API_URL"):
-        return os.environ["PREFECT_API_URL"]
-    import tomllib
-    from pathlib import Path
-
-    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
-    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
-    try:
-        profiles = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
-    value = profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL")
-    return str(value) if value else None
-
-
-class _ToStandardError(logging.StreamHandler):
-    """The library's progress lines on whatever sys.stderr is when a line is written (a redirect, a capture)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d | %(levelname)-7s | %(message)s", "%H:%M:%S"))
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value):
-        pass
-
-
-@contextmanager
-def _console_logging() -> Iterator[None]:
-    """While a run is in process: the library's progress lines (stages, the mechanism's rounds) on the console."""
-    from privsynth.api import attached_at_info
-
-    with attached_at_info(logging.getLogger("privsynth"), _ToStandardError()):
-        yield
-
-
-def run_in_process(parameters) -> dict:
-    """The run without Prefect: the Python API's runner (privsynth.api.run), the same stages and rules."""
-    from privsynth.api import run
-    from privsynth.run.parameters import ParameterError
-
-    if parameters.credentials_block:
-        raise ParameterError("credentials_block names a Prefect Secret block, which needs a Prefect server "
-                             "(PREFECT_API_URL); without one, give the password in the environment (PGPASSWORD, or "
-                             "user:${VAR}@host in the URL)")
-    with _console_logging():
-        outcome = run(parameters)  # its progress lines go to the "privsynth" logger, on the console
-    # Said after a run that finished, in its summary: an error is then one line with nothing before it.
-    return {**outcome.public_summary(), "prefect": IN_PROCESS_LINE}
-
-
 def command_forecast(args: argparse.Namespace) -> int:
     from privsynth.report.forecast import forecast, format_forecast
     from privsynth.run.parameters import bundled_example, parse_parameters
@@ -430,51 +365,6 @@ def command_mechanisms(_: argparse.Namespace) -> int:
 
     print(describe_mechanisms(DEFAULT_MECHANISM))
     return 0
-
-
-_STOP = {"requested": False}
-
-
-def _stopped_line() -> str:
-    from privsynth.run.phase import stop_message
-
-    return stop_message()
-
-
-def _stop_on_sigterm(signum, frame) -> None:  # noqa: ARG001
-    """SIGTERM (a scheduler's or an operator's stop) ends the run promptly; every write is atomic and
-    the ledger's charge is one transaction, so stopping between two stages leaves nothing half-done.
-    A query interrupted by the signal may surface as an error of its own: the flag makes main report
-    the stop, not that error."""
-    _STOP["requested"] = True
-    raise SystemExit(143)
-
-
-@contextmanager
-def _sigterm_stops_this_command(own_process: bool) -> Iterator[None]:
-    """While one command runs: SIGTERM stops it (``_stop_on_sigterm``, status 143). Afterwards the process is as
-    it was: its own SIGTERM handler, no stop flag, no CLI-run marker, so a later command never reads an old stop.
-    ``own_process`` False (``main`` called with an argument list by a host process, e.g. a test run): a SIGTERM
-    that arrived during the command was meant for the host too, so it is delivered again to the host's handler
-    once the command has stopped (a timeout's SIGTERM ends the test run instead of failing every later test)."""
-    _STOP["requested"] = False
-    marker = os.environ.get("PRIVSYNTH_CLI_RUN")
-    try:
-        previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    except ValueError:  # not the main thread: no handler of ours
-        previous = None
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        if marker is None:
-            os.environ.pop("PRIVSYNTH_CLI_RUN", None)
-        else:
-            os.environ["PRIVSYNTH_CLI_RUN"] = marker
-        stopped, _STOP["requested"] = _STOP["requested"], False
-        if stopped and not own_process and previous is not None:
-            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,8 +72,7 @@ from privsynth.privacy.ledger_store import (
     resolve_ledger_url,
 )
 from privsynth.privacy.spending import (
-    WHY_EPSILONS_DO_NOT_SUBTRACT,
-    check_budget_delta,
+    WHY_EPSILONS_DO_NOT_SUBTRACT, check_budget_delta,
     check_cost,
     check_epsilon,
     epsilon_spent,
@@ -331,8 +330,8 @@ class BudgetLedger:
         raise BudgetExceededError(
             f"privacy budget exceeded for dataset {dataset!r} (budget epsilon {epsilon:g} at {at}): "
             f"spent epsilon {spent:.6g}, requested epsilon {requested:.6g}; one more run may spend at most epsilon "
-            f"{status.next_run_epsilon:.6g}; with this charge the total would be epsilon {after:.6g}"
-            f"{rho_part} ({WHY_EPSILONS_DO_NOT_SUBTRACT}). Nothing was charged and no noise was drawn."
+            f"{status.next_run_epsilon:.6g}; with this charge the total would be epsilon {after:.6g}{rho_part} "
+            f"({WHY_EPSILONS_DO_NOT_SUBTRACT}). Nothing was charged and no noise was drawn."
         )
 
     def claim_noise(self, dataset: str, release_key: str) -> None:

@@ -148,3 +148,46 @@ def truthful_refusal(err: PrivsynthError, discovery, dataset: str) -> PrivsynthE
         return type(err)(message)
     except TypeError:  # an error class with another constructor: keep it
         return err
+
+
+# ---------------------------------------------------------------- privacy.json's first fields
+
+def with_run_spend(ctx, privacy: dict) -> dict:
+    """privacy.json with the run's one figure first (``spent``: the whole run's epsilon and its parts), and
+    ``epsilon_statement`` stating the run's cost; the mechanism's own charge stays in ``cost``."""
+    from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
+    from privsynth.run.validate import REFUSE_INVALID_RECORDS_CAVEAT
+
+    mechanism = privacy["mechanism"]
+    charges = []
+    if ctx.discovery is not None and ctx.discovery.rho > 0:
+        charges.append(("discovery", PrivacyCost.zcdp(ctx.discovery.rho, "discovery",
+                                                      extra_delta=THRESHOLD_DELTA_FRACTION * ctx.plan.delta)))
+    charges.append((mechanism, cost_from_report(privacy["cost"])))
+    fine = privacy.get("fine_decoding")
+    split = None
+    if fine is not None and privacy.get("mechanism_cost"):
+        split = {mechanism: {mechanism: privacy["mechanism_cost"]["rho_zcdp"], "fine decoding": fine["rho"]}}
+    spend = run_spend(charges, ctx.plan.delta, split)
+    head = {"spent": spend.to_json(), "epsilon_statement": spend.statement}
+    if ctx.plan.parameters.refuse_invalid_records:
+        head["caveat"] = REFUSE_INVALID_RECORDS_CAVEAT
+    extra = {}
+    if ctx.discovery is not None:
+        extra = {"discovery": ctx.discovery.to_json(), "run_total": run_total(ctx, ctx.discovery),
+                 "cost_is": "the mechanism's charge, one part of `spent` (the discover stage charged the other)",
+                 "mechanism_statement": privacy.get("epsilon_statement")}
+    rest = {k: v for k, v in privacy.items() if k not in head}
+    return {**head, **rest, **extra}
+
+
+def run_total(ctx, discovery) -> dict:
+    """The whole run's statement when it discovered its schema: discovery's rho plus the mechanism's."""
+    from privsynth.run.charge import epsilon_statement
+
+    total = ctx.plan.discovery.total
+    spent = PrivacyCost.zcdp(discovery.rho + ctx.plan.cost.rho, "this run: discovery, then the mechanism", total.notes,
+                             extra_delta=total.extra_delta)  # the thresholds' delta, inside the stated delta
+    return {"epsilon": ctx.plan.parameters.epsilon, "delta": ctx.plan.delta, "cost": spent.report(ctx.plan.delta),
+            "statement": epsilon_statement(spent, ctx.plan.delta),
+            "parts": {"discovery_rho": discovery.rho, "mechanism_rho": ctx.plan.cost.rho}}

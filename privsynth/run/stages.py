@@ -40,7 +40,8 @@ from privsynth.run.context import RunContext, Runner, direct
 from privsynth.run.discover import stage_discover
 from privsynth.run.faults import fault_point
 from privsynth.run.releases import measurements_from_table
-from privsynth.run.spent import spend_line, truthful_refusal
+from privsynth.run.spent import spend_line, truthful_refusal, with_run_spend
+from privsynth.run.validate import stage_validate
 from privsynth.errors import PrivsynthError, RefusalError
 from privsynth.schema import Schema
 from privsynth.schema.encoding import (
@@ -57,85 +58,6 @@ from privsynth.schema.workload import Histogram
 logger = logging.getLogger("privsynth.run")
 
 __all__ = ["ValidationFailedError", "RunContext", "execute", "direct", "STAGES"]
-
-
-def stage_validate(ctx: RunContext) -> dict:
-    """The schema's expectations on the input, one policy with or without a budget (docs/design.md 5.8).
-
-    Records failing an expectation are dropped before the mechanism (``guarded_validation``); only the file's
-    structure (its column names) refuses. ``refuse_invalid_records`` (the owner's explicit option) refuses on a
-    failing record instead: that run's outcome depends on an exact check, which the guarantee does not cover,
-    and it says so. delta is never checked here against the exact n (an oracle for n): see
-    ``check_delta_against_public_rows``.
-    """
-    return guarded_validation(ctx, ctx.handle().validate(), refuse=ctx.plan.parameters.refuse_invalid_records)
-
-
-REFUSE_INVALID_RECORDS_CAVEAT = (
-    "refuse_invalid_records (--refuse-invalid-records): whether this run was released or refused depended on an "
-    "exact check of every record, which the DP guarantee does not cover; the guarantee covers what the release "
-    "says, not the fact that it exists")
-
-
-# Checks of the file's shape (its column names), not of any record: they may refuse a run exactly.
-STRUCTURAL_EXPECTATIONS = frozenset({"privsynth_expect_table_column_names_to_be_unique",
-                                     "expect_table_columns_to_match_set"})
-OWNER_ONLY_VALIDATION = "internal-validation"
-
-
-def guarded_public_validation(report, refuse: bool = False) -> dict:
-    """validation.json: the structural checks, and the policy; no record-level result.
-
-    Whether a record passed is private: a refusal on it (nothing charged, the column and bound named) was an
-    exact, free oracle (one run on D, one on D plus a candidate record). Records failing a check are dropped,
-    unless the owner asked to refuse (``refuse``): then ``success`` also says whether every record passed.
-    """
-    structural = [r for r in report.results if r.expectation_type in STRUCTURAL_EXPECTATIONS]
-    success = all(r.success for r in structural) and (report.success or not refuse)
-    policy = (f"{REFUSE_INVALID_RECORDS_CAVEAT}. Which check failed, with counts, is owner-only "
-              "(internal-validation/validation.json)") if refuse else (
-        "records failing the schema's expectations are dropped before the mechanism (a per-record map; the "
-        "guarantee covers it); whether any was, and which check, is owner-only (internal-validation/validation.json)")
-    return {"success": success, "schema": report.schema_name,
-            "schema_hash": report.schema_hash, "visibility": "public",
-            "record_checks": policy, "results": [r.public_json() for r in structural]}
-
-
-def guarded_validation(ctx: RunContext, report, refuse: bool = False) -> dict:
-    """The validate stage (docs/design.md 5.8): only the file's structure may refuse the run.
-
-    Record-level checks (types, bounds, categories, missing values, shares, rows) become a per-record map:
-    failing records are dropped from every statistic, so whether a release exists never depends on an exact
-    check. ``refuse``: the owner's explicit option to refuse on a failing record instead (not covered by the
-    guarantee; the message says so, value-free and count-free). The exact report, with counts, is owner-only
-    (0600 in a 0700 folder, never uploaded).
-    """
-    public = guarded_public_validation(report, refuse)
-    atomic_write_json(ctx.folder.file("validation.json"), public)
-    ctx.folder.record("validate", ["validation.json"], success=public["success"])
-    if ctx.folder.remote is None:  # a remote run folder is shared storage: the exact report stays off it
-        folder = ctx.folder.file(OWNER_ONLY_VALIDATION)
-        folder.mkdir(mode=0o700, exist_ok=True)
-        atomic_write_json(folder / "validation.json", {**report.to_json(), "visibility": "owner-only (not DP)"},
-                          private=True)
-    structural = [r["message"] for r in public["results"] if not r["success"]]
-    if structural:
-        raise ValidationFailedError(f"validation failed, nothing was charged: {'; '.join(structural)} "
-                                    f"(details: {ctx.folder.file('validation.json')})")
-    if not public["success"]:  # refuse: the owner's option, stated as outside the guarantee
-        message = "; ".join(report.public_failure_message().splitlines())
-        raise ValidationFailedError(f"validation failed, nothing was charged: {message}; refused because of "
-                                    f"--refuse-invalid-records: this refusal is an exact check of the records, not "
-                                    f"covered by the DP guarantee (details, owner-only: "
-                                    f"{ctx.folder.file(OWNER_ONLY_VALIDATION)}/validation.json)")
-    if refuse:
-        ctx.progress(f"validate: every record of schema {ctx.schema.name!r} passed (--refuse-invalid-records: this "
-                     "run's outcome is not covered by the DP guarantee)")
-        return {"success": True}
-    ctx.drop_faulty_records = True
-    ctx.progress(f"validate: schema {ctx.schema.name!r}: records failing an expectation are dropped, never a refusal "
-                 "(the exact result is owner-only)")
-    return {"success": True, "drop_faulty_records": True}
 
 
 def stage_binarise(ctx: RunContext, validation: dict) -> Path:
@@ -371,48 +293,6 @@ def audit_folder(ctx: RunContext, location: str | None) -> Path:
         target = Path(location)
     target.mkdir(mode=0o700, parents=True, exist_ok=True)  # not DP: owner-only, like every private part of a run
     return target
-
-
-def with_run_spend(ctx: RunContext, privacy: dict) -> dict:
-    """privacy.json with the run's one figure first (``spent``: the whole run's epsilon and its parts), and
-    ``epsilon_statement`` stating the run's cost; the mechanism's own charge stays in ``cost``."""
-    from privsynth.privacy.accounting import PrivacyCost
-    from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
-    from privsynth.run.spent import cost_from_report, run_spend
-
-    mechanism = privacy["mechanism"]
-    charges = []
-    if ctx.discovery is not None and ctx.discovery.rho > 0:
-        charges.append(("discovery", PrivacyCost.zcdp(ctx.discovery.rho, "discovery",
-                                                      extra_delta=THRESHOLD_DELTA_FRACTION * ctx.plan.delta)))
-    charges.append((mechanism, cost_from_report(privacy["cost"])))
-    fine = privacy.get("fine_decoding")
-    split = None
-    if fine is not None and privacy.get("mechanism_cost"):
-        split = {mechanism: {mechanism: privacy["mechanism_cost"]["rho_zcdp"], "fine decoding": fine["rho"]}}
-    spend = run_spend(charges, ctx.plan.delta, split)
-    head = {"spent": spend.to_json(), "epsilon_statement": spend.statement}
-    if ctx.plan.parameters.refuse_invalid_records:
-        head["caveat"] = REFUSE_INVALID_RECORDS_CAVEAT
-    extra = {}
-    if ctx.discovery is not None:
-        extra = {"discovery": ctx.discovery.to_json(), "run_total": run_total(ctx, ctx.discovery),
-                 "cost_is": "the mechanism's charge, one part of `spent` (the discover stage charged the other)",
-                 "mechanism_statement": privacy.get("epsilon_statement")}
-    rest = {k: v for k, v in privacy.items() if k not in head}
-    return {**head, **rest, **extra}
-
-
-def run_total(ctx: RunContext, discovery) -> dict:
-    """The whole run's statement when it discovered its schema: discovery's rho plus the mechanism's."""
-    from privsynth.privacy.accounting import PrivacyCost
-
-    total = ctx.plan.discovery.total
-    spent = PrivacyCost.zcdp(discovery.rho + ctx.plan.cost.rho, "this run: discovery, then the mechanism", total.notes,
-                             extra_delta=total.extra_delta)  # the thresholds' delta, inside the stated delta
-    return {"epsilon": ctx.plan.parameters.epsilon, "delta": ctx.plan.delta, "cost": spent.report(ctx.plan.delta),
-            "statement": epsilon_statement(spent, ctx.plan.delta),
-            "parts": {"discovery_rho": discovery.rho, "mechanism_rho": ctx.plan.cost.rho}}
 
 
 STAGES = ("discover", "validate", "binarise", "mechanism", "rounding", "report", "audit")
