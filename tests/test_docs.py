@@ -21,7 +21,7 @@ def test_the_budget_page_commands_run_as_shown(capsys):
     from flows.cli import main
 
     commands = shell_commands((REPO / "docs" / "budgets.md").read_text())
-    assert len(commands) == 5
+    assert len(commands) == 6
     for command in commands:
         assert main(shlex.split(command)[1:]) == 0, command
     out = capsys.readouterr().out
@@ -188,3 +188,16 @@ def test_the_readme_python_example_runs_as_shown(tmp_path, monkeypatch):
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
     release = namespace["release"]
     assert release.epsilon == pytest.approx(1.0) and release.privacy["spent"]["epsilon"] == pytest.approx(1.0)
+
+
+def test_the_budget_page_states_what_one_more_run_may_spend_as_the_ledger_computes_it():
+    """docs/budgets.md's example (a budget of 3 with 2.8 spent): the figure it states is the ledger's."""
+    from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
+    from privsynth.privacy.spending import next_run_epsilon, rho_allowance
+
+    number = r"(\d+(?:\.\d+)?)"
+    stated = re.search(rf"on a budget of {number} with {number} spent, one more run may still spend about {number}, "
+                       rf"not {number}", _flat("docs/budgets.md"))
+    budget, spent, most, naive = (float(g) for g in stated.groups())
+    computed = next_run_epsilon([PrivacyCost.zcdp(rho_allowance(spent, DEFAULT_DELTA), "spent")], budget, DEFAULT_DELTA)
+    assert round(computed, 2) == most and naive == pytest.approx(budget - spent)

@@ -736,3 +736,19 @@ def test_a_refusal_after_the_discover_stage_names_its_charge_and_says_it_stays_s
     assert "nothing was charged" not in message
     assert "nothing more was charged" in message and "stays spent" in message
     assert f"rho {charges[0].rho:.4g}" in message and "dataset 'people'" in message
+
+def test_a_refusal_inside_the_discover_stage_after_its_charge_names_that_charge(tmp_path):
+    """Issue 36.4: a refusal raised by the discover stage after it charged (no column kept at this size and
+    budget) must not read as if nothing was spent."""
+    from privsynth.privacy.ledger import BudgetLedger
+
+    path = tmp_path / "people.csv"
+    toy_frame(300).to_csv(path, index=False)
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    with pytest.raises(privsynth.ParameterError, match="discovery kept no column") as err:
+        privsynth.synthesize(str(path), epsilon=1.0, output=tmp_path / "run", unlimited=True, ledger=ledger,
+                             rows=50, mechanism="reduced_space", options={"points_per_statistic": 2.0})
+    charges = BudgetLedger(ledger).history("people")
+    assert len(charges) == 1 and charges[0].description.startswith("discovery")
+    message = str(err.value)
+    assert "stays spent" in message and f"rho {charges[0].rho:.4g}" in message and "dataset 'people'" in message

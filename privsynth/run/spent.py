@@ -139,6 +139,37 @@ def truthful_message(message: str, discovery, dataset: str) -> str:
     return f"{message.rstrip('. ')}; {earlier}"
 
 
+@dataclass(frozen=True)
+class EarlierCharge:
+    """A charge a refused run had made (the discover stage's), as ``charged_before`` names it."""
+
+    rho: float
+    share: float
+    reused: bool = False
+
+
+def ledger_charges(ledger, dataset: str) -> int:
+    """How many charges the ledger holds for ``dataset`` (0: none yet)."""
+    from privsynth.errors import UnknownDatasetError
+
+    try:
+        return len(ledger.history(dataset))
+    except UnknownDatasetError:
+        return 0
+
+
+def discovery_charged_since(ledger, dataset: str, before: int, run_rho: float) -> EarlierCharge | None:
+    """The discover-stage charge recorded for ``dataset`` after its first ``before`` charges (None: none), for
+    a refusal raised inside the discover stage after it charged."""
+    if ledger_charges(ledger, dataset) <= before:
+        return None
+    found = [c for c in ledger.history(dataset)[before:] if c.description.startswith("discovery")]
+    if not found:
+        return None
+    rho = sum(c.rho for c in found)
+    return EarlierCharge(rho, rho / run_rho if run_rho > 0 else 0.0)
+
+
 def truthful_refusal(err: PrivsynthError, discovery, dataset: str) -> PrivsynthError:
     """The same refusal (its class) with ``truthful_message``; the error itself when nothing was charged."""
     message = truthful_message(str(err), discovery, dataset)

@@ -341,12 +341,27 @@ def discard_untouched_folder(ctx: RunContext) -> None:
         folder.path.rmdir()
 
 
+def run_discover(ctx: RunContext, runner: Runner):
+    """The discover stage; a refusal it raises after its own charge (e.g. no column kept) names that charge."""
+    from privsynth.run.spent import discovery_charged_since, ledger_charges
+
+    before = ledger_charges(ctx.ledger, ctx.plan.dataset)
+    try:
+        return runner("discover", stage_discover, ctx)
+    except PrivsynthError as err:
+        charged = discovery_charged_since(ctx.ledger, ctx.plan.dataset, before, ctx.plan.discovery.rho)
+        refusal = truthful_refusal(err, charged, ctx.plan.dataset)
+        if refusal is err:
+            raise
+        raise refusal from None
+
+
 def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     """The run, stage by stage; the private folder is deleted whatever happens."""
     try:
         discovery = None
         if ctx.plan.schema is None:
-            discovery = runner("discover", stage_discover, ctx)
+            discovery = run_discover(ctx, runner)
             ctx.discovery = discovery
         try:
             validation = runner("validate", stage_validate, ctx)
