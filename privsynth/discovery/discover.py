@@ -45,35 +45,34 @@ def source_kind(d: ColumnDraft) -> str:
 def value_expression(table, d: ColumnDraft):
     """The column's present values in its (now known) type's unit, as an ibis expression; None where a value
     does not read as that type (it becomes missing in the run, ``on_unreadable: missing``)."""
-    import ibis.expr.datatypes as dt
-
     from privsynth.engine.binning import SourceKind, temporal_unit
+    from privsynth.engine.values import clean_text, in_calendar, moment_from_text, number_from_text
 
     raw, kind, stored = table[d.column.name], d.column.kind, source_kind(d)
     if kind == "categorical":
-        return raw.cast("string").strip().nullif("") if stored == "text" else raw
+        return clean_text(raw) if stored == "text" else raw
     if stored == "text":
-        text = raw.strip()
+        text = clean_text(raw)
         if kind in TEMPORAL:
-            moment = text.try_cast(dt.Timestamp(timezone="UTC"))
-            return temporal_unit(moment, SourceKind.TIMESTAMP, kind)
-        return text.try_cast("float64")
+            return temporal_unit(moment_from_text(text), SourceKind.TIMESTAMP, kind)
+        return number_from_text(text)
     if kind in TEMPORAL:
-        return temporal_unit(raw, SourceKind.DATE if stored == "date" else SourceKind.TIMESTAMP, kind)
+        return temporal_unit(in_calendar(raw), SourceKind.DATE if stored == "date" else SourceKind.TIMESTAMP, kind)
     return raw.cast("float64")
 
 
 def value_counts(table, d: ColumnDraft) -> tuple[list, np.ndarray]:
     """Distinct present values (in the column's type) and their counts. Private: they stay inside discovery."""
     from privsynth.engine.backends import backend_error
+    from privsynth.engine.values import finite, is_whole
 
     value = value_expression(table, d).name("privsynth_v")
     kept = table.select(value)
     kept = kept.filter(kept.privsynth_v.notnull())
     if d.column.kind in (*NUMERIC, *TEMPORAL):
-        kept = kept.filter(~kept.privsynth_v.isnan() & ~kept.privsynth_v.isinf())
+        kept = kept.filter(finite(kept.privsynth_v))
         if d.column.kind == "integer":
-            kept = kept.filter(kept.privsynth_v == kept.privsynth_v.floor())
+            kept = kept.filter(is_whole(kept.privsynth_v))
     try:
         # Ordered: a GROUP BY's row order varies between runs, and a resumed run's replayed noisy counts
         # (docs/design.md 5.3) must land on the values they were drawn for.

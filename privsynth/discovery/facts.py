@@ -76,17 +76,17 @@ def class_expressions(raw, declared: str):
     """ibis boolean expressions, one per CLASSES entry (exactly one is true per row), for a column whose
     source kind is ``declared`` (text, integer, float, boolean, date, timestamp)."""
     import ibis
-    import ibis.expr.datatypes as dt
+
+    from privsynth.engine.values import clean_text, in_calendar, is_whole, moment_from_text, number_from_text
 
     false = raw.isnull() & ibis.literal(False)  # a column (a literal alone would be a scalar)
     if declared == "text":
-        text = raw.strip()
-        missing = raw.isnull() | (text == "")
-        number = ibis.ifelse(text.contains("_"), ibis.null("float64"), text.try_cast("float64"))
-        finite = number.notnull() & ~number.isnan() & ~number.isinf()
-        whole = ~missing & finite & (number == number.floor())
+        text = clean_text(raw)
+        missing = text.isnull()
+        number = number_from_text(text)
+        whole = ~missing & is_whole(number)
         fraction = ~missing & number.notnull() & ~whole
-        moment = text.try_cast(dt.Timestamp(timezone="UTC"))
+        moment = moment_from_text(text)
         temporal = ~missing & number.isnull() & moment.notnull()
         date = temporal & (text.length() <= 10)
         stamp = temporal & (text.length() > 10)
@@ -94,10 +94,10 @@ def class_expressions(raw, declared: str):
         return (missing, whole, fraction, date, stamp, other)
     if declared in ("integer", "float"):
         value = raw.cast("float64")
-        missing = raw.isnull() | value.isnan()
-        whole = ~missing & ~value.isinf() & (value == value.floor())
+        missing = raw.isnull() | value.isnan().fill_null(True)
+        whole = ~missing & is_whole(value)
         return (missing, whole, ~missing & ~whole, false, false, false)
-    missing = raw.isnull()
+    missing = (in_calendar(raw) if declared in ("date", "timestamp") else raw).isnull()
     present = ~missing
     return (missing, false, false, present if declared == "date" else false,
             present if declared == "timestamp" else false, present if declared == "boolean" else false)
@@ -106,14 +106,17 @@ def class_expressions(raw, declared: str):
 def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, tuple[np.ndarray, float]]:
     """Per column (name, declared source kind): exact class counts and distinct present values, by ONE
     aggregate query where the data lives. Private: they leave only through ``release``."""
+    import ibis
+
     from privsynth.engine.backends import backend_error
+    from privsynth.engine.values import clean_text
 
     aggregates = {}
     for j, (name, declared) in enumerate(columns):
         raw = table[name]
         for k, expr in enumerate(class_expressions(raw, declared)):
-            aggregates[f"c{j}_{k}"] = expr.cast("int64").sum()
-        present = raw.strip().nullif("") if declared == "text" else raw
+            aggregates[f"c{j}_{k}"] = ibis.ifelse(expr, 1, 0).sum()  # a CASE: PostgreSQL casts no boolean to BIGINT
+        present = clean_text(raw) if declared == "text" else raw
         aggregates[f"c{j}_d"] = present.nunique()
     if not aggregates:
         return {}

@@ -29,6 +29,7 @@ types). Credentials never appear in a description or an error (``io.redact_url``
 
 from __future__ import annotations
 
+import csv
 import glob as globbing
 import os
 import uuid
@@ -38,12 +39,14 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import ibis
+import ibis.backends.duckdb
 import ibis.expr.types as ir
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
 from privsynth.engine.spark import drop_view, register_files, spark_files, spark_session
+from privsynth.engine.csv_lines import first_line_query, records_query
 from privsynth.engine.sources import SourceSpec, _check_file, _csv_header, _parse_sql, _split_source_parameters
 from privsynth.io.connections import InputError, connect_url, duckdb_path, plain_table_name
 from privsynth.io.credentials import redact_url
@@ -172,17 +175,28 @@ def _open_csv(location: str, schema: Schema, options: EngineOptions, filesystem=
         backend.register_filesystem(filesystem)
     origin = f"input file {location!r}"
     try:
-        table = backend.read_csv(location, table_name=f"privsynth_{uuid.uuid4().hex[:8]}", header=True,
-                                 delim=spec.delimiter, all_varchar=True, auto_detect=True)
+        if header is None:
+            header = _remote_csv_header(backend, location, spec.delimiter)
+        name = f"privsynth_{uuid.uuid4().hex[:8]}"
+        # One line, one record (engine/csv_lines.py): no line can change how another reads, and none fails the run.
+        backend.con.execute(f"CREATE TEMP VIEW {name} AS {records_query(location, header, spec.delimiter)}")
+        table = backend.table(name)
+    except InputError:
+        backend.disconnect()
+        raise
     except Exception as err:  # noqa: BLE001
         backend.disconnect()
         raise backend_error(err, origin) from None
-    if header is not None and len(header) == len(table.columns):
-        # pandas strips blanks around header names; DuckDB keeps them
-        renames = {h: c for h, c in zip(header, table.columns) if h != c}
-        if renames:
-            table = table.rename(renames)
     return OpenedTable(backend, table, f"csv:{location}", text_from_csv=True, closers=[backend.disconnect])
+
+
+def _remote_csv_header(backend, location: str, delimiter: str) -> list[str]:
+    """The header of a CSV on an fsspec file system, read as its records are (its first physical line)."""
+    rows = backend.con.execute(first_line_query(location)).fetchall()
+    first = (rows[0][0] or "") if rows else ""
+    if not first.strip():
+        raise InputError(f"input file {location!r} has no header row")
+    return [h.strip() for h in next(csv.reader([first.lstrip("\ufeff")], delimiter=delimiter))]
 
 
 def _open_parquet(location: str, options: EngineOptions, filesystem=None) -> OpenedTable:
@@ -242,7 +256,7 @@ def _open_duckdb_file(spec: str, options: EngineOptions) -> OpenedTable:
         raw = open_duckdb_sandboxed(path, options.duckdb_config())
     except duckdb.Error as err:
         raise InputError(f"DuckDB database {path!r} cannot be opened: {type(err).__name__}") from None
-    backend = ibis.duckdb.from_connection(raw)  # sets the session time zone: before the lock
+    backend = _ibis_backend(raw)
     lock(raw)
     origin = f"DuckDB source duckdb:{path}"
     try:
@@ -251,6 +265,27 @@ def _open_duckdb_file(spec: str, options: EngineOptions) -> OpenedTable:
         raw.close()
         raise
     return OpenedTable(backend, expr, f"duckdb:{path}" + (f" table={table}" if table else " (query)"), closers=[raw.close])
+
+
+def _ibis_backend(raw):
+    """The ibis backend on a sandboxed connection. ibis sets the session time zone (UTC) as it connects: before
+    the lock. A second connection to a database this process holds open (the fine-decoding counts reopen the
+    source) shares its locked configuration, time zone included: it takes the backend without that setting."""
+    locked = raw.execute("SELECT current_setting('lock_configuration')").fetchone()[0]
+    if not locked:
+        backend = ibis.duckdb.from_connection(raw)
+        raw.execute("SET GLOBAL TimeZone = 'UTC'")  # the default of every later connection to this database
+        return backend
+    if raw.execute("SELECT current_setting('TimeZone')").fetchone()[0] != "UTC":
+        raise InputError("a DuckDB database already open in this process with another time zone cannot be read")
+    return _LockedDuckDB.from_connection(raw)
+
+
+class _LockedDuckDB(ibis.backends.duckdb.Backend):
+    """ibis's DuckDB backend on a connection whose configuration is locked and already set (UTC, no replacements)."""
+
+    def _post_connect(self, extensions=None) -> None:
+        self._record_batch_readers_consumed = {}
 
 
 def _open_frame(data: Any, options: EngineOptions) -> OpenedTable:

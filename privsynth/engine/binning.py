@@ -35,6 +35,7 @@ import ibis
 import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
+from privsynth.engine.values import finite, in_calendar, is_whole, moment_from_text, number_from_text
 from privsynth.schema import Column, Schema
 from privsynth.schema.temporal import SECONDS_PER_DAY, TEMPORAL_TYPES
 
@@ -145,7 +146,7 @@ def read_column(table: ir.Table, col: Column, text_from_csv: bool) -> ColumnValu
         if numeric:
             stripped = text.strip()
             # DuckDB also reads '1_000' as a number; pandas (the reference) does not
-            number = ibis.ifelse(stripped.contains("_"), ibis.null("float64"), stripped.try_cast("float64"))
+            number = number_from_text(stripped)
             blank = stripped == ""
             # as pandas reads CSV: '' is missing, 'nan' is missing; text that parses as nothing is a fault
             missing = text.isnull() | blank | (number.notnull() & number.isnan())
@@ -178,13 +179,14 @@ def temporal_unit(value: ir.Value, kind: SourceKind, unit: str) -> ir.FloatingVa
 
 def _read_temporal(raw: ir.Value, kind: SourceKind, unit: str, text_from_csv: bool) -> ColumnValues:
     if kind is not SourceKind.TEXT:
-        return ColumnValues(kind, temporal_unit(raw, kind, unit), raw.isnull())
+        moment = in_calendar(raw)  # infinity and years beyond 9999 are no dates (a NULL here: missing)
+        return ColumnValues(kind, temporal_unit(moment, kind, unit), moment.isnull())
     text = raw.lstrip() if text_from_csv else raw
     if text_from_csv:
         text = text.nullif("")
     stripped = text.strip()
     # ISO text; a zone offset converts to UTC, text without one is UTC (the session zone)
-    moment = stripped.try_cast(dt.Timestamp(timezone="UTC"))
+    moment = moment_from_text(stripped)
     blank = stripped == ""
     missing = text.isnull() | blank
     not_a_date = text.notnull() & ~blank & moment.isnull()
@@ -287,7 +289,7 @@ def column_code(table: ir.Table, col: Column, text_from_csv: bool, dtype: str, a
     x = values.value
     low, high = col.bounds  # type: ignore[misc]
     if col.type == "integer":
-        branches.append((x.notnull() & ~x.isinf() & (x != x.floor()),
+        branches.append((finite(x) & ~is_whole(x),
                          missing_code if unreadable_as_missing else lit(Fault.NOT_WHOLE)))
     branches.append((x.isinf(), lit(Fault.NOT_FINITE)))
     if col.on_out_of_domain != "clip":

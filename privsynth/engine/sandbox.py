@@ -85,5 +85,7 @@ def open_duckdb_sandboxed(path: str | Path, config: dict | None = None):
 
 
 def lock(con) -> None:
-    """Lock a DuckDB connection's configuration (after the engine has made its own settings)."""
-    con.execute("SET lock_configuration = true")
+    """Lock a DuckDB connection's configuration (after the engine has made its own settings). The lock is the
+    database's: a second connection to a database this process holds open is locked already."""
+    if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+        con.execute("SET lock_configuration = true")

@@ -17,6 +17,7 @@ import ibis
 
 from privsynth.engine import expectations as ex
 from privsynth.engine.binning import Fault, read_column
+from privsynth.engine.values import finite, is_whole
 from privsynth.engine.expectations import Expectation, ExpectationOutcome, ValidationReport, outcome
 from privsynth.schema import Column
 
@@ -38,7 +39,7 @@ def _failing(source, j: int, col: Column, e: Expectation, values) -> ibis.Value 
     if kind == ex.FINITE:
         return _count(number & x.isinf())
     if kind == ex.WHOLE_NUMBERS:
-        return _count(number & ~x.isinf() & (x != x.floor()))
+        return _count(number & finite(x) & ~is_whole(x))
     if kind == ex.BETWEEN:
         low, high = col.bounds  # type: ignore[misc]
         return _count(number & ((x < low) | (x > high)))

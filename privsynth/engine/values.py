@@ -1,0 +1,94 @@
+"""How a source value reads, as total expressions (docs/design.md 5.9): no value makes a query fail.
+
+Every expression the engine evaluates over the rows (discovery's facts and value counts, validation, binning,
+the fine-decoding counts) reads values through these functions, so the rules of what a value IS are written
+once, and each of them is defined for every value a source can hold:
+
+* text: the one text rule (``clean_text``): blanks around a value are not part of it, and a blank value
+  is missing; every stage compares the same cleaned text;
+* numbers from text: ``TRY_CAST`` (a value that is no number is NULL, never an error), with ``1_000`` read as
+  text, as pandas reads it; ``nan`` spelled out is a NaN (missing), ``inf`` and ``1e400`` are infinite;
+* whole numbers: ``is_whole`` never casts a value that does not fit an int64 (SQL's ``FLOOR`` compiles to
+  a cast to BIGINT: 1e20 or 2^63 overflowed it, and SQL evaluates both sides of an AND);
+* dates and timestamps: only moments in years 1-9999 are dates; ``infinity``, year 294247 or year 0 are not
+  (each backend's range and epoch arithmetic differs beyond them, and some raise).
+
+The classes a hostile value falls in are ordinary ones (missing, not a number, not a date, out of domain),
+counted like any other value; a run never ends on one (tests/test_neighbour_fuzz.py).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import ibis
+import ibis.expr.datatypes as dt
+import ibis.expr.types as ir
+
+# Every double of at least this magnitude is a whole number; below it FLOOR's result fits a BIGINT.
+WHOLE_LIMIT = 2.0**53
+FIRST_MOMENT = _dt.datetime(1, 1, 1, tzinfo=_dt.timezone.utc)
+LAST_MOMENT = _dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_dt.timezone.utc)
+FIRST_DAY, LAST_DAY = _dt.date(1, 1, 1), _dt.date(9999, 12, 31)
+
+
+def clean_text(raw: ir.Value) -> ir.StringValue:
+    """The one text rule: the value without blanks around it; a blank value is missing (NULL)."""
+    return raw.cast("string").strip().nullif("")
+
+
+def finite(x: ir.NumericValue) -> ir.BooleanValue:
+    """A present, finite number (False, never NULL, for NULL, NaN and +-inf)."""
+    return x.notnull() & ~x.isnan().fill_null(True) & ~x.isinf().fill_null(True)
+
+
+def is_whole(x: ir.NumericValue) -> ir.BooleanValue:
+    """A finite whole number; defined for every double (the FLOOR is taken of a value that fits)."""
+    ok = finite(x)
+    small = ok & (x.abs() < WHOLE_LIMIT)
+    safe = ibis.ifelse(small, x, ibis.literal(0.0))
+    return ok & (~small | (safe.floor().cast("float64") == safe))
+
+
+# ---------------------------------------------------------------- formats: what text reads as what, total
+
+# The text forms read as numbers and moments. A backend's own cast is applied only to text that matches
+# them, so it never meets text it would refuse: PostgreSQL has no TRY_CAST (ibis writes a plain CAST there,
+# which raised on 'red'), casts 1e400 and 1e-400 with an error, and refuses month 13 or 30 February.
+# A decimal number whose magnitude fits a double whatever its digits: at most 20 integer digits, 30
+# decimals, an exponent of at most 279 either way; inf, infinity and nan in any case (nan: missing).
+NUMBER_FORM = (r"^[+-]?([0-9]{1,20}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?([0-9]{1,2}|1[0-9]{2}|2[0-7][0-9]))?$"
+               r"|^[+-]?[iI][nN][fF]([iI][nN][iI][tT][yY])?$|^[nN][aA][nN]$")
+_YEAR = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
+_LEAP_YEAR = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
+_MONTH_DAY = ("((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+              "|02-(0[1-9]|1[0-9]|2[0-8]))")
+ISO_DATE = f"({_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
+_TIME = "[T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]{1,9})?)?"
+_ZONE = "(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?"
+ISO_MOMENT_FORM = f"^{ISO_DATE}({_TIME}{_ZONE})?$"
+
+
+def number_from_text(text: ir.StringValue) -> ir.FloatingValue:
+    """A float64 read from (cleaned) text in ``NUMBER_FORM``; NULL for any other text ('1_000', '12%', 'red')."""
+    return ibis.ifelse(text.re_search(NUMBER_FORM), text, ibis.null("string")).cast("float64")
+
+
+def moment_from_text(text: ir.StringValue) -> ir.TimestampValue:
+    """A UTC timestamp read from ISO text (an offset converts to UTC; none: UTC), NULL for any other text."""
+    return ibis.ifelse(text.re_search(ISO_MOMENT_FORM), text, ibis.null("string")).cast(dt.Timestamp(timezone="UTC"))
+
+
+def in_calendar(moment: ir.Value) -> ir.Value:
+    """``moment`` (a DATE or TIMESTAMP) where it lies in years 1-9999, else NULL (infinity, year 294247, ...)."""
+    if moment.type().is_date():
+        low, high = ibis.literal(FIRST_DAY), ibis.literal(LAST_DAY)
+    elif moment.type().timezone is not None:
+        low, high = ibis.literal(FIRST_MOMENT, type=moment.type()), ibis.literal(LAST_MOMENT, type=moment.type())
+    else:
+        low = ibis.literal(FIRST_MOMENT.replace(tzinfo=None), type=moment.type())
+        high = ibis.literal(LAST_MOMENT.replace(tzinfo=None), type=moment.type())
+    return ibis.ifelse((moment >= low) & (moment <= high), moment, ibis.null(moment.type()))
+
+
+__all__ = ["WHOLE_LIMIT", "clean_text", "finite", "in_calendar", "is_whole", "moment_from_text", "number_from_text"]
