@@ -69,7 +69,9 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     names = {p.name for p in run.iterdir()}
     assert PUBLIC_ARTIFACTS | {"manifest.json"} <= names
     # only public artifacts: no private intermediates, and no internal audit unless asked for
-    assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet", "figures"}, names
+    assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet", "figures", "internal-validation"}, names
+    # the exact validation report, with or without a budget (issue 36.3), is owner-only and never a public artifact
+    assert (run / "internal-validation").stat().st_mode & 0o077 == 0
     assert private_leftovers(private_tmp) == []
     # the synthetic table passed its schema's GX suite (kept columns only: 'id' is dropped), shown in Prefect
     assert json.loads((run / "synthetic-validation.json").read_text())["success"] is True
@@ -99,7 +101,7 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     assert report["visibility"].startswith("public (DP)") and report["synthetic_rows"] == 150
     assert (run / "report.md").read_text().startswith("# privsynth DP report")
     assert result["rows"] == 150 and result["internal_audit"] is None
-    assert result["epsilon_statement"] == privacy["epsilon_statement"]
+    assert result["epsilon_statement"] == privacy["spent"]["line"]  # the run's one line, as privacy.json states it
 
     ledger = BudgetLedger(toy["ledger"])
     assert len(ledger.history("toy")) == 1
@@ -185,7 +187,7 @@ def test_overspending_run_stops_before_reading_the_data(harness, toy, private_tm
     from flows.synthesize import synthesize
 
     BudgetLedger(toy["ledger"]).set_budget("toy", epsilon=0.5)
-    with pytest.raises(BudgetExceededError, match="remain"):
+    with pytest.raises(BudgetExceededError, match="one more run may spend at most epsilon 0.5"):
         synthesize(_parameters(toy, seed=None, unlimited=False), release_store=toy["store"])
     assert _nothing_in(toy["tmp"] / "run")  # refused before the run folder is written or the data opened
     assert private_leftovers(private_tmp) == []

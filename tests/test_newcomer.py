@@ -305,3 +305,14 @@ def test_a_column_name_typo_names_the_close_match_and_leaves_no_folder(tmp_path)
                          str(tmp_path / "run")], tmp_path)
     assert code == 2 and "missing column(s) ['weigth'] (did you mean 'weight' for 'weigth'?" in err, err
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_a_pure_runs_parts_are_shares_of_its_epsilon_which_add():
+    """Pure parts add in epsilon, not in rho (epsilon^2 / 2): fine decoding's 5% of a pure run reads 5%, not 0%."""
+    from privsynth.run.spent import SpentPart, run_spend
+
+    charge = PrivacyCost.pure(1.0, "reduced_space with fine decoding")
+    spend = run_spend([("reduced_space", charge)], DELTA, {"reduced_space": [
+        SpentPart("reduced_space", 0.95 ** 2 / 2, 0.95), SpentPart("fine decoding", 0.05 ** 2 / 2, 0.05)]})
+    assert spend.epsilon == pytest.approx(1.0) and spend.pure_epsilon == pytest.approx(1.0)
+    assert spend.line().endswith("(parts of the pure epsilon: reduced_space 95%, fine decoding 5%)")

@@ -43,25 +43,39 @@ class RunSpend:
     parts: tuple[SpentPart, ...]
     pure_epsilon: float | None = None  # the pure sum, when every charge is pure
 
+    @property
+    def pure_parts(self) -> bool:
+        """Every part is pure epsilon-DP: the parts add in epsilon (their rho, epsilon^2/2, does not add)."""
+        return all(p.pure_epsilon is not None for p in self.parts)
+
+    def share(self, part: SpentPart) -> float:
+        """A part's share of what adds: the pure epsilon when every part is pure, else the rho."""
+        if self.pure_parts:
+            total = math.fsum(p.pure_epsilon for p in self.parts)
+            return part.pure_epsilon / total if total > 0 else 0.0
+        return part.rho / self.rho if self.rho > 0 else 0.0
+
     def parts_text(self) -> str:
-        """The parts as shares of the run's rho, e.g. 'discovery 18%, aim 78%, fine decoding 4%' ('': one part)."""
+        """The parts as shares of what adds, e.g. 'discovery 18%, aim 78%, fine decoding 4%' ('': one part)."""
         if len(self.parts) <= 1:
             return ""
-        return ", ".join(f"{p.name} {100 * p.rho / self.rho:.0f}%" for p in self.parts)
+        return ", ".join(f"{p.name} {100 * self.share(p):.0f}%" for p in self.parts)
 
     def line(self) -> str:
         """The one line every surface prints: the figure, then its parts."""
         parts = self.parts_text()
-        return self.statement + (f" (parts of the rho: {parts})" if parts else "")
+        what = "pure epsilon" if self.pure_parts else "rho"
+        return self.statement + (f" (parts of the {what}: {parts})" if parts else "")
 
     def to_json(self) -> dict:
         return {"epsilon": float(f"{self.epsilon:.10g}"), "delta": self.delta, "rho_zcdp": self.rho,
                 "pure_epsilon": self.pure_epsilon,
                 "statement": self.statement, "line": self.line(),
                 "parts": [{"part": p.name, "rho_zcdp": p.rho, "pure_epsilon": p.pure_epsilon,
-                           "share_of_rho": p.rho / self.rho if self.rho > 0 else 0.0} for p in self.parts],
-                "composition": "the parts compose in zCDP (their rho adds); the epsilon is the whole run's, by the "
-                               "ledger's rule, at this delta: it is what `privsynth budget show` counts for this run"}
+                           "share": self.share(p)} for p in self.parts],
+                "composition": ("the parts are pure epsilon-DP and their epsilons add" if self.pure_parts else
+                                "the parts compose in zCDP (their rho adds)") + "; the epsilon is the whole run's, by "
+                               "the ledger's rule, at this delta: it is what `privsynth budget show` counts for this run"}
 
 
 def cost_from_report(report: Mapping) -> PrivacyCost:
@@ -73,12 +87,12 @@ def cost_from_report(report: Mapping) -> PrivacyCost:
                        extra_delta=float(report.get("extra_delta") or 0.0))
 
 
-def run_spend(charges: Sequence[tuple[str, PrivacyCost]], delta: float, split: Mapping[str, float] | None = None
-              ) -> RunSpend:
+def run_spend(charges: Sequence[tuple[str, PrivacyCost]], delta: float,
+              split: Mapping[str, Sequence[SpentPart]] | None = None) -> RunSpend:
     """The run's one figure from its charges (name, cost), composed by the ledger's rule at ``delta``.
 
     ``split``: how one charge divides into named parts (the mechanism's charge holds fine decoding): name ->
-    rho, replacing the charge of that name by its parts. The figure never depends on the split.
+    its parts, replacing the charge of that name. The figure never depends on the split.
     """
     from privsynth.privacy.spending import epsilon_spent, total_rho
 
@@ -97,7 +111,7 @@ def run_spend(charges: Sequence[tuple[str, PrivacyCost]], delta: float, split: M
     for name, cost in charges:
         inner = (split or {}).get(name)
         if inner:
-            parts += [SpentPart(part, float(part_rho)) for part, part_rho in inner.items()]
+            parts += list(inner)
         else:
             parts.append(SpentPart(name, float(cost.rho), cost.pure_epsilon))
     pure = math.fsum(c.pure_epsilon for c in costs) if all(c.pure_epsilon is not None for c in costs) else None
@@ -198,7 +212,9 @@ def with_run_spend(ctx, privacy: dict) -> dict:
     fine = privacy.get("fine_decoding")
     split = None
     if fine is not None and privacy.get("mechanism_cost"):
-        split = {mechanism: {mechanism: privacy["mechanism_cost"]["rho_zcdp"], "fine decoding": fine["rho"]}}
+        own = privacy["mechanism_cost"]
+        split = {mechanism: [SpentPart(mechanism, float(own["rho_zcdp"]), own.get("pure_epsilon")),
+                             SpentPart("fine decoding", float(fine["rho"]), fine.get("pure_epsilon"))]}
     spend = run_spend(charges, ctx.plan.delta, split)
     head = {"spent": spend.to_json(), "epsilon_statement": spend.statement}
     if ctx.plan.parameters.refuse_invalid_records:
