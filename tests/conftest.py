@@ -164,6 +164,20 @@ def pytest_sessionstart(session):
     session.config._privsynth_started = time.monotonic()
 
 
+def pytest_configure(config):
+    """A SIGTERM (a timeout's, a scheduler's) stops the test run as Ctrl-C does: pytest ends the session, runs
+    the fixtures' teardown (the Prefect harness's server stops) and exits; atexit then kills any process group a
+    test started (tests/prefect_server.py). Without it the run died at once and left its servers behind."""
+    import signal
+    import threading
+
+    def stop(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """After the README's test command: its wall time, recorded (tests/test_docs.py compares it with the README's
     figure) and said on the last line."""

@@ -316,3 +316,48 @@ def test_a_pure_runs_parts_are_shares_of_its_epsilon_which_add():
         SpentPart("reduced_space", 0.95 ** 2 / 2, 0.95), SpentPart("fine decoding", 0.05 ** 2 / 2, 0.05)]})
     assert spend.epsilon == pytest.approx(1.0) and spend.pure_epsilon == pytest.approx(1.0)
     assert spend.line().endswith("(parts of the pure epsilon: reduced_space 95%, fine decoding 5%)")
+
+
+def test_sigterm_target_starts_a_server_and_waits():
+    """Not a test of its own: the test run that the next test stops with SIGTERM."""
+    target = os.environ.get("PRIVSYNTH_SIGTERM_TARGET")
+    if not target:
+        pytest.skip("run only by test_a_sigterm_stops_the_test_run_and_its_servers")
+    from prefect_server import popen_tied
+
+    child = popen_tied([sys.executable, "-c", "import time; time.sleep(300)"])
+    Path(target).write_text(str(child.pid))
+    import time
+
+    time.sleep(120)
+
+
+def test_a_sigterm_stops_the_test_run_and_its_servers(tmp_path):
+    """The README's test command stopped by a timeout's SIGTERM: the run ends (no later test runs) and the
+    process a test started dies with it."""
+    import time
+
+    marker = tmp_path / "child.pid"
+    env = {**os.environ, "PRIVSYNTH_SIGTERM_TARGET": str(marker)}
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+                            "tests/test_newcomer.py::test_sigterm_target_starts_a_server_and_waits",
+                            "tests/test_newcomer.py::test_read_paths_with_dotdot_are_treated_alike"],
+                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not marker.is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.is_file(), "the target test never started"
+    child = int(marker.read_text())
+    run.send_signal(signal.SIGTERM)
+    out, _ = run.communicate(timeout=60)
+    assert run.returncode != 0 and "passed" not in out.splitlines()[-1], out[-2000:]  # the later test never ran
+    for _ in range(100):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        if Path(f"/proc/{child}/stat").is_file() and Path(f"/proc/{child}/stat").read_text().split()[2] == "Z":
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("a process the stopped test run started outlived it")
