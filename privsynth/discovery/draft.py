@@ -65,6 +65,10 @@ class ColumnDraft:
     text_source: bool = False  # the type is not declared (CSV text): public facts or the DP facts decide it
     stored: str = "text"  # how the source stores it: text, or its declared type (never changes)
     ood_share: float | None = None  # DP estimate: share of present values outside the discovered domain
+    # round 1's noisy histogram (edges, noisy counts, sigma: DP) and, from it and round 2, the DP estimate of
+    # the present values beyond the final bounds, which the run clips into its edge bins
+    bounds_histogram: tuple[np.ndarray, np.ndarray, float] | None = None
+    beyond: B.BeyondBounds | None = None
 
 
 def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_source: bool = False) -> None:
@@ -373,6 +377,7 @@ def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho
     edges = B.year_edges(c.kind) if c.kind in TEMPORAL else B.log_edges()
     noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), rho, noise)
     d.spent["bounds"] = rho
+    d.bounds_histogram = (edges, noisy, sigma)
     found = B.coarse_bounds(noisy, sigma, edges, integer=c.kind != "float")
     if found is None:
         _drop(d, f"drop: no cell of the DP histogram for its bounds (rho {rho:.4g}) passed the threshold: "
@@ -401,6 +406,9 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     levels = B.measure_levels(values, counts, cell_edges, rho, noise)
     d.spent["edges"] = rho
     fine = B.read_out(levels, c.kind == "integer", bins, coarse, public=public, octave_grid=c.kind in NUMERIC)
+    if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
+        top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code
+        d.beyond = B.beyond_bounds(d.bounds_histogram, coarse, levels, fine.low, top, integer)
     _numeric_entry(d, fine, ("bins",) if public else ("bounds", "bins"))
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     what = (f"a coded column: the {len(fine.codes)} whole numbers whose noisy count passed the threshold, exactly"

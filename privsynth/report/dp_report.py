@@ -35,6 +35,7 @@ from privsynth.report.uncertainty import (
     marginal_statements,
     synthetic_at,
 )
+from privsynth.report.shares import release_holds
 from privsynth.schema import Schema
 from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema.workload import marginal_counts, merge_levels, relaxed_marginal, total_variation
@@ -142,19 +143,27 @@ def budget(privacy: dict) -> dict:
 OOD_NOTE = 0.01  # a column whose DP out-of-domain share is at least this is named in the report
 
 
-def discovery_summary(privacy: dict) -> dict | None:
+def discovery_summary(privacy: dict, holds: list[dict] | None = None) -> dict | None:
     """What a run without a schema discovered (public: DP facts): its share of the budget, the columns it
-    dropped, and per column the DP share of present values outside the discovered categories, with the
-    public flag that would keep them. None for a run with a schema."""
+    dropped, and per column discovery's DP estimate of the share of present values outside the discovered
+    categories (``share``: what discovery expected, not what the release holds; ``in_release``: the
+    release's own ``<out-of-domain>`` entry from ``holds``), with the public flag that would keep them. A
+    column is listed where either share reaches OOD_NOTE. None for a run with a schema."""
     found = privacy.get("discovery")
     if found is None:
         return None
     shares = found.get("out_of_domain_share_dp") or {}
+    released = {h["column"]: h["out_of_domain"] for h in holds or () if h.get("out_of_domain")}
+    listed = []
+    for c, v in sorted(shares.items(), key=lambda kv: -kv[1]):
+        in_release = released.get(c)
+        if v >= OOD_NOTE or max((in_release or {}).get("measured") or 0.0, (in_release or {}).get("synthetic", 0.0)) \
+                >= OOD_NOTE:
+            listed.append({"column": c, "share": float(v), "in_release": in_release,
+                           "keep_them_with": f"--public CONTRACT, or {c}'s categories in schema.yaml, passed as "
+                                             "--schema"})
     return {"share_of_run": found.get("share_of_run"), "rho": found.get("rho"), "dropped": found.get("dropped", []),
-            "out_of_domain": [{"column": c, "share": float(v),
-                               "keep_them_with": f"--public CONTRACT, or {c}'s categories in schema.yaml, passed as "
-                                                 "--schema"}
-                              for c, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v >= OOD_NOTE]}
+            "out_of_domain": listed}
 
 
 def accuracy_summary(columns: list[dict], pairs: list[dict], measured: bool) -> dict:
@@ -196,6 +205,7 @@ def dp_report(release: Release, measurements, synthetic: np.ndarray, schema: Sch
                                       "expected_from_noise": float(floor[worst])}}
     columns, pairs, estimates = marginal_statements(measurements, synthetic, domain)
     columns = [column_view(c, a, schema, synthetic, domain, estimates.get((a,))) for a, c in enumerate(columns)]
+    holds = release_holds(schema, synthetic, estimates, tuple(measurements), privacy.get("discovery"))
     return {
         "visibility": VISIBILITY,
         "mechanism": release.mechanism,
@@ -206,8 +216,9 @@ def dp_report(release: Release, measurements, synthetic: np.ndarray, schema: Sch
         "accuracy": accuracy_summary(columns, pairs, bool(measurements)),
         "columns": columns,
         "pairs": pairs,
+        "release_holds": holds,
         "budget": budget(privacy),
-        "discovery": discovery_summary(privacy),
+        "discovery": discovery_summary(privacy, holds),
         "fit_to_measurements": fits,
         "summary": summary,
         "fit_to_release": rounding_fit(release, synthetic, domain),
@@ -236,9 +247,74 @@ def headline(report: dict) -> list[str]:
     return lines
 
 
+def share_text(entry: dict | None) -> str:
+    """A structural level's share as report.md states it: the release's measured share with its 95% bar,
+    the synthetic table's beside it ('-': the column has no such level)."""
+    if entry is None:
+        return "-"
+    synthetic = f"synthetic {100 * entry['synthetic']:.1f}%"
+    if entry["status"] != "measured":
+        return f"not measured ({synthetic})"
+    text = f"{100 * entry['measured']:.1f}% ± {100 * entry['error_bar']:.1f}% ({synthetic}"
+    if entry.get("suppressed"):
+        text += ", suppressed: no evidence in the 1-way count"
+    elif entry.get("synthetic_within_error_bar") is False:
+        text += ", OUTSIDE the bar: the model fits it poorly"
+    return text + ")"
+
+
+def beyond_text(entry: dict | None) -> str:
+    """A clip column's values beyond its bounds as report.md states them ('-': not a clip column)."""
+    if entry is None:
+        return "-"
+    edges = (f"edge bins {entry['lowest_bin']} {100 * entry['lowest_bin_synthetic']:.1f}% and "
+             f"{entry['highest_bin']} {100 * entry['highest_bin_synthetic']:.1f}% of the synthetic table")
+    if entry["status"] != "estimated":
+        return f"no DP estimate ({edges})"
+    return (f"below {100 * entry['below']:.1f}% ± {100 * entry['below_error_bar']:.1f}%, above "
+            f"{100 * entry['above']:.1f}% ± {100 * entry['above_error_bar']:.1f}% of present values, written at the "
+            f"{edges}")
+
+
+def holds_headline(report: dict) -> list[str]:
+    """Headline lines for the largest measured ``<out-of-domain>`` and missing shares and any clipping."""
+    lines = []
+    holds = report.get("release_holds") or []
+    for key, what in (("out_of_domain", "`<out-of-domain>`"), ("missing", "missing")):
+        found = [(h["column"], h[key]) for h in holds if h.get(key) and h[key]["status"] == "measured"]
+        if found:
+            column, top = max(found, key=lambda kv: kv[1]["measured"])
+            lines.append(f"- {what}: largest in `{column}`, {share_text(top)} of its rows in the release")
+    clipped = [(h["column"], h["beyond_bounds"]) for h in holds if (h.get("beyond_bounds") or {}).get("status")
+               == "estimated" and any(h["beyond_bounds"][s] > max(h["beyond_bounds"][f"{s}_error_bar"], OOD_NOTE)
+                                      for s in ("below", "above"))]  # named where the estimate clears its noise
+    if clipped:
+        lines.append("- values beyond the bounds, written at the edge bins: " + "; ".join(
+            f"`{c}` " + ", ".join(f"{s} {100 * b[s]:.1f}% ± {100 * b[f'{s}_error_bar']:.1f}%"
+                                  for s in ("below", "above") if b[s] > b[f"{s}_error_bar"])
+            for c, b in clipped) + " of present values (discovery's DP estimates)")
+    return lines
+
+
+def render_holds(report: dict) -> list[str]:
+    """The 'What the release holds' section of report.md."""
+    holds = report.get("release_holds") or []
+    if not holds:
+        return []
+    lines = ["", "## What the release holds", "",
+             "Per column, the share of `<out-of-domain>` and missing values in the release: the release's own noisy "
+             "1-way counts, with a 95% error bar, and the synthetic table's share beside it (docs/report.md). Values "
+             "beyond a column's bounds are clipped into its edge bins, where the release cannot tell them apart: "
+             "their share is discovery's DP estimate, where this run drew the bounds.", "",
+             "| column | `<out-of-domain>` | missing | beyond the bounds |", "|---|---|---|---|"]
+    lines += [f"| {h['column']} | {share_text(h['out_of_domain'])} | {share_text(h['missing'])} | "
+              f"{beyond_text(h['beyond_bounds'])} |" for h in holds]
+    return lines
+
+
 def render_report(report: dict, figures: dict | None = None) -> str:
     """Markdown for report.md (public figures only); ``figures``: the images' paths relative to the run folder."""
-    lines = ["# privsynth DP report", "", f"*{report['visibility']}*", ""] + headline(report)
+    lines = ["# privsynth DP report", "", f"*{report['visibility']}*", ""] + headline(report) + holds_headline(report)
     acc = report.get("accuracy") or {}
     lines += ["", "## Which marginals can I trust?", "",
               f"Each bound: with probability >= {acc.get('confidence', CONFIDENCE):.0%}, the total-variation distance "
@@ -252,6 +328,7 @@ def render_report(report: dict, figures: dict | None = None) -> str:
     for c in report.get("columns", []):
         fit = f"{c['fit_tv']:.4f}" if c["status"] == "bound" else "-"
         lines.append(f"| {c['column']} | {_bound_text(c)} | {fit} | {c.get('measurements', 0)} |")
+    lines += render_holds(report)
     bounded = sorted((p for p in report.get("pairs", []) if p["status"] == "bound"), key=lambda p: -p["tv_bound"])
     if bounded:
         lines += ["", f"Loosest bounded pairs ({len(bounded)} bounded in all; every pair is in report.json):", "",
@@ -275,10 +352,12 @@ def render_report(report: dict, figures: dict | None = None) -> str:
                   "categories, bounds, codes); the schema is `schema.yaml` in this folder, reusable at no new cost. "
                   f"Dropped: {', '.join(found['dropped']) or 'none'}."]
         if found["out_of_domain"]:
-            lines += ["", "Columns whose values fell outside the discovered categories (DP share of present values; "
-                      "they are `<out-of-domain>` in the synthetic table):", "", "| column | share | keep them with |",
-                      "|---|---|---|"]
-            lines += [f"| {o['column']} | {100 * o['share']:.1f}% | {o['keep_them_with']} |" for o in found["out_of_domain"]]
+            lines += ["", "Columns with values outside the discovered categories: discovery's DP estimate (share of "
+                      "present values, what discovery expected) and what the release holds (`<out-of-domain>` share "
+                      "of its rows; the two differ where the run reads a value otherwise than discovery did):", "",
+                      "| column | discovery's estimate | in the release | keep them with |", "|---|---|---|---|"]
+            lines += [f"| {o['column']} | {100 * o['share']:.1f}% | {share_text(o.get('in_release'))} | "
+                      f"{o['keep_them_with']} |" for o in found["out_of_domain"]]
     fit = report.get("fit_to_release")
     if fit:
         lines += ["", "## Rounding: synthetic table vs the release it was drawn from", "",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from privsynth.discovery.bounds import BeyondBounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.public import PublicFacts
 from privsynth.io import atomic_write_bytes, atomic_write_json
@@ -43,11 +44,16 @@ class DiscoveryOutcome:
     dropped: tuple[str, ...]
     out_of_domain: tuple[tuple[str, float], ...]  # per categorical column: DP share of present values outside
     reused: bool = False
+    # per numeric or temporal column with DP bounds: the DP estimate of its present values beyond them (clipped
+    # into its edge bins); post-processing of the bounds' noisy histograms (``discovery.bounds.beyond_bounds``)
+    beyond_bounds: tuple[tuple[str, BeyondBounds], ...] = ()
 
     def to_json(self) -> dict:
         return {"visibility": "public (DP)", "rho": self.rho, "share_of_run": self.share,
                 "columns_read": list(self.columns_read), "dropped": list(self.dropped),
-                "out_of_domain_share_dp": dict(self.out_of_domain), "reused_from_run_folder": self.reused}
+                "out_of_domain_share_dp": dict(self.out_of_domain),
+                "beyond_bounds_dp": {name: b.to_json() for name, b in self.beyond_bounds},
+                "reused_from_run_folder": self.reused}
 
 
 def discovery_share(requested: float | None, columns_read: int) -> float:
@@ -78,10 +84,25 @@ def stage_discover(ctx) -> DiscoveryOutcome:
         spent = float(ctx.folder.manifest["stages"].get("discover", {}).get("discovery_rho", 0.0))
         ctx.plan = complete_plan(plan, schema, spent)
         ctx.progress("discover: reused this run folder's schema.yaml; nothing charged")
-        return DiscoveryOutcome(schema, spent, spent / plan.discovery.rho, (), (), (), reused=True)
+        return reused_outcome(ctx, schema, spent, spent / plan.discovery.rho)
     outcome = _discover(ctx)
     ctx.plan = complete_plan(plan, outcome.schema, outcome.rho)
     return outcome
+
+
+def reused_outcome(ctx, schema: Schema, rho: float, share: float) -> DiscoveryOutcome:
+    """A resumed run's discovery from its folder: schema.yaml, and discovery.json's DP facts where it was
+    recorded (the out-of-domain and beyond-bounds estimates the report states; public, DP)."""
+    found: dict = {}
+    if ctx.folder.trusted("discovery.json"):
+        import json
+
+        found = json.loads(ctx.folder.file("discovery.json").read_text(encoding="utf-8"))
+    return DiscoveryOutcome(schema, rho, share, tuple(found.get("columns_read", ())), tuple(found.get("dropped", ())),
+                            tuple((c, float(v)) for c, v in (found.get("out_of_domain_share_dp") or {}).items()),
+                            reused=True,
+                            beyond_bounds=tuple((c, BeyondBounds.from_json(b))
+                                                for c, b in (found.get("beyond_bounds_dp") or {}).items()))
 
 
 def _discover(ctx) -> DiscoveryOutcome:
@@ -144,7 +165,8 @@ def _discover(ctx) -> DiscoveryOutcome:
     atomic_write_bytes(ctx.folder.file("schema.yaml"), text.encode())
     outcome = DiscoveryOutcome(schema, rho, share, tuple(d.column.name for d in read),
                                tuple(d.column.name for d in drafts if d.entry.get("drop")),
-                               tuple((d.column.name, round(d.ood_share, 4)) for d in drafts if d.ood_share is not None))
+                               tuple((d.column.name, round(d.ood_share, 4)) for d in drafts if d.ood_share is not None),
+                               beyond_bounds=tuple((d.column.name, d.beyond) for d in kept if d.beyond is not None))
     atomic_write_json(ctx.folder.file("discovery.json"), outcome.to_json())
     ctx.folder.record("discover", ["schema.yaml", "discovery.json"], discovery_rho=rho)
     if journal is not None:
