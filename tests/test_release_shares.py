@@ -274,3 +274,18 @@ def test_a_clipped_share_is_stated_where_discovery_s_bounds_clip_and_covers_the_
     md = (dirty_run["run"] / "report.md").read_text()
     assert re.search(r"^- values beyond the bounds, written at the edge bins: `price` above \d", md, re.M)  # ... and says
     assert "price" in (dirty_run["run"] / "discovery.json").read_text().split("beyond_bounds_dp")[1]
+
+
+def test_a_resumed_run_states_the_estimates_its_discover_stage_recorded(tmp_path):
+    from types import SimpleNamespace
+
+    from privsynth.run.discover import DiscoveryOutcome, reused_outcome
+
+    beyond = B.BeyondBounds(3.0, 20.0, 280.0, 21.0, 2000.0, 30.0)
+    first = DiscoveryOutcome(SCHEMA, 0.01, 0.12, ("state", "price"), (), (("state", 0.014),),
+                             beyond_bounds=(("price", beyond),))
+    (tmp_path / "discovery.json").write_text(json.dumps(first.to_json()))
+    folder = SimpleNamespace(trusted=lambda name: name == "discovery.json", file=lambda name: tmp_path / name)
+    again = reused_outcome(SimpleNamespace(folder=folder), SCHEMA, 0.01, 0.12)
+    assert again.reused and again.beyond_bounds == (("price", beyond),) and again.out_of_domain == (("state", 0.014),)
+    assert again.to_json()["beyond_bounds_dp"] == first.to_json()["beyond_bounds_dp"]
