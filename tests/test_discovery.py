@@ -66,7 +66,8 @@ def test_facts_have_sensitivity_one_on_neighbouring_tables():
     from privsynth.engine.backends import open_table
 
     frame = survey(300).astype({"bracket": object})
-    for extra in ({"bracket": "30.5"}, {"bracket": "unknown"}, {"bracket": None}, {"region": "  "}):
+    for extra in ({"bracket": "30.5"}, {"bracket": "unknown"}, {"bracket": None}, {"region": "  "},
+                  {"bracket": "1,234.5"}, {"region": "03/04/2021"}, {"region": "12.5%"}, {"bracket": "02134"}):
         neighbour = pd.concat([frame, pd.DataFrame([{**frame.iloc[0].to_dict(), **extra}])], ignore_index=True)
         columns = [(c, "text") for c in frame.columns]
         counts = []
@@ -77,9 +78,11 @@ def test_facts_have_sensitivity_one_on_neighbouring_tables():
             finally:
                 opened.close()
         for name, _ in columns:
-            (a, da), (b, db) = counts[0][name], counts[1][name]
-            assert np.abs(b - a).sum() == 1 and np.linalg.norm(b - a) == 1  # one row: one class, by one
-            assert 0 <= db - da <= 1
+            a, b = counts[0][name], counts[1][name]
+            # one row: one class, by one; at most one decimals bin, by one
+            assert np.abs(b.classes - a.classes).sum() == 1 and np.linalg.norm(b.classes - a.classes) == 1
+            assert np.abs(b.decimals - a.decimals).sum() <= 1
+            assert 0 <= b.distinct - a.distinct <= 1
 
 
 def test_one_added_row_no_longer_decides_a_published_type(tmp_path):

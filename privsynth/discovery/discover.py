@@ -52,10 +52,10 @@ def value_expression(table, d: ColumnDraft):
     if kind == "categorical":
         return clean_text(raw) if stored == "text" else raw
     if stored == "text":
-        text = clean_text(raw)
+        text, written = clean_text(raw), d.entry.get("format")
         if kind in TEMPORAL:
-            return temporal_unit(moment_from_text(text), SourceKind.TIMESTAMP, kind)
-        return number_from_text(text)
+            return temporal_unit(moment_from_text(text, written), SourceKind.TIMESTAMP, kind)
+        return number_from_text(text, written)
     if kind in TEMPORAL:
         return temporal_unit(in_calendar(raw), SourceKind.DATE if stored == "date" else SourceKind.TIMESTAMP, kind)
     return raw.cast("float64")
@@ -128,8 +128,7 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, pres
         return 0.0
     counts = F.exact_counts(table, [(d.column.name, source_kind(d)) for d in reading])
     for d in reading:
-        classes, distinct = counts[d.column.name]
-        noisy = F.release(d.column.name, classes, distinct, rho_each, noise)
+        noisy = F.release(d.column.name, counts[d.column.name], rho_each, noise)
         d.spent["facts"] = rho_each
         decided = F.decide(noisy, source_kind(d))
         present[d.column.name] = noisy.present
@@ -146,6 +145,10 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, pres
                      f"{decided.kind} and become missing")
         typed_under_dp = d.text_source  # a declared type is the source's, public; a text column's is DP
         set_kind(d, decided.kind, note, lenient=True)
+        if decided.value_format is not None:  # the written form: part of the DP type, read and written back in it
+            d.entry["format"] = decided.value_format
+        if decided.precision is not None:
+            d.entry["precision"] = decided.precision
         d.text_source = False
         d.entry.setdefault("dp_released", [])
         if typed_under_dp and "type" not in d.entry["dp_released"]:

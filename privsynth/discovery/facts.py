@@ -5,11 +5,15 @@ its values have (integer codes stored as floats) gets its column type from noisy
 an exact look at the rows (a single added row must not change a published type with certainty).
 
 Per column, one aggregate query counts the rows in mutually exclusive CLASSES: missing, a whole
-number, a fractional number, a date, a timestamp, other text. Each row falls in exactly one class, so
+number, a fractional number, a date, a timestamp, other text, and the written forms of
+``engine/values.py`` (numbers with thousands separators, a dollar sign or a percent sign; dates written
+month-first, day-first, either (both parts at most 12) or with dots). Each row falls in exactly one class, so
 the class histogram has L2 sensitivity 1 under add/remove-one; with N(0, sigma^2) noise on each class,
 sigma = 1/sqrt(2 rho_classes), it is rho_classes-zCDP. The column's number of distinct present values
 moves by at most 1 when a row is added or removed: N(0, sigma^2) noise with sigma = 1/sqrt(2 rho_distinct)
-is rho_distinct-zCDP. Everything decided from the two (``decide``) is post-processing.
+is rho_distinct-zCDP. So does each bin of the DECIMALS histogram (the numbers by how many decimals they are
+written with; each row in at most one bin): rho_decimals-zCDP. rho is split in three equal parts; everything
+decided from them (``decide``: type, format, precision) is post-processing.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CLASSES = ("missing", "whole", "fraction", "date", "timestamp", "text")
+CLASSES = ("missing", "whole", "fraction", "date", "timestamp", "text",
+           "thousands", "currency", "percent", "month_first", "day_first", "slash", "dot")
+NUMBER_FORMAT_CLASSES = ("thousands", "currency", "percent")
+DATE_FORMAT_CLASSES = ("month_first", "day_first", "slash", "dot")
+DECIMALS = 6  # bins: numbers written with 0, 1, 2, 3, 4, and 5 or more decimals
+CLASS_SHARE = 0.4  # of a column's facts' rho, on the class histogram and on the distinct count each; the rest: decimals
 NUMBER_SHARE = 0.95  # a text column whose present values are this share numbers is numeric
 DATE_SHARE = 0.95
 FRACTION_SHARE = 0.001  # an integer-valued column has at most this share of fractional values (beyond noise)
@@ -37,9 +46,16 @@ class NoisyFacts:
     distinct: float
     sigma_classes: float
     sigma_distinct: float
+    decimals: tuple[float, ...] = ()  # noisy counts of numbers by decimals written (DECIMALS bins)
+    sigma_decimals: float = 1.0
 
     def count(self, cls: str) -> float:
-        return max(0.0, self.classes[CLASSES.index(cls)])
+        i = CLASSES.index(cls)
+        return max(0.0, self.classes[i]) if i < len(self.classes) else 0.0
+
+    def total(self, classes) -> float:
+        """The unclipped sum of some classes' noisy counts (unbiased)."""
+        return float(sum(self.classes[CLASSES.index(c)] for c in classes if CLASSES.index(c) < len(self.classes)))
 
     @property
     def present(self) -> float:
@@ -65,6 +81,8 @@ class ColumnFacts:
     reason: str
     unreadable_share: float  # present values that do not read as ``kind`` (become missing), a DP estimate
     missing_share: float
+    value_format: str | None = None  # a written form of engine/values.py (thousands, %m/%d/%Y, ...); None: plain
+    precision: int | None = None  # float columns: the decimals its values are written with
 
 
 def gaussian_sigma(rho: float) -> float:
@@ -77,7 +95,14 @@ def class_expressions(raw, declared: str):
     source kind is ``declared`` (text, integer, float, boolean, date, timestamp)."""
     import ibis
 
-    from privsynth.engine.values import clean_text, in_calendar, is_whole, moment_from_text, number_from_text
+    from privsynth.engine.values import (
+        NUMBER_FORMATS,
+        clean_text,
+        in_calendar,
+        is_whole,
+        moment_from_text,
+        number_from_text,
+    )
 
     false = raw.isnull() & ibis.literal(False)  # a column (a literal alone would be a scalar)
     if declared == "text":
@@ -90,22 +115,55 @@ def class_expressions(raw, declared: str):
         temporal = ~missing & number.isnull() & moment.notnull()
         date = temporal & (text.length() <= 10)
         stamp = temporal & (text.length() > 10)
-        other = ~missing & number.isnull() & moment.isnull()
-        return (missing, whole, fraction, date, stamp, other)
+        unread = ~missing & number.isnull() & moment.isnull()  # neither plain nor ISO: a written form, or text
+        forms = [unread & number_from_text(text, f).notnull() for f in NUMBER_FORMATS]
+        for form in forms:
+            unread = unread & ~form
+        slash = unread & moment_from_text(text, "%m/%d/%Y").notnull()
+        slash_eu = unread & moment_from_text(text, "%d/%m/%Y").notnull()
+        month_first, day_first, either = slash & ~slash_eu, slash_eu & ~slash, slash & slash_eu
+        dot = unread & ~slash & ~slash_eu & moment_from_text(text, "%d.%m.%Y").notnull()
+        other = unread & ~slash & ~slash_eu & ~dot
+        return (missing, whole, fraction, date, stamp, other, *forms, month_first, day_first, either, dot)
     if declared in ("integer", "float"):
         value = raw.cast("float64")
         missing = raw.isnull() | value.isnan().fill_null(True)
         whole = ~missing & is_whole(value)
-        return (missing, whole, ~missing & ~whole, false, false, false)
+        return (missing, whole, ~missing & ~whole, false, false, false, *[false] * 7)
     missing = (in_calendar(raw) if declared in ("date", "timestamp") else raw).isnull()
     present = ~missing
     return (missing, false, false, present if declared == "date" else false,
-            present if declared == "timestamp" else false, present if declared == "boolean" else false)
+            present if declared == "timestamp" else false, present if declared == "boolean" else false, *[false] * 7)
 
 
-def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, tuple[np.ndarray, float]]:
-    """Per column (name, declared source kind): exact class counts and distinct present values, by ONE
-    aggregate query where the data lives. Private: they leave only through ``release``."""
+def decimals_bin(raw):
+    """The DECIMALS bin (0 .. DECIMALS - 1) of a value of a text column that reads as a number in any written form,
+    NULL for every other row."""
+    import ibis
+
+    from privsynth.engine.values import NUMBER_FORMATS, clean_text, number_from_text
+
+    text = clean_text(raw)
+    number = number_from_text(text)
+    for f in NUMBER_FORMATS:
+        number = ibis.ifelse(number.isnull(), number_from_text(text, f), number)
+    digits = ibis.ifelse(text.contains("."), text.re_extract(r"\.([0-9]*)", 1).length(), 0)
+    return ibis.ifelse(number.notnull() & ~text.contains("e") & ~text.contains("E"),
+                       ibis.least(digits, DECIMALS - 1), ibis.null("int64"))
+
+
+@dataclass(frozen=True)
+class ExactFacts:
+    """One column's exact counts (private: they leave only through ``release``)."""
+
+    classes: np.ndarray
+    distinct: float
+    decimals: np.ndarray
+
+
+def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]:
+    """Per column (name, declared source kind): exact class counts, distinct present values and the decimals
+    histogram, by ONE aggregate query where the data lives. Private: they leave only through ``release``."""
     import ibis
 
     from privsynth.engine.backends import backend_error
@@ -118,6 +176,10 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, tuple[np.nd
             aggregates[f"c{j}_{k}"] = ibis.ifelse(expr, 1, 0).sum()  # a CASE: PostgreSQL casts no boolean to BIGINT
         present = clean_text(raw) if declared == "text" else raw
         aggregates[f"c{j}_d"] = present.nunique()
+        if declared == "text":  # a typed source's numbers are not written: no decimals to count
+            decimals = decimals_bin(raw)
+            for k in range(DECIMALS):
+                aggregates[f"c{j}_p{k}"] = ibis.ifelse(decimals == k, 1, 0).sum()
     if not aggregates:
         return {}
     try:
@@ -127,26 +189,40 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, tuple[np.nd
     out = {}
     for j, (name, _) in enumerate(columns):
         counts = np.asarray([float(row[f"c{j}_{k}"] or 0) for k in range(len(CLASSES))])
-        out[name] = (counts, float(row[f"c{j}_d"] or 0))
+        decimals = np.asarray([float(row.get(f"c{j}_p{k}") or 0) for k in range(DECIMALS)])
+        out[name] = ExactFacts(counts, float(row[f"c{j}_d"] or 0), decimals)
     return out
 
 
-def release(name: str, counts: np.ndarray, distinct: float, rho: float, noise) -> NoisyFacts:
-    """The column's facts at ``rho`` in all (half on the class histogram, half on the distinct count): rho-zCDP."""
-    sigma = gaussian_sigma(rho / 2.0)
-    noisy = np.asarray(noise.add_gaussian(np.asarray(counts, dtype=np.float64), sigma))
-    noisy_distinct = float(np.asarray(noise.add_gaussian(np.asarray([distinct], dtype=np.float64), sigma))[0])
-    return NoisyFacts(name, tuple(float(x) for x in noisy), noisy_distinct, sigma, sigma)
+def release(name: str, exact: ExactFacts, rho: float, noise) -> NoisyFacts:
+    """The column's facts at ``rho`` in all: CLASS_SHARE of it each on the class histogram and the distinct count,
+    the rest on the decimals histogram (each of L2 sensitivity 1): rho-zCDP."""
+    sigma = gaussian_sigma(rho * CLASS_SHARE)
+    noisy = np.asarray(noise.add_gaussian(np.asarray(exact.classes, dtype=np.float64), sigma))
+    noisy_distinct = float(np.asarray(noise.add_gaussian(np.asarray([exact.distinct], dtype=np.float64), sigma))[0])
+    sigma_decimals = gaussian_sigma(rho * (1.0 - 2.0 * CLASS_SHARE))
+    noisy_decimals = np.asarray(noise.add_gaussian(np.asarray(exact.decimals, dtype=np.float64), sigma_decimals))
+    return NoisyFacts(name, tuple(float(x) for x in noisy), noisy_distinct, sigma, sigma,
+                      tuple(float(x) for x in noisy_decimals), sigma_decimals)
+
+
+NUMBER_CLASSES = ("whole", "fraction", *NUMBER_FORMAT_CLASSES)
+TEMPORAL_CLASSES = ("date", "timestamp", *DATE_FORMAT_CLASSES)
+
+
+def _others(classes: tuple[str, ...]) -> tuple[str, ...]:
+    """The present classes not in ``classes``."""
+    return tuple(c for c in CLASSES[1:] if c not in classes)
 
 
 def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
-    """The column's type from its noisy facts (post-processing): categorical, integer, float, date,
-    timestamp or boolean (declared only); None with a reason when it is an identifier. Inconclusive facts
-    keep the declared type."""
+    """The column's type, written form and precision from its noisy facts (post-processing): categorical,
+    integer, float, date, timestamp or boolean (declared only); None with a reason when it is an identifier.
+    Inconclusive facts keep the declared type."""
     present, sigma = facts.present, facts.sigma_classes
     rows = max(facts.rows, 1.0)
     missing_share = min(1.0, facts.count("missing") / rows)
-    if present < EVIDENCE_SIGMAS * sigma * math.sqrt(len(CLASSES)):
+    if present < EVIDENCE_SIGMAS * sigma * math.sqrt(len(CLASSES) - 1):
         # Inconclusive at this budget: the declared type stands (text: categorical, which holds any value);
         # the next round drops the column only if its own histogram shows nothing either.
         kind = "categorical" if declared == "text" else declared
@@ -154,33 +230,71 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
                            f"kept as {kind}", 0.0, missing_share)
     if declared in ("boolean", "date", "timestamp"):
         return ColumnFacts(facts.column, declared, f"declared {declared}", 0.0, missing_share)
-    numbers = facts.count("whole") + facts.count("fraction")
-    temporal = facts.count("date") + facts.count("timestamp")
+    numbers = facts.total(NUMBER_CLASSES)
+    temporal = facts.total(TEMPORAL_CLASSES)
     # A share test alone is noise-fragile near its bar: the other classes' noisy total within three noise
     # deviations of zero is evidence enough (as for fractions below).
-    not_numbers = facts.classes[3] + facts.classes[4] + facts.classes[5]
-    not_temporal = facts.classes[1] + facts.classes[2] + facts.classes[5]
-    numeric = numbers >= NUMBER_SHARE * present or not_numbers <= facts.noise_of(3)
+    not_numbers, not_temporal = facts.total(_others(NUMBER_CLASSES)), facts.total(_others(TEMPORAL_CLASSES))
+    numeric = numbers >= NUMBER_SHARE * present or not_numbers <= facts.noise_of(len(_others(NUMBER_CLASSES)))
     if declared == "text" and not numeric:
-        if temporal >= DATE_SHARE * present or not_temporal <= facts.noise_of(3):
-            kind = "timestamp" if facts.count("timestamp") > facts.count("date") else "date"
-            other = facts.classes[1] + facts.classes[2] + facts.classes[5]
-            return ColumnFacts(facts.column, kind, f"DP: {_pct(temporal / present)} of its values read as "
-                               f"{kind}s", _share(other, facts.noise_of(3), present), missing_share)
+        if temporal >= DATE_SHARE * present or not_temporal <= facts.noise_of(len(_others(TEMPORAL_CLASSES))):
+            written = date_format(facts)
+            kind = "timestamp" if written is None and facts.count("timestamp") > facts.count("date") else "date"
+            return ColumnFacts(facts.column, kind, f"DP: {_pct(temporal / present)} of its values read as {kind}s"
+                               + (f" written {written}" if written else ""),
+                               _share(not_temporal, facts.noise_of(len(_others(TEMPORAL_CLASSES))), present),
+                               missing_share, value_format=written)
         return _categorical_or_identifier(facts, present, "DP: its values are text")
-    fraction = facts.count("fraction")
-    integer = fraction <= max(FRACTION_SHARE * present, 3.0 * sigma)
-    other = facts.classes[3] + facts.classes[4] + facts.classes[5]
-    unreadable = _share(other, facts.noise_of(3), present) if declared == "text" else 0.0
+    written = number_format(facts) if declared == "text" else None
+    fraction = facts.count("fraction") + (sum(max(0.0, x) for x in facts.decimals[1:]) if written else 0.0)
+    integer = fraction <= max(FRACTION_SHARE * present, 3.0 * sigma * (2.0 if written else 1.0))
+    unreadable = _share(not_numbers, facts.noise_of(len(_others(NUMBER_CLASSES))), present) \
+        if declared == "text" else 0.0
+    form = f" written with {written}" if written else ""
     if integer:
         if facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present and present > IDENTIFIER_EVIDENCE * facts.sigma_distinct:
             return ColumnFacts(facts.column, None, "DP: a whole number that is nearly unique per row (noisy distinct "
                                f"count {_pct(facts.distinct / present)} of the noisy present count): an identifier, "
                                "dropped", unreadable, missing_share)
         return ColumnFacts(facts.column, "integer", "DP: its numbers are whole (noisy count of fractional values "
-                           "within the noise)", unreadable, missing_share)
-    return ColumnFacts(facts.column, "float", f"DP: {_pct(fraction / present)} of its numbers have a fraction",
-                       unreadable, missing_share)
+                           f"within the noise){form}", unreadable, missing_share, value_format=written)
+    precision = written_precision(facts) if declared == "text" else None
+    return ColumnFacts(facts.column, "float", f"DP: {_pct(fraction / present)} of its numbers have a fraction{form}"
+                       + (f", written with {precision} decimals" if precision is not None else ""),
+                       unreadable, missing_share, value_format=written, precision=precision)
+
+
+def number_format(facts: NoisyFacts) -> str | None:
+    """The written form of a column's numbers: the format class with the largest noisy count, when that count
+    stands out of its noise (a column of "950.00" and "6,689.41" is written with thousands separators)."""
+    counts = {f: facts.count(f) for f in NUMBER_FORMAT_CLASSES}
+    best = max(counts, key=counts.get)
+    return best if counts[best] > facts.noise_of(1) else None
+
+
+def date_format(facts: NoisyFacts) -> str | None:
+    """The written form of a column's dates (None: ISO): dotted, or slashed month-first or day-first (by the
+    dates only one of them reads; an ambiguous column is month-first)."""
+    iso = facts.total(("date", "timestamp"))
+    slashed = facts.total(("month_first", "day_first", "slash"))
+    dotted = facts.total(("dot",))
+    if dotted > max(iso, slashed):
+        return "%d.%m.%Y"
+    if slashed > iso:
+        return "%d/%m/%Y" if facts.count("day_first") > facts.count("month_first") else "%m/%d/%Y"
+    return None
+
+
+def written_precision(facts: NoisyFacts) -> int | None:
+    """The decimals a float column is written with: the fewest k such that the noisy count of numbers written
+    with more than k decimals is within its noise; None when they are written with more than 4 (or none)."""
+    bins = [float(x) for x in facts.decimals]
+    for k in range(1, len(bins) - 1):
+        beyond = bins[k + 1:]
+        noise = 3.0 * facts.sigma_decimals
+        if sum(beyond) <= noise * math.sqrt(len(beyond)) and bins[k] > noise:
+            return k
+    return None
 
 
 def _categorical_or_identifier(facts: NoisyFacts, present: float, reason: str) -> ColumnFacts:

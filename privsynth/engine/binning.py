@@ -35,7 +35,7 @@ import ibis
 import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
-from privsynth.engine.values import finite, in_calendar, is_whole, moment_from_text, number_from_text
+from privsynth.engine.values import clean_text, finite, in_calendar, is_whole, moment_from_text, number_from_text
 from privsynth.schema import Column, Schema
 from privsynth.schema.temporal import SECONDS_PER_DAY, TEMPORAL_TYPES
 
@@ -137,7 +137,7 @@ def read_column(table: ir.Table, col: Column, text_from_csv: bool) -> ColumnValu
     if problem:
         raise ValueError(problem)
     if col.type in TEMPORAL_TYPES:
-        return _read_temporal(raw, kind, col.type, text_from_csv)
+        return _read_temporal(raw, kind, col.type, text_from_csv, col.format)
     numeric = col.type in ("integer", "float")
     if kind is SourceKind.TEXT:
         text = raw.lstrip() if text_from_csv else raw
@@ -146,13 +146,14 @@ def read_column(table: ir.Table, col: Column, text_from_csv: bool) -> ColumnValu
         if numeric:
             stripped = text.strip()
             # DuckDB also reads '1_000' as a number; pandas (the reference) does not
-            number = number_from_text(stripped)
+            number = number_from_text(stripped, col.format)
             blank = stripped == ""
             # as pandas reads CSV: '' is missing, 'nan' is missing; text that parses as nothing is a fault
             missing = text.isnull() | blank | (number.notnull() & number.isnan())
             not_a_number = text.notnull() & ~blank & number.isnull()
             return ColumnValues(kind, number, missing, not_a_number)
-        return ColumnValues(kind, text, text.isnull())
+        cleaned = clean_text(raw)  # the one text rule (engine/values.py), as discovery reads the same column
+        return ColumnValues(kind, cleaned, cleaned.isnull())
     if kind is SourceKind.FLOAT:
         value = raw.cast("float64")
         return ColumnValues(kind, value, raw.isnull() | value.isnan())
@@ -177,7 +178,8 @@ def temporal_unit(value: ir.Value, kind: SourceKind, unit: str) -> ir.FloatingVa
     return seconds
 
 
-def _read_temporal(raw: ir.Value, kind: SourceKind, unit: str, text_from_csv: bool) -> ColumnValues:
+def _read_temporal(raw: ir.Value, kind: SourceKind, unit: str, text_from_csv: bool,
+                   date_format: str | None = None) -> ColumnValues:
     if kind is not SourceKind.TEXT:
         moment = in_calendar(raw)  # infinity and years beyond 9999 are no dates (a NULL here: missing)
         return ColumnValues(kind, temporal_unit(moment, kind, unit), moment.isnull())
@@ -186,7 +188,7 @@ def _read_temporal(raw: ir.Value, kind: SourceKind, unit: str, text_from_csv: bo
         text = text.nullif("")
     stripped = text.strip()
     # ISO text; a zone offset converts to UTC, text without one is UTC (the session zone)
-    moment = moment_from_text(stripped)
+    moment = moment_from_text(stripped, date_format)
     blank = stripped == ""
     missing = text.isnull() | blank
     not_a_date = text.notnull() & ~blank & moment.isnull()
@@ -219,7 +221,10 @@ def category_condition(values: ColumnValues, category: str) -> ir.BooleanValue |
     """When a present value reads as ``category`` (``encoding.category_text``); None if it never can."""
     v = values.value
     if values.kind is SourceKind.TEXT:
-        return v == category
+        # a category is compared by the one text rule; an integer code also matches its float spelling ("3.0")
+        same = v == category.strip()
+        whole = _canonical_int(category.strip())
+        return same if whole is None else same | (number_from_text(v) == whole)
     if values.kind is SourceKind.BOOLEAN:
         return {"True": v, "False": ~v}.get(category)
     whole = _canonical_int(category)
@@ -266,8 +271,11 @@ def column_code(table: ir.Table, col: Column, text_from_csv: bool, dtype: str, a
             # One lookup in the category list (DuckDB's LIST_INDEXOF, -1 when absent): about three
             # times faster there than a CASE with one string comparison per category. Not everywhere:
             # ibis writes it for PostgreSQL as a correlated UNNEST subquery per row (30 times slower).
-            found = ibis.literal(list(col.categories or ()), type="array<string>").index(values.value)
+            found = ibis.literal([c.strip() for c in col.categories or ()], type="array<string>").index(values.value)
             branches.append((found >= 0, found.cast(dtype)))
+            number = number_from_text(values.value)  # an integer code's float spelling ("3.0" is 3)
+            branches += [(number == whole, lit(i)) for i, c in enumerate(col.categories or ())
+                         if (whole := _canonical_int(c.strip())) is not None]
             return ibis.cases(*branches, else_=ood_code)
         for i, category in enumerate(col.categories or ()):
             cond = category_condition(values, category)

@@ -59,6 +59,7 @@ NON_NULL_PROPORTION = "expect_column_proportion_of_non_null_values_to_be_between
 
 _NO_GX = "GX 1.x has no expectation for it"
 _TEMPORAL = "GX compares dates and ISO text unreliably; the engine reads them as the encoder does"
+_WRITTEN = "numbers written in a format (thousands, currency, percent) are text to GX; the engine reads the format"
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,15 @@ class Expectation:
 
 def _column_expectations(col: Column) -> list[Expectation]:
     name, out = col.name, []
-    if col.type in ("integer", "float"):
+    if col.format is not None and col.type in ("integer", "float"):
+        # numbers written as text ("1,234.50"): GX sees strings; the engine reads them in their format
+        out.append(Expectation(TYPE_LIST, name, engine_only=_WRITTEN))
+        out.append(Expectation(FINITE, name, engine_only=_WRITTEN))
+        if col.type == "integer":
+            out.append(Expectation(WHOLE_NUMBERS, name, engine_only=_WRITTEN))
+        if col.on_out_of_domain == "fail":
+            out.append(Expectation(BETWEEN, name, engine_only=_WRITTEN))
+    elif col.type in ("integer", "float"):
         out.append(Expectation(TYPE_LIST, name, "ExpectColumnValuesToBeInTypeList", {"type_list": list(NUMERIC_TYPES)}))
         out.append(Expectation(FINITE, name, engine_only=_NO_GX))
         if col.type == "integer":

@@ -56,9 +56,28 @@ def is_whole(x: ir.NumericValue) -> ir.BooleanValue:
 # them, so it never meets text it would refuse: PostgreSQL has no TRY_CAST (ibis writes a plain CAST there,
 # which raised on 'red'), casts 1e400 and 1e-400 with an error, and refuses month 13 or 30 February.
 # A decimal number whose magnitude fits a double whatever its digits: at most 20 integer digits, 30
-# decimals, an exponent of at most 279 either way; inf, infinity and nan in any case (nan: missing).
-NUMBER_FORM = (r"^[+-]?([0-9]{1,20}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?([0-9]{1,2}|1[0-9]{2}|2[0-7][0-9]))?$"
+# decimals, an exponent of at most 279 either way; inf, infinity and nan in any case (nan: missing). An
+# integer part with a leading zero ("02134", "007") is no number: such digit strings are codes (text).
+_MANTISSA = r"((0|[1-9][0-9]{0,19})(\.[0-9]{0,30})?|\.[0-9]{1,30})"
+NUMBER_FORM = (rf"^[+-]?{_MANTISSA}([eE][+-]?([0-9]{{1,2}}|1[0-9]{{2}}|2[0-7][0-9]))?$"
                r"|^[+-]?[iI][nN][fF]([iI][nN][iI][tT][yY])?$|^[nN][aA][nN]$")
+# Numbers written for people: thousands separators, a dollar sign, a percent sign. A column's number format
+# is a fact decided under DP (discovery/facts.py) or stated in its schema; its values are written back in it.
+_GROUPED = r"[0-9]{1,3}(,[0-9]{3}){1,6}"
+NUMBER_FORMATS: dict[str, str] = {
+    "thousands": rf"^[+-]?{_GROUPED}(\.[0-9]{{1,30}})?$",
+    "currency": rf"^[+-]?\$({_GROUPED}|0|[1-9][0-9]{{0,19}})(\.[0-9]{{1,30}})?$",
+    "percent": r"^[+-]?(0|[1-9][0-9]{0,19})(\.[0-9]{1,30})? ?%$",
+}
+# Dates written day-first or month-first, with slashes or dots: read by turning them into ISO text first.
+SLASH_DATE = r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})$"
+DOT_DATE = r"^([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})$"
+DATE_FORMATS: dict[str, tuple[str, tuple[int, int, int]]] = {  # format -> (form, groups of year, month, day)
+    "%m/%d/%Y": (SLASH_DATE, (3, 1, 2)),
+    "%d/%m/%Y": (SLASH_DATE, (3, 2, 1)),
+    "%d.%m.%Y": (DOT_DATE, (3, 2, 1)),
+}
+FORMATS = (*NUMBER_FORMATS, *DATE_FORMATS)
 _YEAR = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
 _LEAP_YEAR = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
 _MONTH_DAY = ("((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
@@ -69,14 +88,42 @@ _ZONE = "(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?"
 ISO_MOMENT_FORM = f"^{ISO_DATE}({_TIME}{_ZONE})?$"
 
 
-def number_from_text(text: ir.StringValue) -> ir.FloatingValue:
-    """A float64 read from (cleaned) text in ``NUMBER_FORM``; NULL for any other text ('1_000', '12%', 'red')."""
-    return ibis.ifelse(text.re_search(NUMBER_FORM), text, ibis.null("string")).cast("float64")
+def _when(condition: ir.BooleanValue, text: ir.StringValue) -> ir.StringValue:
+    return ibis.ifelse(condition, text, ibis.null("string"))
 
 
-def moment_from_text(text: ir.StringValue) -> ir.TimestampValue:
-    """A UTC timestamp read from ISO text (an offset converts to UTC; none: UTC), NULL for any other text."""
-    return ibis.ifelse(text.re_search(ISO_MOMENT_FORM), text, ibis.null("string")).cast(dt.Timestamp(timezone="UTC"))
+def number_from_text(text: ir.StringValue, number_format: str | None = None) -> ir.FloatingValue:
+    """A float64 read from (cleaned) text in ``NUMBER_FORM``, or in ``number_format`` (a key of
+    ``NUMBER_FORMATS``: "1,234.50", "$9", "12%" read as 1234.5, 9, 12); NULL for any other text."""
+    plain = _when(text.re_search(NUMBER_FORM), text).cast("float64")
+    if number_format is None:
+        return plain
+    body = text.replace(",", "").replace("$", "").replace("%", "").strip()
+    written = _when(text.re_search(NUMBER_FORMATS[number_format]) & body.re_search(NUMBER_FORM), body)
+    return ibis.ifelse(written.notnull(), written.cast("float64"), plain)
+
+
+def iso_date_text(text: ir.StringValue, date_format: str) -> ir.StringValue:
+    """ISO text (YYYY-MM-DD) of a date written in ``date_format``; NULL where the text is not in that form."""
+    form, (year, month, day) = DATE_FORMATS[date_format]
+    part = lambda group: text.re_extract(form, group)  # noqa: E731
+    iso = part(year) + "-" + part(month).lpad(2, "0") + "-" + part(day).lpad(2, "0")
+    return _when(text.re_search(form), iso)
+
+
+def moment_from_text(text: ir.StringValue, date_format: str | None = None) -> ir.TimestampValue:
+    """A UTC timestamp read from ISO text (an offset converts to UTC; none: UTC), or from a date in
+    ``date_format`` (a key of ``DATE_FORMATS``); NULL for any other text, an impossible date included."""
+    iso = text if date_format is None else ibis.ifelse(text.re_search(ISO_MOMENT_FORM), text,
+                                                        iso_date_text(text, date_format))
+    return _when(iso.re_search(ISO_MOMENT_FORM), iso).cast(dt.Timestamp(timezone="UTC"))
+
+
+def format_kind(value_format: str | None) -> str | None:
+    """"number" or "date" for a format name (None: plain)."""
+    if value_format is None:
+        return None
+    return "number" if value_format in NUMBER_FORMATS else "date"
 
 
 def in_calendar(moment: ir.Value) -> ir.Value:
@@ -91,4 +138,4 @@ def in_calendar(moment: ir.Value) -> ir.Value:
     return ibis.ifelse((moment >= low) & (moment <= high), moment, ibis.null(moment.type()))
 
 
-__all__ = ["WHOLE_LIMIT", "clean_text", "finite", "in_calendar", "is_whole", "moment_from_text", "number_from_text"]
+__all__ = ["DATE_FORMATS", "FORMATS", "NUMBER_FORMATS", "WHOLE_LIMIT", "clean_text", "format_kind", "iso_date_text", "finite", "in_calendar", "is_whole", "moment_from_text", "number_from_text"]

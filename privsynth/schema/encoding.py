@@ -99,8 +99,16 @@ def category_text(values: pd.Series) -> pd.Series:
     return values.astype(str).where(values.notna(), None)
 
 
+def _clean_text(series: pd.Series) -> pd.Series:
+    """The one text rule (engine/values.py): blanks around a value are not part of it; a blank value is missing."""
+    return series.map(lambda v: (v.strip() or None) if isinstance(v, str) else v)
+
+
 def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
     """Codes of one column; raises ValueError naming the column for values the schema forbids."""
+    series = read_written(col, series)
+    if col.type == "categorical" and series.dtype == object:
+        series = _clean_text(series)
     n_levels = col.domain_levels
     missing = series.isna().to_numpy()
     if col.type in temporal.TEMPORAL_TYPES:
@@ -121,7 +129,8 @@ def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
     values = series[present]
     if col.type == "categorical":
         # A hashed index lookup (vectorised), not Series.map: binarising is on the per-row path.
-        found = pd.Index(list(col.categories or ())).get_indexer(category_text(values).to_numpy(dtype=object))
+        found = pd.Index([c.strip() for c in col.categories or ()]).get_indexer(
+            category_text(values).to_numpy(dtype=object))
         ood = found < 0
         sub = np.where(ood, ood_code, found)
     elif col.type == "boolean":
@@ -314,7 +323,47 @@ def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator, fi
     if codes.ndim != 2 or codes.shape[1] != len(cols):
         raise ValueError(f"codes must have shape (n, {len(cols)}), got {codes.shape}")
     fine = fine or {}
-    return pd.DataFrame({col.name: _decode_column(col, codes[:, j], rng, fine.get(col.name)) for j, col in enumerate(cols)})
+    return pd.DataFrame({col.name: written_form(col, _decode_column(col, codes[:, j], rng, fine.get(col.name)))
+                         for j, col in enumerate(cols)})
+
+
+# ---------------------------------------------------------------- written forms (engine/values.py reads them)
+
+def _number_text(col: Column, value: float) -> str:
+    places = col.precision if col.type == "float" else 0
+    body = f"{abs(value):,.{places}f}" if places is not None else f"{abs(value):,}"
+    sign = "-" if value < 0 else ""
+    if col.format == "thousands":
+        return sign + body
+    if col.format == "currency":
+        return f"{sign}${body}"
+    plain = f"{value:.{places}f}" if places is not None else repr(float(value))
+    return f"{plain}%"
+
+
+def written_form(col: Column, values: pd.Series) -> pd.Series:
+    """A decoded column as the source writes it (``col.format``): "1,234.50", "$9", "12%", 03/04/2021;
+    the values themselves when the column has no format. Missing stays missing."""
+    if col.format is None:
+        return values
+    present = values.notna().to_numpy()
+    out = np.full(len(values), None, dtype=object)
+    if col.type == "date":
+        out[present] = [d.strftime(col.format) for d in values[present]]
+    else:
+        out[present] = [_number_text(col, float(v)) for v in values[present]]
+    return pd.Series(out, index=values.index, dtype=object)
+
+
+def read_written(col: Column, series: pd.Series) -> pd.Series:
+    """The values of a column written in ``col.format`` (``written_form``'s inverse); others as they are."""
+    if col.format is None or series.dtype.kind in "fiumM":
+        return series
+    text = series.astype(object).where(series.notna(), None)
+    if col.type == "date":
+        return pd.to_datetime(text, format=col.format, errors="coerce")
+    cleaned = text.map(lambda v: v.replace(",", "").replace("$", "").replace("%", "").strip() if isinstance(v, str) else v)
+    return pd.to_numeric(cleaned, errors="coerce")
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
@@ -322,9 +371,10 @@ def arrow_schema(schema: Schema) -> pa.Schema:
     microsecond timestamps holding UTC time (Parquet DATE / TIMESTAMP, SQL DATE / TIMESTAMP)."""
     fields = []
     for col in schema.kept_columns:
-        t = {"categorical": pa.dictionary(pa.int32(), pa.string()), "boolean": pa.bool_(),
-             "integer": pa.int64(), "float": pa.float64(), "date": pa.date32(),
-             "timestamp": pa.timestamp("us")}[col.type]
+        t = pa.string() if col.format is not None else {  # a written form is text ("1,234.50", 03/04/2021)
+            "categorical": pa.dictionary(pa.int32(), pa.string()), "boolean": pa.bool_(),
+            "integer": pa.int64(), "float": pa.float64(), "date": pa.date32(),
+            "timestamp": pa.timestamp("us")}[col.type]
         fields.append(pa.field(col.name, t, nullable=True))
     return pa.schema(fields)
 
