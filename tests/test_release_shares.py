@@ -18,6 +18,7 @@ import yaml
 
 import privsynth
 from privsynth.discovery import bounds as B
+from privsynth.discovery.beyond import BeyondBounds, _wholly_beyond, beyond_bounds
 from privsynth.mechanisms.base import Measurement, Release
 from privsynth.report import shares as S
 from privsynth.report.dp_report import dp_report, render_report
@@ -43,18 +44,18 @@ def test_beyond_bounds_counts_the_cells_wholly_beyond_and_a_trimmed_side_from_ro
     coarse = B.Bounds(16.0, 128.0)
     grid = B.fine_edges(16.0, 128.0, integer=True)  # one cell per integer, [128, 129) last: holds all beyond
     levels = [_level(values, grid), _level(values, grid, 8)]
-    untrimmed = B.beyond_bounds(round_one, coarse, levels, 16.0, 128.0, integer=True)
+    untrimmed = beyond_bounds(round_one, coarse, levels, 16.0, 128.0, integer=True)
     assert (untrimmed.below, untrimmed.above) == (5.0, 7.0)  # round 1: [2, 4) below; [512, 1024) above
     assert untrimmed.present == values.size  # the coarsest round-2 level's total holds every present value
     # the sum of m noisy cells carries sigma sqrt(m): round 1's cells below 16 that hold a whole number
-    below1, _ = B._wholly_beyond(edges1[:-1], edges1[1:], 16.0, 128.0, True)
+    below1, _ = _wholly_beyond(edges1[:-1], edges1[1:], 16.0, 128.0, True)
     assert untrimmed.below_sd == pytest.approx(2.0 * math.sqrt(below1.sum()))
-    trimmed = B.beyond_bounds(round_one, coarse, levels, 16.0, 100.0, integer=True)
+    trimmed = beyond_bounds(round_one, coarse, levels, 16.0, 100.0, integer=True)
     assert trimmed.above == 10.0  # 110 and 1000 (in round 2's outermost cell); 100 itself is inside
     assert trimmed.below == 5.0
     share, half = trimmed.share("above")
     assert share == pytest.approx(10 / 85) and half > 0
-    assert B.BeyondBounds.from_json(trimmed.to_json()) == trimmed
+    assert BeyondBounds.from_json(trimmed.to_json()) == trimmed
 
 
 def test_beyond_bounds_of_a_float_column_and_a_noisy_sum_stays_unbiased():
@@ -68,8 +69,8 @@ def test_beyond_bounds_of_a_float_column_and_a_noisy_sum_stays_unbiased():
     draws = []
     for seed in range(400):
         noisy = true + np.random.default_rng(seed).normal(0.0, 3.0, true.size)
-        draws.append(B.beyond_bounds((edges1, noisy, 3.0), coarse, [level], 1.0, 8.0, integer=False).above)
-    est = B.beyond_bounds((edges1, true, 3.0), coarse, [level], 1.0, 8.0, integer=False)
+        draws.append(beyond_bounds((edges1, noisy, 3.0), coarse, [level], 1.0, 8.0, integer=False).above)
+    est = beyond_bounds((edges1, true, 3.0), coarse, [level], 1.0, 8.0, integer=False)
     assert est.above == 50.0 and est.below == 0.0
     assert np.mean(draws) == pytest.approx(50.0, abs=4 * est.above_sd / math.sqrt(400))
     assert np.std(draws) == pytest.approx(est.above_sd, rel=0.15)
@@ -135,7 +136,7 @@ PRIVACY = {"spent": {"line": "epsilon 1 at delta 1e-09; rho 0.01497 (zCDP) (part
            "epsilon_statement": "epsilon 1 at delta 1e-09; rho 0.01497 (zCDP)",
            "mechanism_statement": "epsilon 0.8 at delta 1e-09", "cost": {"rho_zcdp": 0.0126},
            "discovery": {"rho": 0.0018, "share_of_run": 0.12, "dropped": [], "out_of_domain_share_dp": {"state": 0.014},
-                         "beyond_bounds_dp": {"price": B.BeyondBounds(10.0, 20.0, 280.0, 20.0, 2000.0, 30.0).to_json()}}}
+                         "beyond_bounds_dp": {"price": BeyondBounds(10.0, 20.0, 280.0, 20.0, 2000.0, 30.0).to_json()}}}
 
 
 def test_the_report_states_the_release_s_out_of_domain_share_not_discovery_s_estimate():
@@ -199,7 +200,9 @@ def dirty_frame(n: int, seed: int = 0) -> pd.DataFrame:
     kind = np.where(rng.uniform(size=n) < 0.3, rare, rng.choice(["x", "y", "z"], n)).astype(object)
     kind[rng.uniform(size=n) < 0.08] = None
     price = np.minimum(np.exp(rng.normal(11.5, 0.3, n)), 2.0 ** 18 - 100)
-    tail = rng.uniform(size=n) < 0.05  # a heavy tail, thin per octave beyond two empty octaves: bounds clip it
+    # a heavy tail (10%: beyond twice the estimate's noise at this budget in nearly every draw), thin per octave
+    # beyond two empty octaves: bounds clip it
+    tail = rng.uniform(size=n) < 0.10
     price[tail] = 2.0 ** rng.uniform(20.0, 40.0, tail.sum())
     age = rng.integers(18, 90, n).astype(float)
     age[rng.uniform(size=n) < 0.1] = np.nan
@@ -281,7 +284,7 @@ def test_a_resumed_run_states_the_estimates_its_discover_stage_recorded(tmp_path
 
     from privsynth.run.discover import DiscoveryOutcome, reused_outcome
 
-    beyond = B.BeyondBounds(3.0, 20.0, 280.0, 21.0, 2000.0, 30.0)
+    beyond = BeyondBounds(3.0, 20.0, 280.0, 21.0, 2000.0, 30.0)
     first = DiscoveryOutcome(SCHEMA, 0.01, 0.12, ("state", "price"), (), (("state", 0.014),),
                              beyond_bounds=(("price", beyond),))
     (tmp_path / "discovery.json").write_text(json.dumps(first.to_json()))

@@ -1,4 +1,4 @@
-"""Rule 10 (DESIGN.md 5): a contract that looks data-derived is read as public only on the owner's word.
+"""Rule 10 (docs/design.md 5.10): a contract that looks data-derived is read as public only on the owner's word.
 
 A data contract is public only if it was written from documentation. Some are not:
 

@@ -20,6 +20,7 @@ from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import rho_allowance
 from privsynth.errors import ParameterError
 from privsynth.discovery import bounds as B
+from privsynth.discovery.beyond import BeyondBounds, beyond_bounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories
 from privsynth.discovery.declared import DeclaredColumn
 from privsynth.discovery.public import PublicColumn, PublicFacts, from_flags
@@ -68,7 +69,7 @@ class ColumnDraft:
     # round 1's noisy histogram (edges, noisy counts, sigma: DP) and, from it and round 2, the DP estimate of
     # the present values beyond the final bounds, which the run clips into its edge bins
     bounds_histogram: tuple[np.ndarray, np.ndarray, float] | None = None
-    beyond: B.BeyondBounds | None = None
+    beyond: BeyondBounds | None = None
 
 
 def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_source: bool = False) -> None:
@@ -408,7 +409,7 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     fine = B.read_out(levels, c.kind == "integer", bins, coarse, public=public, octave_grid=c.kind in NUMERIC)
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
         top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code
-        d.beyond = B.beyond_bounds(d.bounds_histogram, coarse, levels, fine.low, top, integer)
+        d.beyond = beyond_bounds(d.bounds_histogram, coarse, levels, fine.low, top, integer)
     _numeric_entry(d, fine, ("bins",) if public else ("bounds", "bins"))
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     what = (f"a coded column: the {len(fine.codes)} whole numbers whose noisy count passed the threshold, exactly"

@@ -7,7 +7,7 @@ types, CHECK constraints, NOT NULL, declared types), and NEVER from the rows. Di
 states first, charges nothing for it, marks each fact in the written schema with where it came from
 (``public: dbt models/schema.yml accepted_values``), and discovers only what is left under DP.
 
-Rule 10 (DESIGN.md 5): what is public must be public. A contract can itself be made from the rows (a GX
+Rule 10 (docs/design.md 5.10): what is public must be public. A contract can itself be made from the rows (a GX
 suite a profiler wrote, an ENUM built with SELECT DISTINCT, a CHECK written from the observed min and
 max). Such facts are marked ``derived`` (fact -> why, naming the entry) by the reader that found them;
 ``contract_trust`` refuses them unless the owner accepts them explicitly, and then every origin written

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from privsynth.discovery.bounds import BeyondBounds
+from privsynth.discovery.beyond import BeyondBounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.public import PublicFacts
 from privsynth.io import atomic_write_bytes, atomic_write_json

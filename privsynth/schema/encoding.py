@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 
 from privsynth.schema import OUT_OF_DOMAIN_LABEL, Column, Schema, temporal
+from privsynth.schema.written import read_written, written_form
 
 
 @dataclass(frozen=True)
@@ -325,45 +326,6 @@ def decode_codes(codes: np.ndarray, schema: Schema, rng: np.random.Generator, fi
     fine = fine or {}
     return pd.DataFrame({col.name: written_form(col, _decode_column(col, codes[:, j], rng, fine.get(col.name)))
                          for j, col in enumerate(cols)})
-
-
-# ---------------------------------------------------------------- written forms (engine/values.py reads them)
-
-def _number_text(col: Column, value: float) -> str:
-    places = col.precision if col.type == "float" else 0
-    body = f"{abs(value):,.{places}f}" if places is not None else f"{abs(value):,}"
-    sign = "-" if value < 0 else ""
-    if col.format == "thousands":
-        return sign + body
-    if col.format == "currency":
-        return f"{sign}${body}"
-    plain = f"{value:.{places}f}" if places is not None else repr(float(value))
-    return f"{plain}%"
-
-
-def written_form(col: Column, values: pd.Series) -> pd.Series:
-    """A decoded column as the source writes it (``col.format``): "1,234.50", "$9", "12%", 03/04/2021;
-    the values themselves when the column has no format. Missing stays missing."""
-    if col.format is None:
-        return values
-    present = values.notna().to_numpy()
-    out = np.full(len(values), None, dtype=object)
-    if col.type == "date":
-        out[present] = [d.strftime(col.format) for d in values[present]]
-    else:
-        out[present] = [_number_text(col, float(v)) for v in values[present]]
-    return pd.Series(out, index=values.index, dtype=object)
-
-
-def read_written(col: Column, series: pd.Series) -> pd.Series:
-    """The values of a column written in ``col.format`` (``written_form``'s inverse); others as they are."""
-    if col.format is None or series.dtype.kind in "fiumM":
-        return series
-    text = series.astype(object).where(series.notna(), None)
-    if col.type == "date":
-        return pd.to_datetime(text, format=col.format, errors="coerce")
-    cleaned = text.map(lambda v: v.replace(",", "").replace("$", "").replace("%", "").strip() if isinstance(v, str) else v)
-    return pd.to_numeric(cleaned, errors="coerce")
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
