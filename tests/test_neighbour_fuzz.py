@@ -53,7 +53,8 @@ N = 400
 # itself moves one across its threshold, which at this epsilon it cannot.
 EPSILON = 30.0
 
-# Hostile values as a record of a text file holds them (at least 30; the families).
+# Hostile values as a record of a text file holds them (at least 30; the families, and the written forms of
+# engine/values.py: a value in one column's form may land in any other).
 HOSTILE: dict[str, str] = {
     "inf": "inf", "-inf": "-inf", "Infinity": "Infinity", "-Infinity": "-Infinity", "INF": "INF",
     "nan": "nan", "NaN": "NaN", "-nan": "-nan", "1e400": "1e400", "-1e400": "-1e400", "1e20": "1e20",
@@ -66,6 +67,8 @@ HOSTILE: dict[str, str] = {
     "currency": "$5", "percent": "12%", "hex": "0x1F", "underscore": "1_000", "leading zeros": "007",
     "boolean": "true", "padded": "  red  ", "unicode": "r\u00e9d\u200b", "time": "12:30:00",
     "timestamp": "2021-03-04T05:06:07+14:00", "decimal comma": "3,5", "exponent": "1e5",
+    "month-first date": "03/04/2021", "dotted date": "31.12.2020", "impossible slashed date": "02/30/2021",
+    "huge thousands": "999,999,999,999,999,999,999.5", "negative currency": "-$1,234.56",
 }
 
 COLUMNS = ("amount", "visits", "colour", "day")  # a float, an integer, a categorical and a date column

@@ -688,7 +688,8 @@ def test_an_unbudgeted_run_drops_a_failing_record_as_a_budgeted_one_does(tmp_pat
                                    ledger=ledger, **FAST)
     public = json.loads((release.run_dir / "validation.json").read_text())
     assert public == {**json.loads((good.run_dir / "validation.json").read_text()), "schema_hash": public["schema_hash"]}
-    assert "unexpected" not in json.dumps(public) and "75" not in json.dumps(public)
+    shown = json.dumps({k: v for k, v in public.items() if k != "schema_hash"})  # a hash may hold "75" by chance
+    assert "unexpected" not in shown and "75" not in shown
     assert "caveat" not in release.privacy  # covered by the guarantee: no caveat
     owner = json.loads((release.run_dir / "internal-validation" / "validation.json").read_text())
     assert owner["success"] is False  # the owner still learns it, privately
@@ -704,7 +705,8 @@ def test_refusing_a_failing_record_is_the_owners_option_and_says_it_is_not_cover
                              refuse_invalid_records=True, ledger=ledger, **FAST)
     assert "75" not in str(err.value)
     public = (tmp_path / "run" / "validation.json").read_text()
-    assert "unexpected" not in public and "75" not in public  # the exact report is owner-only
+    shown = HEX64.sub("<hash>", public)  # the schema's hash may hold "75" by chance
+    assert "unexpected" not in shown and "75" not in shown  # the exact report is owner-only
     ok = privsynth.synthesize(toy_frame(300).assign(size=40), _bounded_schema(), epsilon=1.0, output=tmp_path / "ok", unlimited=True,
                               refuse_invalid_records=True, ledger=ledger, **FAST)
     assert "not cover" in ok.privacy["caveat"] and list(ok.privacy)[:3] == ["spent", "epsilon_statement", "caveat"]

@@ -42,6 +42,19 @@ class CategoryRelease:
     sigma: float
     tau: float
     kept_mass: float = 0.0  # the kept values' noisy counts, summed (post-processing)
+    noisy: tuple[float, ...] = ()  # each kept value's noisy count, in ``categories`` order
+
+
+def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
+    """One category per value under the one text rule (blanks around a value are not part of it): of the kept
+    spellings of one value ("MA", "MA "), the one with the largest noisy count, which the synthetic table
+    writes back as the table holds it (post-processing of the release)."""
+    best: dict[str, tuple[float, str]] = {}
+    for spelling, count in zip(release.categories, release.noisy or (0.0,) * len(release.categories)):
+        key = spelling.strip()
+        if key not in best or count > best[key][0]:
+            best[key] = (count, spelling)
+    return tuple(sorted(spelling for _, spelling in best.values()))
 
 
 def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
@@ -55,5 +68,6 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     if keep.sum() > max_categories:  # the largest noisy counts (post-processing)
         cut = np.sort(noisy_counts[keep])[-max_categories]
         keep &= noisy_counts >= cut
-    kept = sorted(str(v) for v, k in zip(values, keep) if k)
-    return CategoryRelease(tuple(kept), sigma, tau, float(noisy_counts[keep].sum()) if len(counts) else 0.0)
+    kept = sorted((str(v), float(c)) for v, c, k in zip(values, noisy_counts, keep) if k)
+    return CategoryRelease(tuple(v for v, _ in kept), sigma, tau,
+                           float(noisy_counts[keep].sum()) if len(counts) else 0.0, tuple(c for _, c in kept))

@@ -45,12 +45,15 @@ def source_kind(d: ColumnDraft) -> str:
 def value_expression(table, d: ColumnDraft):
     """The column's present values in its (now known) type's unit, as an ibis expression; None where a value
     does not read as that type (it becomes missing in the run, ``on_unreadable: missing``)."""
+    import ibis
+
     from privsynth.engine.binning import SourceKind, temporal_unit
     from privsynth.engine.values import clean_text, in_calendar, moment_from_text, number_from_text
 
     raw, kind, stored = table[d.column.name], d.column.kind, source_kind(d)
-    if kind == "categorical":
-        return clean_text(raw) if stored == "text" else raw
+    if kind == "categorical":  # each spelling on its own ("MA", "MA "): merged after the release, written back as held
+        return ibis.ifelse(clean_text(raw).notnull(), raw.cast("string"), ibis.null("string")) if stored == "text" \
+            else raw
     if stored == "text":
         text, written = clean_text(raw), d.entry.get("format")
         if kind in TEMPORAL:

@@ -21,7 +21,7 @@ from privsynth.privacy.spending import rho_allowance
 from privsynth.errors import ParameterError
 from privsynth.discovery import bounds as B
 from privsynth.discovery.beyond import BeyondBounds, beyond_bounds
-from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories
+from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories, merged_spellings
 from privsynth.discovery.declared import DeclaredColumn
 from privsynth.discovery.public import PublicColumn, PublicFacts, from_flags
 
@@ -351,7 +351,7 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
         d.ood_share = min(1.0, max(0.0, 1.0 - release.kept_mass / present))
     d.spent["categories"] = rho
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
-    cats = [v for v in release.categories if v not in (MISSING_LABEL, OUT_OF_DOMAIN_LABEL)]
+    cats = [v for v in merged_spellings(release) if v.strip() not in (MISSING_LABEL, OUT_OF_DOMAIN_LABEL)]
     if not cats:
         d.entry["categories"] = []
         d.entry["drop"] = True

@@ -90,66 +90,65 @@ def gaussian_sigma(rho: float) -> float:
     return math.sqrt(1.0 / (2.0 * rho))
 
 
-def class_expressions(raw, declared: str):
-    """ibis boolean expressions, one per CLASSES entry (exactly one is true per row), for a column whose
-    source kind is ``declared`` (text, integer, float, boolean, date, timestamp)."""
+def read_text(text) -> dict:
+    """What a (cleaned) text value reads as, each test once: the per-row columns ``row_class`` and
+    ``decimals_bin`` take (a projection: the backend evaluates each regular expression once per row)."""
+    from privsynth.engine.values import NUMBER_FORMATS, moment_from_text, number_from_text
+
+    reads = {"text": text, "number": number_from_text(text), "iso": moment_from_text(text).notnull(),
+             "month_first": moment_from_text(text, "%m/%d/%Y").notnull(),
+             "day_first": moment_from_text(text, "%d/%m/%Y").notnull(),
+             "dot": moment_from_text(text, "%d.%m.%Y").notnull()}
+    reads.update({f: number_from_text(text, f).notnull() for f in NUMBER_FORMATS})
+    return reads
+
+
+def row_class(reads: dict, declared: str, raw=None):
+    """Per row, the index in CLASSES of a column's value (exactly one per row): from ``read_text``'s columns
+    for text, from ``raw`` for a source kind ``declared`` (integer, float, boolean, date, timestamp). One CASE,
+    first match wins, so the classes are exclusive by construction."""
     import ibis
 
-    from privsynth.engine.values import (
-        NUMBER_FORMATS,
-        clean_text,
-        in_calendar,
-        is_whole,
-        moment_from_text,
-        number_from_text,
-    )
+    from privsynth.engine.values import NUMBER_FORMATS, in_calendar, is_whole
 
-    false = raw.isnull() & ibis.literal(False)  # a column (a literal alone would be a scalar)
+    index = {c: ibis.literal(i, type="int8") for i, c in enumerate(CLASSES)}
     if declared == "text":
-        text = clean_text(raw)
-        missing = text.isnull()
-        number = number_from_text(text)
-        whole = ~missing & is_whole(number)
-        fraction = ~missing & number.notnull() & ~whole
-        moment = moment_from_text(text)
-        temporal = ~missing & number.isnull() & moment.notnull()
-        date = temporal & (text.length() <= 10)
-        stamp = temporal & (text.length() > 10)
-        unread = ~missing & number.isnull() & moment.isnull()  # neither plain nor ISO: a written form, or text
-        forms = [unread & number_from_text(text, f).notnull() for f in NUMBER_FORMATS]
-        for form in forms:
-            unread = unread & ~form
-        slash = unread & moment_from_text(text, "%m/%d/%Y").notnull()
-        slash_eu = unread & moment_from_text(text, "%d/%m/%Y").notnull()
-        month_first, day_first, either = slash & ~slash_eu, slash_eu & ~slash, slash & slash_eu
-        dot = unread & ~slash & ~slash_eu & moment_from_text(text, "%d.%m.%Y").notnull()
-        other = unread & ~slash & ~slash_eu & ~dot
-        return (missing, whole, fraction, date, stamp, other, *forms, month_first, day_first, either, dot)
+        text, number = reads["text"], reads["number"]
+        return ibis.cases(
+            (text.isnull(), index["missing"]),
+            (is_whole(number), index["whole"]),
+            (number.notnull(), index["fraction"]),
+            (reads["iso"] & (text.length() <= 10), index["date"]),
+            (reads["iso"], index["timestamp"]),
+            *[(reads[f], index[f]) for f in NUMBER_FORMATS],
+            (reads["month_first"] & reads["day_first"], index["slash"]),
+            (reads["month_first"], index["month_first"]),
+            (reads["day_first"], index["day_first"]),
+            (reads["dot"], index["dot"]),
+            else_=index["text"])
     if declared in ("integer", "float"):
         value = raw.cast("float64")
-        missing = raw.isnull() | value.isnan().fill_null(True)
-        whole = ~missing & is_whole(value)
-        return (missing, whole, ~missing & ~whole, false, false, false, *[false] * 7)
+        return ibis.cases((raw.isnull() | value.isnan().fill_null(True), index["missing"]),
+                          (is_whole(value), index["whole"]), else_=index["fraction"])
     missing = (in_calendar(raw) if declared in ("date", "timestamp") else raw).isnull()
-    present = ~missing
-    return (missing, false, false, present if declared == "date" else false,
-            present if declared == "timestamp" else false, present if declared == "boolean" else false, *[false] * 7)
+    present = {"date": "date", "timestamp": "timestamp"}.get(declared, "text")
+    return ibis.cases((missing, index["missing"]), else_=index[present])
 
 
-def decimals_bin(raw):
-    """The DECIMALS bin (0 .. DECIMALS - 1) of a value of a text column that reads as a number in any written form,
-    NULL for every other row."""
+def decimals_bin(reads: dict):
+    """The DECIMALS bin (0 .. DECIMALS - 1) of a text value that reads as a number in any written form (not in
+    exponent notation), NULL for every other row."""
     import ibis
 
-    from privsynth.engine.values import NUMBER_FORMATS, clean_text, number_from_text
+    from privsynth.engine.values import NUMBER_FORMATS
 
-    text = clean_text(raw)
-    number = number_from_text(text)
+    text = reads["text"]
+    number = reads["number"].notnull()
     for f in NUMBER_FORMATS:
-        number = ibis.ifelse(number.isnull(), number_from_text(text, f), number)
+        number = number | reads[f]
     digits = ibis.ifelse(text.contains("."), text.re_extract(r"\.([0-9]*)", 1).length(), 0)
-    return ibis.ifelse(number.notnull() & ~text.contains("e") & ~text.contains("E"),
-                       ibis.least(digits, DECIMALS - 1), ibis.null("int64"))
+    return ibis.ifelse(number & ~text.contains("e") & ~text.contains("E"), ibis.least(digits, DECIMALS - 1),
+                       ibis.null("int64"))
 
 
 @dataclass(frozen=True)
@@ -169,21 +168,35 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
     from privsynth.engine.backends import backend_error
     from privsynth.engine.values import clean_text
 
+    # Each row's class, decimals bin and cleaned value are computed once, in a projection; the aggregate
+    # then only compares small integers (the tests of a value are written once, not once per class).
+    if not columns:
+        return {}
+    texts = table.select(**{f"v{j}": clean_text(table[name]) if declared == "text" else table[name]
+                            for j, (name, declared) in enumerate(columns)})
+    reads, per_row = {}, {}
+    for j, (_, declared) in enumerate(columns):
+        if declared == "text":
+            reads[j] = {key: expr.name(f"{key}{j}") for key, expr in read_text(texts[f"v{j}"]).items()}
+    read_table = texts.select(*[texts[f"v{j}"] for j in range(len(columns))],
+                              *[e for j in reads for key, e in reads[j].items() if key != "text"])
+    for j, (_, declared) in enumerate(columns):
+        column = {key: read_table[f"v{j}"] if key == "text" else read_table[f"{key}{j}"] for key in reads.get(j, {})}
+        per_row[f"k{j}"] = row_class(column, declared, read_table[f"v{j}"])
+        per_row[f"v{j}"] = read_table[f"v{j}"]
+        if declared == "text":  # a typed source's numbers are not written: no decimals to count
+            per_row[f"p{j}"] = decimals_bin(column)
+    rows = read_table.select(**per_row)
     aggregates = {}
     for j, (name, declared) in enumerate(columns):
-        raw = table[name]
-        for k, expr in enumerate(class_expressions(raw, declared)):
-            aggregates[f"c{j}_{k}"] = ibis.ifelse(expr, 1, 0).sum()  # a CASE: PostgreSQL casts no boolean to BIGINT
-        present = clean_text(raw) if declared == "text" else raw
-        aggregates[f"c{j}_d"] = present.nunique()
-        if declared == "text":  # a typed source's numbers are not written: no decimals to count
-            decimals = decimals_bin(raw)
+        for k in range(len(CLASSES)):
+            aggregates[f"c{j}_{k}"] = ibis.ifelse(rows[f"k{j}"] == k, 1, 0).sum()  # PostgreSQL casts no boolean to BIGINT
+        aggregates[f"c{j}_d"] = rows[f"v{j}"].nunique()
+        if declared == "text":
             for k in range(DECIMALS):
-                aggregates[f"c{j}_p{k}"] = ibis.ifelse(decimals == k, 1, 0).sum()
-    if not aggregates:
-        return {}
+                aggregates[f"c{j}_p{k}"] = ibis.ifelse(rows[f"p{j}"] == k, 1, 0).sum()
     try:
-        row = table.aggregate(**aggregates).to_pyarrow().to_pylist()[0]
+        row = rows.aggregate(**aggregates).to_pyarrow().to_pylist()[0]
     except Exception as err:  # noqa: BLE001  (the backend's message may quote a value: a value-free one instead)
         raise backend_error(err, "the column facts query") from None
     out = {}

@@ -130,9 +130,12 @@ class Column(BaseModel):
         if self.type == "categorical":
             if not self.categories:
                 raise ValueError(f"{where}: a categorical column needs a non-empty 'categories' list")
-            if len(set(self.categories)) != len(self.categories):
-                dupes = sorted({c for c in self.categories if self.categories.count(c) > 1})
-                raise ValueError(f"{where}: categories repeat {dupes}")
+            # the one text rule: blanks around a category are not part of it ("MA" and "MA " are one category)
+            read = [c.strip() for c in self.categories]
+            if len(set(read)) != len(read) or "" in read:
+                dupes = sorted({c for c in read if read.count(c) > 1 or not c})
+                raise ValueError(f"{where}: categories repeat {dupes} (blanks around a category are not part of it; "
+                                 "a blank category is a missing value)")
             if MISSING_LABEL in self.categories or OUT_OF_DOMAIN_LABEL in self.categories:
                 raise ValueError(f"{where}: {MISSING_LABEL!r} and {OUT_OF_DOMAIN_LABEL!r} are reserved labels")
             if self.bounds is not None or self.bins is not None:

@@ -1,0 +1,149 @@
+"""Issue 35: every everyday format comes back in its real form (docs/design.md 3), decided under DP.
+
+A generated warehouse table (no real rows), one column per format family, runs WITHOUT a schema; each
+synthetic value must be in its column's real form, scored strictly: a zip code is one of the table's codes
+with its leading zero, an amount is written "1,234.50", a date 03/14/2021, a category "MA " as the table
+holds it. The DP facts decide each form (a noisy class histogram), so the unit tests of ``decide`` check
+the decisions and this test checks the whole round trip: source -> discovery -> binning -> rounding.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import privsynth
+from privsynth.discovery import facts as F
+from privsynth.engine.values import DATE_FORMATS, NUMBER_FORMATS
+
+N = 6000
+
+
+def dirty_table(n: int = N, seed: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    state = rng.choice(["MA ", "NY", "CA", "TX"], n, p=[0.3, 0.3, 0.25, 0.15])
+    zips = np.where(state == "MA ", rng.choice(["02134", "02138", "01002"], n), rng.choice(["10001", "94105"], n))
+    amount = np.round(rng.lognormal(7.5, 0.8, n), 2)
+    days = pd.Timestamp("2021-01-01") + pd.to_timedelta(rng.integers(0, 600, n), unit="D")
+    return pd.DataFrame({
+        "state": state, "zip": zips,
+        "amount": [f"{a:,.2f}" for a in amount],                     # thousands separators, cents
+        "price": [f"${a:,.2f}" for a in amount / 10],                # a dollar sign
+        "share": [f"{p:.0f}%" for p in rng.uniform(0, 100, n)],     # a percent sign
+        "visit": days.strftime("%m/%d/%Y"),                          # month first
+        "booked": days.strftime("%d.%m.%Y"),                         # dotted, day first
+        "score": [f"{s:.1f}" for s in rng.normal(70, 8, n)],         # one decimal
+        "code": rng.choice(["1.0", "2.0", "3.0"], n),                # integer codes written as floats
+        "flag": rng.choice(["Y", "N"], n),
+    })
+
+
+@pytest.fixture(scope="module")
+def dirty_release(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("formats")
+    source = tmp / "dirty.csv"
+    frame = dirty_table()
+    frame.to_csv(source, index=False)
+    # the forms are decided and written whatever the mechanism: a fast one (the default's figures: benchmarks/)
+    release = privsynth.synthesize(str(source), None, epsilon=4.0, unlimited=True, output=tmp / "run",
+                                   ledger=f"sqlite:///{tmp / 'ledger.sqlite'}", release_store=tmp / "store",
+                                   mechanism="reduced_space", rows=3000)
+    run = release.run_dir
+    schema = {c["name"]: c for c in yaml.safe_load((run / "schema.yaml").read_text())["columns"]}
+    return frame, schema, pd.read_parquet(run / "synthetic.parquet")
+
+
+def _present(series: pd.Series) -> list[str]:
+    values = series.dropna().astype(str)
+    return [v for v in values if v != "<out-of-domain>"]
+
+
+def test_codes_with_leading_zeros_stay_text_codes(dirty_release):
+    frame, schema, synthetic = dirty_release
+    assert schema["zip"]["type"] == "categorical"
+    assert set(_present(synthetic["zip"])) <= set(frame["zip"]) and len(_present(synthetic["zip"])) > 0.9 * len(synthetic)
+
+
+def test_a_category_is_written_back_as_the_table_holds_it(dirty_release):
+    frame, schema, synthetic = dirty_release
+    assert "MA " in schema["state"]["categories"]
+    written = _present(synthetic["state"])
+    assert set(written) <= set(frame["state"]) and "MA " in written
+    assert abs(written.count("MA ") / len(written) - 0.3) < 0.05  # not lost to <out-of-domain>
+
+
+@pytest.mark.parametrize(("column", "form"), [("amount", "thousands"), ("price", "currency"), ("share", "percent")])
+def test_formatted_numbers_are_numbers_written_in_their_format(dirty_release, column, form):
+    _, schema, synthetic = dirty_release
+    assert schema[column]["format"] == form and schema[column]["type"] in ("integer", "float")
+    values = _present(synthetic[column])
+    assert values and all(re.match(NUMBER_FORMATS[form], v) or re.match(r"^-?\$?[0-9]{1,3}(\.[0-9]+)?%?$", v)
+                          for v in values), values[:5]
+    if form != "percent":  # cents: two decimals, as the table writes them
+        assert all(re.search(r"\.[0-9]{2}$", v) for v in values)
+
+
+@pytest.mark.parametrize(("column", "form"), [("visit", "%m/%d/%Y"), ("booked", "%d.%m.%Y")])
+def test_dates_are_dates_written_in_the_table_s_format(dirty_release, column, form):
+    frame, schema, synthetic = dirty_release
+    assert schema[column]["type"] == "date" and schema[column]["format"] == form
+    values = _present(synthetic[column])
+    parsed = pd.to_datetime(pd.Series(values), format=form, errors="coerce")
+    assert values and parsed.notna().all()
+    real = pd.to_datetime(frame[column], format=form)
+    # at most 2% of synthetic dates beyond the real range (+-31 days: the month bins the real ends fall in); DP
+    # bounds may hold empty months beyond the data, which the release fills only as far as its noise does
+    slack = pd.Timedelta(days=31)
+    outside = ((parsed < real.min() - slack) | (parsed > real.max() + slack)).mean()
+    assert outside <= 0.02, outside
+
+
+def test_decimals_flags_and_float_codes_keep_their_form(dirty_release):
+    frame, schema, synthetic = dirty_release
+    assert schema["score"]["type"] == "float" and schema["score"]["precision"] == 1
+    assert all(re.fullmatch(r"-?[0-9]+\.[0-9]", f"{v:.10g}" if v % 1 else f"{v:.1f}") for v in synthetic["score"].dropna())
+    assert set(_present(synthetic["flag"])) <= {"Y", "N"}
+    assert schema["code"]["type"] == "integer"
+    assert set(synthetic["code"].dropna().astype(int)) <= {1, 2, 3}
+
+
+# ---------------------------------------------------------------- the decisions, from noisy counts
+
+def _facts(**counts) -> F.NoisyFacts:
+    classes = tuple(float(counts.get(c, 0)) for c in F.CLASSES)
+    decimals = tuple(float(x) for x in counts.get("decimals", (0,) * F.DECIMALS))
+    return F.NoisyFacts("c", classes, float(counts.get("distinct", 50)), 1.0, 1.0, decimals, 1.0)
+
+
+@pytest.mark.parametrize(("counts", "kind", "form", "precision"), [
+    ({"whole": 300, "thousands": 700, "decimals": (0, 0, 1000, 0, 0, 0)}, "float", "thousands", 2),
+    ({"currency": 1000, "decimals": (1000, 0, 0, 0, 0, 0)}, "integer", "currency", None),
+    ({"percent": 990, "text": 10, "decimals": (990, 0, 0, 0, 0, 0)}, "integer", "percent", None),
+    ({"month_first": 400, "slash": 600}, "date", "%m/%d/%Y", None),
+    ({"day_first": 400, "slash": 600}, "date", "%d/%m/%Y", None),
+    ({"dot": 1000}, "date", "%d.%m.%Y", None),
+    ({"date": 1000}, "date", None, None),
+    ({"fraction": 1000, "decimals": (0, 1000, 0, 0, 0, 0)}, "float", None, 1),
+    ({"fraction": 1000, "decimals": (0, 100, 100, 100, 100, 600)}, "float", None, None),
+    ({"text": 1000, "distinct": 5}, "categorical", None, None),  # codes with leading zeros read as text
+])
+def test_the_written_form_is_decided_from_noisy_counts(counts, kind, form, precision):
+    decided = F.decide(_facts(**counts), "text")
+    assert (decided.kind, decided.value_format, decided.precision) == (kind, form, precision)
+
+
+def test_every_date_format_reads_only_valid_dates():
+    import ibis
+
+    from privsynth.engine.values import clean_text, moment_from_text
+
+    texts = ["02/29/2020", "02/29/2021", "13/01/2021", "31.04.2021", "29.02.2024", "1/2/2021", "2021-02-30"]
+    table = ibis.memtable(pd.DataFrame({"v": texts}))
+    out = table.select(**{f: moment_from_text(clean_text(table.v), f) for f in DATE_FORMATS}).to_pandas()
+    assert out["%m/%d/%Y"].notna().tolist() == [True, False, False, False, False, True, False]
+    assert out["%d/%m/%Y"].notna().tolist() == [False, False, True, False, False, True, False]
+    assert out["%d.%m.%Y"].notna().tolist() == [False, False, False, False, True, False, False]
