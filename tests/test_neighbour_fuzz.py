@@ -20,7 +20,7 @@ queries, not a mechanism. Per input path (CSV, Parquet, a DuckDB table, a Postgr
 * ``test_whole_run`` (CSV, both run paths; the other paths in ``-m slow``): the full run, exit code and the set
   of files of the run folder, D against D plus every hostile record.
 
-Spark runs the same cases in ``-m slow`` (tests/test_spark_cluster.py starts its cluster; here a local session).
+Spark runs the all-at-once case in ``-m slow`` (a local session reading the Parquet file; needs the spark extra).
 """
 
 from __future__ import annotations
@@ -171,10 +171,10 @@ def write_source(kind: str, folder: Path, frame: pd.DataFrame, extra: list, post
                          + raw_tail)
         return str(path)
     table = _arrow(frame, extra)
-    if kind == "parquet":
+    if kind in ("parquet", "spark"):
         path = folder / "t.parquet"
         pq.write_table(table, path)
-        return str(path)
+        return str(path) if kind == "parquet" else f"spark:parquet:{path}"  # Spark's executors read the file
     if kind == "duckdb":
         import duckdb
 
@@ -398,6 +398,22 @@ def test_a_stray_quote_swallows_no_other_line(tmp_path):
 
     with open_source(str(path), parse_schema(SCHEMA)) as source:
         assert source.histogram().counts.sum() == 1000
+
+
+SPARK = Path_("spark", True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run_path", RUN_PATHS)
+def test_all_hostile_records_at_once_on_spark(run_path, fuzz_home, tmp_path, monkeypatch):
+    """The same on Spark (a local session reading the Parquet file): its SQL is the same ibis expressions."""
+    pytest.importorskip("pyspark")
+    monkeypatch.setenv("PRIVSYNTH_SPARK_MASTER", "local[2]")
+    d = outcome_of_d(fuzz_home, SPARK, run_path, None)
+    neighbour = run_neighbour(fuzz_home, tmp_path, SPARK, run_path, None, records(SPARK, cases_for(SPARK), base_frame()),
+                              monkeypatch)
+    assert neighbour.ended == d.ended, neighbour.messages[-1:]
+    assert neighbour.files == d.files
 
 
 def _per_record_cases() -> list:
