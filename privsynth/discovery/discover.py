@@ -16,6 +16,8 @@ the rho left by columns that need no further round goes to the columns that do.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from privsynth.discovery import facts as F
@@ -135,6 +137,10 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, pres
         d.spent["facts"] = rho_each
         decided = F.decide(noisy, source_kind(d))
         present[d.column.name] = noisy.present
+        if decided.kind is not None and d.column.identifier_reason and not F.few_distinct(noisy):
+            # a name that looks like an identifier's, and facts that do not show few distinct values: dropped
+            decided = dataclasses.replace(decided, kind=None, reason=f"{d.column.identifier_reason.split(':')[0]}, "
+                                          "and its DP facts do not show few distinct values: dropped")
         if decided.kind is None:
             d.entry["drop"] = True
             for key in ("categories", "bounds", "bins", "bin_by", "on_out_of_domain", "nullable"):

@@ -145,8 +145,10 @@ def draft_cost(epsilon: float, delta: float, n_categorical: int) -> PrivacyCost:
                             extra_delta=thresholds_delta)
 
 
-def declared_entry(c: DeclaredColumn, text_source: bool) -> ColumnDraft:
-    """A column's entry from its declared type alone (TODOs where a domain is needed)."""
+def declared_entry(c: DeclaredColumn, text_source: bool, facts_decide: bool = False) -> ColumnDraft:
+    """A column's entry from its declared type alone (TODOs where a domain is needed). ``facts_decide``: a DP
+    pass follows, so a name that looks like an identifier's does not decide alone; the column's DP facts do
+    (a nearly unique value per row drops it; a two-level column named "street" is kept)."""
     entry: dict[str, Any] = {"name": c.name}
     comments: list[str] = []
     if c.kind is None:
@@ -158,10 +160,12 @@ def declared_entry(c: DeclaredColumn, text_source: bool) -> ColumnDraft:
                     if text_source else f"declared type: {c.declared}")
     draft = ColumnDraft(c, entry, comments, text_source=text_source,
                         stored="text" if text_source or c.kind == "categorical" else c.kind)
-    if c.identifier_reason:
+    if c.identifier_reason and not facts_decide:
         entry["drop"] = True
         draft.comments.append(f"drop: {c.identifier_reason}")
         return draft
+    if c.identifier_reason:
+        draft.comments.append(f"{c.identifier_reason.split(':')[0]}: its DP facts decide whether it is an identifier")
     if c.nullable:
         entry["nullable"] = True
     _todo(draft)
@@ -436,7 +440,7 @@ def declared_drafts(columns: list[DeclaredColumn], options: DraftOptions, text_s
     """Each declared column's draft with the public facts applied (nothing read from the rows); the
     options are checked against the columns first."""
     check_options(options, columns, text_source)
-    drafts = [declared_entry(c, text_source) for c in columns]
+    drafts = [declared_entry(c, text_source, facts_decide=options.epsilon is not None) for c in columns]
     for d in drafts:
         if not d.entry.get("drop"):
             apply_public(d, options)

@@ -33,6 +33,7 @@ NUMBER_SHARE = 0.95  # a text column whose present values are this share numbers
 DATE_SHARE = 0.95
 FRACTION_SHARE = 0.001  # an integer-valued column has at most this share of fractional values (beyond noise)
 IDENTIFIER_DISTINCT_SHARE = 0.9  # distinct present values / present values: an identifier (one value per row)
+FEW_DISTINCT_SHARE = 0.5  # a column named like an identifier is kept when its values repeat this much (DP)
 IDENTIFIER_EVIDENCE = 10.0  # ... decided only when the present count is this many noise sigmas (the ratio within 10%)
 EVIDENCE_SIGMAS = 5.0  # a column with fewer present values than this many noise sigmas shows nothing
 
@@ -308,6 +309,12 @@ def written_precision(facts: NoisyFacts) -> int | None:
         if sum(beyond) <= noise * math.sqrt(len(beyond)) and bins[k] > noise:
             return k
     return None
+
+
+def few_distinct(facts: NoisyFacts) -> bool:
+    """The noisy distinct count is, beyond three of its noise deviations, under half the noisy present count:
+    values repeat, so the column is no identifier whatever its name (post-processing)."""
+    return facts.distinct + 3.0 * facts.sigma_distinct < FEW_DISTINCT_SHARE * facts.present
 
 
 def _categorical_or_identifier(facts: NoisyFacts, present: float, reason: str) -> ColumnFacts:
