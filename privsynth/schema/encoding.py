@@ -108,8 +108,8 @@ def _clean_text(series: pd.Series) -> pd.Series:
 def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
     """Codes of one column; raises ValueError naming the column for values the schema forbids."""
     series = read_written(col, series)
-    if col.type == "categorical" and series.dtype == object:
-        series = _clean_text(series)
+    if col.type == "categorical" and (series.dtype == object or isinstance(series.dtype, pd.CategoricalDtype)):
+        series = _clean_text(series.astype(object))  # a synthetic table's dictionary column too ("MA " is "MA")
     n_levels = col.domain_levels
     missing = series.isna().to_numpy()
     if col.type in temporal.TEMPORAL_TYPES:
