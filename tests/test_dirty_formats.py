@@ -161,3 +161,14 @@ def test_a_name_never_decides_alone(tmp_path):
     assert not columns["street"].get("drop") and set(columns["street"]["categories"]) == {"Grvl", "Pave"}
     assert columns["customer_id"].get("drop") and columns["email"].get("drop")
     assert "u1@example.org" not in (release.run_dir / "schema.yaml").read_text()
+
+
+def test_the_formats_are_named_alike_on_every_floor():
+    """The schema (lowest floor), the facts' classes and the readers (engine) name the same formats."""
+    from typing import get_args
+
+    from privsynth.schema.model import Column
+
+    stated = set(get_args(Column.model_fields["format"].annotation)[0].__args__)
+    assert stated == set(NUMBER_FORMATS) | set(DATE_FORMATS)
+    assert set(F.NUMBER_FORMAT_CLASSES) == set(NUMBER_FORMATS)

@@ -77,7 +77,6 @@ DATE_FORMATS: dict[str, tuple[str, tuple[int, int, int]]] = {  # format -> (form
     "%d/%m/%Y": (SLASH_DATE, (3, 2, 1)),
     "%d.%m.%Y": (DOT_DATE, (3, 2, 1)),
 }
-FORMATS = (*NUMBER_FORMATS, *DATE_FORMATS)
 _YEAR = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
 _LEAP_YEAR = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
 _MONTH_DAY = ("((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
@@ -119,12 +118,6 @@ def moment_from_text(text: ir.StringValue, date_format: str | None = None) -> ir
     return _when(iso.re_search(ISO_MOMENT_FORM), iso).cast(dt.Timestamp(timezone="UTC"))
 
 
-def format_kind(value_format: str | None) -> str | None:
-    """"number" or "date" for a format name (None: plain)."""
-    if value_format is None:
-        return None
-    return "number" if value_format in NUMBER_FORMATS else "date"
-
 
 def in_calendar(moment: ir.Value) -> ir.Value:
     """``moment`` (a DATE or TIMESTAMP) where it lies in years 1-9999, else NULL (infinity, year 294247, ...)."""
@@ -138,4 +131,5 @@ def in_calendar(moment: ir.Value) -> ir.Value:
     return ibis.ifelse((moment >= low) & (moment <= high), moment, ibis.null(moment.type()))
 
 
-__all__ = ["DATE_FORMATS", "FORMATS", "NUMBER_FORMATS", "WHOLE_LIMIT", "clean_text", "format_kind", "iso_date_text", "finite", "in_calendar", "is_whole", "moment_from_text", "number_from_text"]
+__all__ = ["DATE_FORMATS", "NUMBER_FORMATS", "WHOLE_LIMIT", "clean_text", "finite", "in_calendar", "is_whole",
+           "iso_date_text", "moment_from_text", "number_from_text"]
