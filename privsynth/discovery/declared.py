@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 # Name tokens that mark identifiers and free text (proposed ``drop: true``; their values are never read).
 IDENTIFIER_TOKENS = frozenset({
-    "id", "ids", "uuid", "guid", "key", "pk", "ssn", "nin", "passport", "email", "mail", "name", "names",
+    "id", "ids", "uid", "uuid", "guid", "key", "pk", "ssn", "nin", "passport", "email", "mail", "name", "names",
     "firstname", "lastname", "surname", "fullname", "username", "login", "title", "description", "desc",
     "notes", "note", "comment", "comments", "remark", "remarks", "text", "message", "address", "street",
     "addr", "phone", "tel", "telephone", "mobile", "fax", "url", "uri", "link", "website", "ip", "password",

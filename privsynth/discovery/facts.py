@@ -35,6 +35,7 @@ FRACTION_SHARE = 0.001  # an integer-valued column has at most this share of fra
 IDENTIFIER_DISTINCT_SHARE = 0.9  # distinct present values / present values: an identifier (one value per row)
 FEW_DISTINCT_SHARE = 0.5  # a column named like an identifier is kept when its values repeat this much (DP)
 IDENTIFIER_EVIDENCE = 10.0  # ... decided only when the present count is this many noise sigmas (the ratio within 10%)
+STANDING_SIGMAS = 4.0  # a class whose noisy count is above this many sigmas counts towards the present values
 EVIDENCE_SIGMAS = 5.0  # a column with fewer present values than this many noise sigmas shows nothing
 
 
@@ -62,6 +63,14 @@ class NoisyFacts:
     def present(self) -> float:
         """A DP estimate of the present values: the unclipped sum (unbiased; clipping each class would not be)."""
         return max(0.0, float(sum(self.classes[1:])))
+
+    @property
+    def present_standing(self) -> float:
+        """The present values of the classes that stand out of their noise (four deviations): the estimate to
+        compare a distinct count with. The unbiased ``present`` carries the noise of every class (fourteen), so
+        a nearly-unique column's distinct/present ratio would pass or fail its bar by chance; most classes of
+        a column are empty, and leaving out those within their noise costs at most four deviations each."""
+        return float(sum(x for x in self.classes[1:] if x > STANDING_SIGMAS * self.sigma_classes))
 
     def noise_of(self, classes: int) -> float:
         """Three standard deviations of the noise of a sum of ``classes`` noisy classes: a smaller sum is noise."""
@@ -266,10 +275,10 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
         if declared == "text" else 0.0
     form = f" written with {written}" if written else ""
     if integer:
-        if facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present and present > IDENTIFIER_EVIDENCE * facts.sigma_distinct:
+        if nearly_unique(facts):
             return ColumnFacts(facts.column, None, "DP: a whole number that is nearly unique per row (noisy distinct "
-                               f"count {_pct(facts.distinct / present)} of the noisy present count): an identifier, "
-                               "dropped", unreadable, missing_share)
+                               f"count {_pct(facts.distinct / max(facts.present_standing, 1.0))} of the noisy present "
+                               "count): an identifier, dropped", unreadable, missing_share)
         return ColumnFacts(facts.column, "integer", "DP: its numbers are whole (noisy count of fractional values "
                            f"within the noise){form}", unreadable, missing_share, value_format=written)
     precision = written_precision(facts) if declared == "text" else None
@@ -314,16 +323,29 @@ def written_precision(facts: NoisyFacts) -> int | None:
 def few_distinct(facts: NoisyFacts) -> bool:
     """The noisy distinct count is, beyond three of its noise deviations, under half the noisy present count:
     values repeat, so the column is no identifier whatever its name (post-processing)."""
-    return facts.distinct + 3.0 * facts.sigma_distinct < FEW_DISTINCT_SHARE * facts.present
+    return facts.distinct + 3.0 * facts.sigma_distinct < FEW_DISTINCT_SHARE * facts.present_standing
+
+
+def nearly_unique(facts: NoisyFacts) -> bool:
+    """The noisy distinct count is at least IDENTIFIER_DISTINCT_SHARE of the present values (of the classes
+    that stand out of their noise), within two deviations of that comparison's noise, and the present count is
+    IDENTIFIER_EVIDENCE distinct-count sigmas or more: one value per row, an identifier or free text
+    (post-processing). The allowance keeps a unique column from passing as repeated by chance; it moves the bar
+    by a few noise deviations, far less than a column of repeated values stands below it."""
+    present = facts.present_standing
+    standing = sum(1 for x in facts.classes[1:] if x > STANDING_SIGMAS * facts.sigma_classes)
+    spread = math.sqrt(facts.sigma_distinct ** 2 + standing * (IDENTIFIER_DISTINCT_SHARE * facts.sigma_classes) ** 2)
+    return (facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present - 2.0 * spread
+            and present > IDENTIFIER_EVIDENCE * facts.sigma_distinct)
 
 
 def _categorical_or_identifier(facts: NoisyFacts, present: float, reason: str) -> ColumnFacts:
     rows = max(facts.rows, 1.0)
     missing_share = min(1.0, facts.count("missing") / rows)
-    if facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present and present > IDENTIFIER_EVIDENCE * facts.sigma_distinct:
+    if nearly_unique(facts):
         return ColumnFacts(facts.column, None, "DP: text nearly unique per row (noisy distinct count "
-                           f"{_pct(facts.distinct / present)} of the noisy present count): an identifier or free "
-                           "text, dropped", 0.0, missing_share)
+                           f"{_pct(facts.distinct / max(facts.present_standing, 1.0))} of the noisy present count): "
+                           "an identifier or free text, dropped", 0.0, missing_share)
     return ColumnFacts(facts.column, "categorical", reason, 0.0, missing_share)
 
 
