@@ -320,7 +320,9 @@ def test_epsilon_alone_gives_a_schema_the_encoder_and_validation_accept(every_ki
     # drafted lists are accepted by construction: the run's expectations hold no mostly-in-domain check for them
     assert not [e for e in schema_expectations(schema) if e.kind == MOSTLY_IN_DOMAIN]
     by = {c.name: c for c in schema.columns}
-    assert by["row_id"].drop and by["free_text"].drop and by["all_null"].drop
+    assert by["row_id"].drop and by["free_text"].drop
+    # nothing is dropped for want of budget: a column of missing values is kept, its bounds a neutral guess
+    assert not by["all_null"].drop and by["all_null"].nullable and by["all_null"].bounds == (0.0, 1.0)
     assert by["kids"].domain_levels == 11 and by["kids"].bins[0] == 0  # one level per value
     assert by["year"].bins == (2013, 2014) and by["year"].domain_levels == 1  # a constant: one level
     assert by["country"].categories == ("FR",)

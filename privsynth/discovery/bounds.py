@@ -99,6 +99,7 @@ def merged(noisy: np.ndarray, cell_edges: np.ndarray, factor: int) -> tuple[np.n
 TIGHT_SIGMAS = 3.0
 TIGHT_SHARE = 0.75
 COARSE_FACTORS = (1, 2, 4, 8, 16)  # a spread-out column (a date over decades) passes only merged
+FULLEST_MERGE = 4  # where no cell passes: the fullest of the cells merged by this many (``fullest_cell``)
 ZERO_CELL = 2.0 ** MIN_OCTAVE  # the log grid's cell [-2^-32, 2^-32) holds the zeros
 
 
@@ -128,6 +129,18 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     core = _snapped(low, high, integer)
     low, high = _snapped(*extend_into_tails(noisy, edges, sigma, low, high), integer)
     return Bounds(low, high, core)
+
+
+def fullest_cell(noisy: np.ndarray, edges: np.ndarray, integer: bool) -> Bounds:
+    """Where no cell passes the threshold: the cell with the largest noisy count, read merged by FULLEST_MERGE
+    (more rows per cell against the same noise, bounds a few octaves wide), as bounds (post-processing)."""
+    cells, cell_edges = merged(noisy, edges, FULLEST_MERGE)
+    best = int(np.argmax(cells))
+    low, high = _snapped(float(cell_edges[best]), float(cell_edges[best + 1]), integer)
+    return Bounds(low, high, (low, high))
+
+
+UNIT_SPAN = Bounds(0.0, 1.0, (0.0, 1.0))  # the bounds of a column whose DP facts show no present value
 
 
 def _snapped(low: float, high: float, integer: bool) -> tuple[float, float]:

@@ -357,11 +357,15 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     cats = [v for v in merged_spellings(release) if v.strip() not in (MISSING_LABEL, OUT_OF_DOMAIN_LABEL)]
     if not cats:
+        # Kept, never dropped for want of budget (nothing is dropped silently): every present value is
+        # <out-of-domain>, so the release still holds the column's missing and present shares.
         d.entry["categories"] = []
-        d.entry["drop"] = True
-        d.comments.append(f"drop: no value passed the threshold of the DP histogram (rho {rho:.4g}): free text, very "
-                          "high cardinality, or too few rows for this budget; to keep it, list its public categories "
-                          "here and pass this file as --schema, or give a data contract (--public)")
+        d.entry["on_out_of_domain"] = "category"
+        d.entry["dp_released"] = [*(["type"] if "type" in d.entry.get("dp_released", []) else []), "categories"]
+        d.comments.append(f"kept with no category: no value passed the threshold of the DP histogram (rho {rho:.4g}; "
+                          f"{release.tau:.0f} rows at this budget), so every present value becomes <out-of-domain>; "
+                          "to keep its values, list its public categories here and pass this file as --schema, give "
+                          "a data contract (--public), or a larger epsilon")
         return
     d.entry["categories"] = cats
     d.entry["on_out_of_domain"] = "category"
@@ -375,9 +379,11 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
                           "contract (--public)")
 
 
-def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float,
-                     noise) -> B.Bounds | None:
-    """Round 1 of a numeric or temporal column: its DP bounds; None: too few values, proposed dropped."""
+def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, noise,
+                     has_values: bool = True) -> B.Bounds:
+    """Round 1 of a numeric or temporal column: its DP bounds. Where no cell passes the threshold the column is
+    kept (never dropped for want of budget): the fullest coarse cell, or [0, 1] where ``has_values`` is False
+    (its DP facts show no present value)."""
     c = d.column
     edges = B.year_edges(c.kind) if c.kind in TEMPORAL else B.log_edges()
     noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), rho, noise)
@@ -385,17 +391,15 @@ def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho
     d.bounds_histogram = (edges, noisy, sigma)
     found = B.coarse_bounds(noisy, sigma, edges, integer=c.kind != "float")
     if found is None:
-        _drop(d, f"drop: no cell of the DP histogram for its bounds (rho {rho:.4g}) passed the threshold: "
-                 "too few non-missing values to draft; give public --bounds to keep it")
-        return None
+        # Kept, never dropped for want of budget: the fullest coarse cell of the same noisy histogram
+        # (post-processing) is the best guess of where the values lie.
+        found = B.fullest_cell(noisy, edges, integer=c.kind != "float") if has_values else B.UNIT_SPAN
+        where = "that histogram's fullest coarse cell, a guess" if has_values else \
+            "[0, 1]: its DP facts show no present value"
+        d.comments.append(f"no cell of the DP histogram for its bounds (rho {rho:.4g}) passed the threshold: its "
+                          f"bounds are {where}; give public bounds (--public, a schema) or a larger epsilon for "
+                          "better ones")
     return found
-
-
-def _drop(d: ColumnDraft, reason: str) -> None:
-    d.entry["drop"] = True
-    for key in ("bounds", "bins", "bin_by", "on_out_of_domain", "dp_released"):
-        d.entry.pop(key, None)
-    d.comments = [x for x in d.comments if not x.startswith("TODO")] + [reason]
 
 
 def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, coarse: B.Bounds,

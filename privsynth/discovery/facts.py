@@ -246,11 +246,14 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
     rows = max(facts.rows, 1.0)
     missing_share = min(1.0, facts.count("missing") / rows)
     if present < EVIDENCE_SIGMAS * sigma * math.sqrt(len(CLASSES) - 1):
-        # Inconclusive at this budget: the declared type stands (text: categorical, which holds any value);
-        # the next round drops the column only if its own histogram shows nothing either.
-        kind = "categorical" if declared == "text" else declared
-        return ColumnFacts(facts.column, kind, f"its DP class counts are too noisy to decide more at this budget: "
-                           f"kept as {kind}", 0.0, missing_share)
+        # Inconclusive at this budget: the declared type stands; text takes the likeliest kind of its noisy
+        # counts (a column of numbers never becomes a categorical whose every value is out of its domain).
+        if declared != "text":
+            return ColumnFacts(facts.column, declared, "its DP class counts are too noisy to decide more at this "
+                               f"budget: kept as {declared}", 0.0, missing_share)
+        kind, written = likeliest_kind(facts)
+        return ColumnFacts(facts.column, kind, "its DP class counts are too noisy to decide at this budget: kept as "
+                           f"{kind}, the likeliest by them", 0.0, missing_share, value_format=written)
     if declared in ("boolean", "date", "timestamp"):
         return ColumnFacts(facts.column, declared, f"declared {declared}", 0.0, missing_share)
     numbers = facts.total(NUMBER_CLASSES)
@@ -285,6 +288,20 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
     return ColumnFacts(facts.column, "float", f"DP: {_pct(fraction / present)} of its numbers have a fraction{form}"
                        + (f", written with {precision} decimals" if precision is not None else ""),
                        unreadable, missing_share, value_format=written, precision=precision)
+
+
+def likeliest_kind(facts: NoisyFacts) -> tuple[str, str | None]:
+    """The kind (and written form) whose classes hold the largest noisy total: numbers (integer unless
+    fractions outnumber whole numbers), dates or timestamps, else categorical (post-processing)."""
+    numbers, temporal = facts.total(NUMBER_CLASSES), facts.total(TEMPORAL_CLASSES)
+    text = facts.total(_others((*NUMBER_CLASSES, *TEMPORAL_CLASSES)))
+    if numbers > max(temporal, text):
+        kind = "float" if facts.count("fraction") > facts.count("whole") else "integer"
+        return kind, number_format(facts)
+    if temporal > text:
+        written = date_format(facts)
+        return ("timestamp" if written is None and facts.count("timestamp") > facts.count("date") else "date"), written
+    return "categorical", None
 
 
 def number_format(facts: NoisyFacts) -> str | None:

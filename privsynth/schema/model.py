@@ -128,8 +128,11 @@ class Column(BaseModel):
         if self.drop:
             return self
         if self.type == "categorical":
-            if not self.categories:
-                raise ValueError(f"{where}: a categorical column needs a non-empty 'categories' list")
+            if self.categories is None or (not self.categories and self.on_out_of_domain != "category"):
+                # Empty only where every value is <out-of-domain>: a column whose DP categories the budget could
+                # not find keeps its missing and present shares rather than being dropped.
+                raise ValueError(f"{where}: a categorical column needs a non-empty 'categories' list (an empty "
+                                 "one only with on_out_of_domain: category)")
             # the one text rule: blanks around a category are not part of it ("MA" and "MA " are one category)
             read = [c.strip() for c in self.categories]
             if len(set(read)) != len(read) or "" in read:
