@@ -225,3 +225,25 @@ def test_a_unique_column_is_an_identifier_whatever_the_noise_of_its_present_coun
         repeated = dataclasses.replace(unique, distinct=0.7 * n + rng.normal(0, sigma))
         repeated_dropped += F.nearly_unique(repeated)
     assert kept == 0 and repeated_dropped == 0
+
+
+def test_a_column_the_budget_cannot_map_is_kept_never_dropped(tmp_path):
+    """Issue 37.4: at a budget too small to find a column's categories or bounds, the column stays in the
+    release with what was found: a categorical of <out-of-domain> values (its missing share kept), a number
+    column with coarse bounds, never an empty categorical."""
+    rng = np.random.default_rng(0)
+    n = 600
+    frame = pd.DataFrame({"shop": [f"s{i % 200:03d}x" for i in range(n)], "g": rng.choice(["a", "b"], n),
+                          "age": rng.integers(18, 80, n)})
+    frame.loc[:59, "shop"] = None
+    release = privsynth.synthesize(frame, epsilon=0.5, ledger=f"sqlite:///{tmp_path / 'l.db'}", unlimited=True,
+                                   seed=2, output=tmp_path / "run", release_store=tmp_path / "store")
+    schema = {c["name"]: c for c in yaml.safe_load((release.run_dir / "schema.yaml").read_text())["columns"]}
+    assert not any(c.get("drop") for c in schema.values())
+    assert schema["shop"]["type"] == "categorical" and schema["shop"]["categories"] == []
+    assert schema["age"]["type"] in ("integer", "float")
+    synthetic = release.to_pandas()
+    assert list(synthetic.columns) == ["shop", "g", "age"]
+    assert set(synthetic["shop"].dropna()) <= {"<out-of-domain>"}
+    low, high = schema["age"]["bounds"]
+    assert synthetic["age"].dropna().between(low, high).all()

@@ -94,9 +94,9 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
         return
     part = rho / len(read)
     present: dict[str, float] = {}
-    standing: dict[str, float] = {}
+    empty: set[str] = set()
     spent = _round_facts(table, [d for d in read if needs(d, options) == "facts"], part * FACTS_SHARE, noise, present,
-                         standing)
+                         empty)
     later = [d for d in read if needs(d, options) is not None]
     if not later:
         return
@@ -114,7 +114,7 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
             values, counts = _numeric_counts(table, d)
             cache[d.column.name] = (values, counts)
             found = round_one_bounds(d, values, counts, left * BOUNDS_SHARE, noise,
-                                     has_values=standing.get(d.column.name, 1.0) > 0)
+                                     has_values=d.column.name not in empty)
             coarse[d.column.name] = _within_public(found, d, options)
     # Round 2: what round 1 left (columns settled or dropped there leave theirs) goes to the columns placing
     # edges, in equal parts: the whole of ``rho`` is spent whenever any column reaches round 2.
@@ -130,10 +130,9 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
 
 
 def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, present: dict[str, float],
-                 standing: dict[str, float]) -> float:
+                 empty: set[str]) -> float:
     """Round 0: each column's DP facts at ``rho_each``, applied to its entry; returns the rho spent. Fills
-    ``present`` and ``standing`` with each column's DP present count, unbiased and of the classes that stand
-    out of their noise."""
+    ``present`` with each column's DP present count and ``empty`` with the columns whose facts show no value."""
     if not reading:
         return 0.0
     counts = F.exact_counts(table, [(d.column.name, source_kind(d)) for d in reading])
@@ -142,7 +141,8 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, pres
         d.spent["facts"] = rho_each
         decided = F.decide(noisy, source_kind(d))
         present[d.column.name] = noisy.present
-        standing[d.column.name] = noisy.present_standing
+        if F.shows_no_value(noisy):
+            empty.add(d.column.name)
         if decided.kind is not None and d.column.identifier_reason and not F.few_distinct(noisy):
             # a name that looks like an identifier's, and facts that do not show few distinct values: dropped
             decided = dataclasses.replace(decided, kind=None, reason=f"{d.column.identifier_reason.split(':')[0]}, "

@@ -291,17 +291,24 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
 
 
 def likeliest_kind(facts: NoisyFacts) -> tuple[str, str | None]:
-    """The kind (and written form) whose classes hold the largest noisy total: numbers (integer unless
-    fractions outnumber whole numbers), dates or timestamps, else categorical (post-processing)."""
-    numbers, temporal = facts.total(NUMBER_CLASSES), facts.total(TEMPORAL_CLASSES)
-    text = facts.total(_others((*NUMBER_CLASSES, *TEMPORAL_CLASSES)))
-    if numbers > max(temporal, text):
-        kind = "float" if facts.count("fraction") > facts.count("whole") else "integer"
-        return kind, number_format(facts)
-    if temporal > text:
-        written = date_format(facts)
-        return ("timestamp" if written is None and facts.count("timestamp") > facts.count("date") else "date"), written
-    return "categorical", None
+    """The kind (and written form) whose classes' noisy total stands highest above its own noise (a group of
+    k classes has noise sigma sqrt(k)): numbers (integer unless fractions outnumber whole numbers), dates or
+    timestamps, else categorical, also where no group stands a deviation above zero (post-processing)."""
+    groups = {"numbers": NUMBER_CLASSES, "temporal": TEMPORAL_CLASSES,
+              "text": _others((*NUMBER_CLASSES, *TEMPORAL_CLASSES))}
+    score = {g: facts.total(c) / (facts.sigma_classes * math.sqrt(len(c))) for g, c in groups.items()}
+    best = max(score, key=score.get)
+    if score[best] <= 1.0 or best == "text":
+        return "categorical", None
+    if best == "numbers":
+        return ("float" if facts.count("fraction") > facts.count("whole") else "integer"), number_format(facts)
+    written = date_format(facts)
+    return ("timestamp" if written is None and facts.count("timestamp") > facts.count("date") else "date"), written
+
+
+def shows_no_value(facts: NoisyFacts) -> bool:
+    """The missing count stands out of its noise and no present class does: a column of missing values."""
+    return facts.count("missing") > STANDING_SIGMAS * facts.sigma_classes and facts.present_standing == 0.0
 
 
 def number_format(facts: NoisyFacts) -> str | None:
