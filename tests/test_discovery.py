@@ -247,3 +247,18 @@ def test_a_column_the_budget_cannot_map_is_kept_never_dropped(tmp_path):
     assert set(synthetic["shop"].dropna()) <= {"<out-of-domain>"}
     low, high = schema["age"]["bounds"]
     assert synthetic["age"].dropna().between(low, high).all()
+
+
+def test_the_draft_says_before_reading_what_its_budget_can_find(tmp_path):
+    """Issue 37.1: the stated category threshold (public arithmetic, before any row is read) is the one the
+    release then applies."""
+    import re
+
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"g": rng.choice(["a", "b"], 3000), "x": rng.integers(0, 9, 3000)}).to_csv(tmp_path / "t.csv",
+                                                                                          index=False)
+    text = privsynth.discovery.draft_schema(str(tmp_path / "t.csv"), privsynth.discovery.DraftOptions(
+        name="t", epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}", require_budget=False, seed=1)).text
+    stated = re.search(r"# At this budget, .* fewer than about ([\d,]+) rows is lost", text)
+    applied = re.search(r"passed the threshold \(([\d,]+) rows at this budget\)", text)
+    assert stated and applied and stated.group(1) == applied.group(1)

@@ -39,6 +39,24 @@ FACTS_SHARE = 0.2  # of a column's part of rho: its DP column facts
 BOUNDS_SHARE = 0.5  # of a numeric column's remaining part: its bounds (the rest places its edges)
 
 
+def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
+    """Before the charge, what ``rho`` over ``columns`` read can find (public arithmetic, no row read): the
+    rows below which a category is lost (its threshold when every column needs categories after its facts),
+    and the present values below which a column's type stays undecided."""
+    from privsynth.discovery.bounds import gaussian_sigma
+    from privsynth.discovery.categories import threshold
+
+    if columns <= 0 or rho <= 0:
+        return "discovery reads no column"
+    part = rho / columns
+    tau = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE), 1.0), delta_tau)
+    facts_sigma = F.gaussian_sigma(part * FACTS_SHARE * F.CLASS_SHARE)
+    undecided = F.EVIDENCE_SIGMAS * facts_sigma * (len(F.CLASSES) - 1) ** 0.5
+    return (f"rho {rho:.4g} over {columns} columns: a category held by fewer than about {tau:,.0f} rows is lost "
+            f"(<out-of-domain>), and a column with fewer than about {undecided:,.0f} present values keeps its "
+            "declared type; public facts (--public, a schema) or a larger epsilon keep more")
+
+
 def source_kind(d: ColumnDraft) -> str:
     """How the source stores the column: text (CSV, strings) or its declared type."""
     return d.stored

@@ -57,6 +57,10 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_
                  ("# Drafted categorical columns map every unlisted value to <out-of-domain>; drafted numeric and "
                  "temporal columns clip values outside their bounds: the run accepts the file as written.")]
         spent = {d.column.name: d.spent for d in drafts if d.spent}
+        from privsynth.discovery.discover import what_the_budget_finds
+
+        head += ["# At this budget, " + what_the_budget_finds(
+            cost.rho, len(spent), THRESHOLD_DELTA_FRACTION * options.delta / max(len(spent), 1)) + "."]
         head += ["# " + line for line in split_lines(spent, cost.rho)]
     head.append("# Identifier-like and free-text columns (by name) are proposed drop: true; their values were never read.")
     head += ["# " + line for line in derived_header(options.public_facts())]  # rule 10: the owner's word, marked

@@ -112,7 +112,7 @@ def reused_outcome(ctx, schema: Schema, rho: float, share: float) -> DiscoveryOu
 def _discover(ctx) -> DiscoveryOutcome:
     from privsynth.discovery import default_name
     from privsynth.discovery.declared import declared_columns, open_declared
-    from privsynth.discovery.discover import measure
+    from privsynth.discovery.discover import measure, what_the_budget_finds
     from privsynth.discovery.dp_pass import to_read
     from privsynth.discovery.draft import DraftOptions, declared_drafts
     from privsynth.discovery.writer import render
@@ -143,6 +143,8 @@ def _discover(ctx) -> DiscoveryOutcome:
             # approximate zCDP: the categorical thresholds' delta (at most THRESHOLD_DELTA_FRACTION of delta)
             cost = PrivacyCost.zcdp(rho, f"discovery: {rho:.6g}-zCDP (DP column facts, categories, bounds, edges)",
                                     extra_delta=THRESHOLD_DELTA_FRACTION * parameters.delta)
+            ctx.progress("discover: " + what_the_budget_finds(
+                rho, len(read), THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds))
             journal = ctx.store.journal_place(key)  # every draw kept as drawn: a killed discovery resumes (5.3)
             noise, _ = charge_then_noise(ctx.ledger, plan.dataset, key, cost, "discovery (the run's schema)",
                                          require_budget=not plan.unlimited, seed=parameters.seed, journal=journal,
