@@ -262,3 +262,37 @@ def test_the_draft_says_before_reading_what_its_budget_can_find(tmp_path):
     stated = re.search(r"# At this budget, .* fewer than about ([\d,]+) rows is lost", text)
     applied = re.search(r"passed the threshold \(([\d,]+) rows at this budget\)", text)
     assert stated and applied and stated.group(1) == applied.group(1)
+
+
+def test_a_narrow_range_far_from_zero_gets_bins_that_fit_it(tmp_path):
+    """Issue 35.3: a latitude 44.88-45.06 lies in one cell of the octave [32, 64)'s grid; round 2 zooms a
+    public grid onto the span its first half of the rho found, so its bins fit the data."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"lat": np.round(rng.uniform(44.88, 45.06, 20_000), 5),
+                          "long": np.round(rng.normal(-93.26, 0.03, 20_000), 5)})
+    frame.to_csv(tmp_path / "stops.csv", index=False)
+    text = privsynth.discovery.draft_schema(str(tmp_path / "stops.csv"), privsynth.discovery.DraftOptions(
+        name="stops", epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}", require_budget=False, seed=4)).text
+    columns = {c["name"]: c for c in yaml.safe_load(text)["columns"]}
+    low, high = columns["lat"]["bounds"]
+    assert 44.5 <= low <= 44.88 and 45.06 <= high <= 45.5
+    inner = [e for e in columns["lat"]["bins"] if 44.88 < e < 45.06]
+    assert len(inner) >= 4  # the quantile edges land inside the data, not one 0.25-wide cell around it
+    low, high = columns["long"]["bounds"]
+    assert -94.0 <= low <= frame["long"].quantile(0.01) and frame["long"].quantile(0.99) <= high <= -92.5
+
+
+def test_two_half_measurements_averaged_are_one_at_the_whole_rho():
+    from privsynth.discovery import bounds as B
+
+    class Zero:
+        def add_gaussian(self, x, sigma):
+            return np.asarray(x, dtype=float)
+
+    edges = B.fine_edges(0.0, 100.0, False)
+    values, counts = np.array([10.0, 50.0]), np.array([5.0, 7.0])
+    whole = B.measure_levels(values, counts, edges, 0.2, Zero())
+    halves = B.averaged(B.measure_levels(values, counts, edges, 0.1, Zero()),
+                        B.measure_levels(values, counts, edges, 0.1, Zero()))
+    for a, b in zip(whole, halves):
+        assert a.sigma == pytest.approx(b.sigma) and np.array_equal(a.noisy, b.noisy)

@@ -358,6 +358,30 @@ def within_outer_octaves(low: float, high: float, bounds: Bounds) -> tuple[float
     return (new_low, new_high) if new_low < new_high else (bounds.low, bounds.high)
 
 
+ZOOM_CELLS = 16  # round 2 measures a finer grid over the data when its span covers at most this many fine cells
+
+
+def averaged(first: list[Level], second: list[Level]) -> list[Level]:
+    """Two measurements of one hierarchy at equal rho, averaged cell by cell: the same as one measurement at
+    their summed rho (sigma / sqrt 2; post-processing)."""
+    return [Level(a.factor, a.edges, (a.noisy + b.noisy) / 2.0, a.sigma / math.sqrt(2.0))
+            for a, b in zip(first, second)]
+
+
+def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float, float] | None:
+    """Where the data lie within round 1's DP bounds, read from a first round-2 measurement (the same trim as
+    ``read_out``): the span, when it covers at most ZOOM_CELLS cells of the fine grid, so that a finer public
+    grid over it can place the edges (a latitude 44.88-45.06 inside the octave [32, 64)); else None
+    (post-processing)."""
+    fine = levels[0]
+    if integer and len(fine.noisy) - 1 >= bounds.high - bounds.low:  # one cell per integer already
+        return None
+    level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
+    low, high = within_outer_octaves(*trim_empty_ends(level, bounds.low, bounds.high, integer, TRIM_SIGMAS), bounds)
+    inside = int(((fine.edges[1:] > low) & (fine.edges[:-1] < high)).sum())
+    return (low, high) if inside <= ZOOM_CELLS and low < high else None
+
+
 def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
              octave_grid: bool = True) -> FineResult:
     """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values

@@ -412,9 +412,17 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         cell_edges = B.calendar_edges(coarse.low, coarse.high, c.kind, B.CALENDAR_CELLS)
     else:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
-    levels = B.measure_levels(values, counts, cell_edges, rho, noise)
+    # Two halves of the rho: the first finds where the data lie; the second zooms a fresh public grid onto a
+    # narrow span far from zero, else measures the same grid again (averaged: no loss against one measurement).
+    levels = B.measure_levels(values, counts, cell_edges, rho / 2.0, noise)
+    span = B.zoom_span(levels, coarse, integer) if c.kind in NUMERIC and not public else None
+    if span is None:
+        levels = B.averaged(levels, B.measure_levels(values, counts, cell_edges, rho / 2.0, noise))
+        fine = B.read_out(levels, c.kind == "integer", bins, coarse, public=public, octave_grid=c.kind in NUMERIC)
+    else:
+        zoomed = B.measure_levels(values, counts, B.fine_edges(*span, integer), rho / 2.0, noise)
+        fine = B.read_out(zoomed, c.kind == "integer", bins, B.Bounds(*span, span))
     d.spent["edges"] = rho
-    fine = B.read_out(levels, c.kind == "integer", bins, coarse, public=public, octave_grid=c.kind in NUMERIC)
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
         top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code
         d.beyond = beyond_bounds(d.bounds_histogram, coarse, levels, fine.low, top, integer)
