@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.worker:
-        from flows.cli import _parse_options  # the CLI's own KEY=VALUE parsing (JSON values, else text)
+        from privsynth.cli import _parse_options  # the CLI's own KEY=VALUE parsing (JSON values, else text)
 
         options = _parse_options(args.option)
         worker(args.worker, args.epsilon, args.delta, args.seed, Path(args.data), Path(args.result), options)

@@ -105,7 +105,7 @@ def test_typed_errors_are_importable_from_the_top_level_and_raised_before_any_ch
 
 
 def test_the_flow_and_the_api_run_the_same_orchestration():
-    import flows.cli
+    import privsynth.cli
     import flows.synthesize
     import privsynth.api
     import privsynth.run.stages
@@ -120,7 +120,7 @@ def test_the_flow_and_the_api_run_the_same_orchestration():
 
 
 def test_with_a_prefect_api_the_cli_calls_the_flow(monkeypatch, tmp_path):
-    import flows.cli
+    import privsynth.cli
     import flows.synthesize
 
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # a server is configured (never reached here)
@@ -132,7 +132,7 @@ def test_with_a_prefect_api_the_cli_calls_the_flow(monkeypatch, tmp_path):
                 "privacy": {}, "reused_release": False, "report": None, "internal_audit": None}
 
     monkeypatch.setattr(flows.synthesize, "synthesize", fake_flow)
-    assert flows.cli.main(["run", "--mechanism", "reduced_space", "--epsilon", "0.5", "--unlimited"]) == 0
+    assert privsynth.cli.main(["run", "--mechanism", "reduced_space", "--epsilon", "0.5", "--unlimited"]) == 0
     assert seen["parameters"].epsilon == 0.5 and seen["parameters"].unlimited is True
 
 

@@ -1,7 +1,7 @@
 """The ``privsynth`` command: its options, the budget commands, and its error contract.
 
 Errors in the input or parameters exit with status 2 and print one line that names what is wrong;
-no traceback. Most tests call ``flows.cli.main`` in process; two run the installed entry point.
+no traceback. Most tests call ``privsynth.cli.main`` in process; two run the installed entry point.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import EXIT_USAGE, main
+from privsynth.cli import EXIT_USAGE, main
 from privsynth.io import InputError
 from privsynth.mechanisms import MECHANISM_MODULES
 from privsynth.privacy.accounting import PrivacyCost
@@ -302,7 +302,7 @@ def _toy_run_arguments(tmp_path) -> list[str]:
 
 
 def test_without_a_prefect_api_the_run_is_in_process_and_says_how_to_record_it(tmp_path, monkeypatch, capsys):
-    import flows.cli as cli
+    import privsynth.cli as cli
     import flows.synthesize
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
@@ -322,7 +322,7 @@ def test_without_a_prefect_api_the_run_is_in_process_and_says_how_to_record_it(t
 
 
 def test_a_prefect_api_in_the_active_profile_counts_as_configured(tmp_path, monkeypatch):
-    import flows.cli as cli
+    import privsynth.cli as cli
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.delenv("PREFECT_PROFILE", raising=False)
@@ -367,3 +367,12 @@ def test_forecast_states_the_mechanisms_time_and_memory_before_anything_is_read(
     assert cost["seconds"] > 0 and cost["memory_mb"] > 0 and "rounds" in cost["basis"]
     code, out, err = _run(["forecast", "--public-rows", "50000"], capsys)
     assert "time and memory of the mechanism: about" in out
+
+
+def test_python_dash_m_privsynth_is_the_command():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "privsynth", "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("usage: privsynth")
+    assert "run" in done.stdout and "schema" in done.stdout

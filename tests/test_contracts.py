@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import privsynth
-from flows.cli import EXIT_USAGE, main
+from privsynth.cli import EXIT_USAGE, main
 from privsynth.discovery import DraftOptions, draft_schema
 from privsynth.discovery.checks import check_atoms
 from privsynth.discovery.contracts import read_public_sources

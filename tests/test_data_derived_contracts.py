@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 import privsynth
-from flows.cli import EXIT_USAGE, main
+from privsynth.cli import EXIT_USAGE, main
 from privsynth.discovery import DraftOptions, draft_schema
 from privsynth.discovery.contract_trust import TRUST_FLAG, gx_profiler_entry
 from privsynth.discovery.contracts import read_public_sources

@@ -18,7 +18,7 @@ def shell_commands(markdown: str) -> list[str]:
 
 
 def test_the_budget_page_commands_run_as_shown(capsys):
-    from flows.cli import main
+    from privsynth.cli import main
 
     commands = shell_commands((REPO / "docs" / "budgets.md").read_text())
     assert len(commands) == 6
@@ -29,7 +29,7 @@ def test_the_budget_page_commands_run_as_shown(capsys):
 
 
 def test_lowering_a_budget_below_what_is_spent_is_one_clear_line(capsys, tmp_path):
-    from flows.cli import main
+    from privsynth.cli import main
     from privsynth.privacy.accounting import PrivacyCost
     from privsynth.privacy.ledger import BudgetLedger
 
@@ -50,7 +50,7 @@ def test_docs_name_only_registered_mechanisms(page):
 
 def test_every_documented_run_command_parses_and_names_only_real_options():
     """The `privsynth run` lines of the docs and the README parse with the real CLI (no data is read)."""
-    from flows.cli import build_parser
+    from privsynth.cli import build_parser
 
     parser = build_parser()
     pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

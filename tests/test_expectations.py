@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import privsynth
-from flows.cli import main
+from privsynth.cli import main
 from privsynth.engine.expectations import gx_suite, schema_expectations, suite_json
 from privsynth.engine.gx_run import gx_validate
 from privsynth.run.stages import validate_synthetic

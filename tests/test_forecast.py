@@ -35,7 +35,7 @@ def test_a_pure_mechanism_on_a_small_table_is_warned_and_a_large_one_is_not():
 
 
 def test_the_forecast_command_reads_no_data_and_prints_plain_words(capsys):
-    from flows.cli import main
+    from privsynth.cli import main
 
     assert main(["forecast", "--public-rows", "48842", "--epsilon", "1", "--mechanism", "reduced_space"]) == 0
     out = capsys.readouterr().out

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from conftest import REPO, TOY_SCHEMA, toy_frame
 
-from flows.cli import build_parser, main
+from privsynth.cli import build_parser, main
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.ledger import BudgetLedger
 from privsynth.privacy.spending import fits_budget, next_run_epsilon, rho_allowance
@@ -219,7 +219,7 @@ def test_every_suggestion_the_tool_prints_is_a_command_or_flag_it_accepts(newcom
 def test_an_in_process_command_stopped_by_sigterm_leaves_no_state_behind(tmp_path, monkeypatch):
     """A timeout's SIGTERM during an in-process CLI test left the stop flag set: every later CLI test in the
     process then exited 143 ("assert 143 == 2"). Now the host's handler gets the signal back and nothing stays."""
-    import flows.cli as cli
+    import privsynth.cli as cli
 
     seen = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))

@@ -14,7 +14,7 @@ from scipy.stats import norm
 import privsynth.discovery as sd
 import privsynth.discovery.discover as discover_module
 import privsynth.discovery.facts as facts_module
-from flows.cli import EXIT_USAGE, main
+from privsynth.cli import EXIT_USAGE, main
 from privsynth.privacy.accounting import DEFAULT_DELTA, epsilon_from_rho
 from privsynth.privacy.ledger import BudgetLedger
 from privsynth.privacy.noise import make_noise_source

@@ -206,7 +206,7 @@ def test_the_cli_and_the_api_count_on_a_standalone_cluster(cluster, people, tmp_
     env = {**spark_env(), "PRIVSYNTH_SPARK_MASTER": cluster.master_url, "PRIVSYNTH_SPARK_CONF": conf,
            "PREFECT_HOME": str(tmp_path / "prefect")}
     env.pop("PREFECT_API_URL", None)
-    cli = subprocess.run([sys.executable, "-m", "flows.cli", "run", "--input", f"spark:parquet:{path}", "--schema",
+    cli = subprocess.run([sys.executable, "-m", "privsynth", "run", "--input", f"spark:parquet:{path}", "--schema",
                           str(schema), "--unlimited", "--output", str(tmp_path / "cli"), "--mechanism", "reduced_space",
                           "--rows", "50", "--option", "points_per_statistic=1"], env=env, cwd=REPO, capture_output=True, text=True, timeout=540)
     assert cli.returncode == 0, cli.stderr[-3000:]

@@ -382,6 +382,23 @@ def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float
     return (low, high) if inside <= ZOOM_CELLS and low < high else None
 
 
+def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarray, rho: float, noise,
+                     bounds: Bounds, integer: bool, coded: bool, bins: int, public: bool,
+                     numeric: bool) -> tuple[list[Level], FineResult]:
+    """Round 2 in two halves of ``rho`` (rho-zCDP in all, adaptively composed): the first measures the
+    hierarchy over ``cell_edges`` and finds where the data lie; the second measures a fresh public grid over
+    a narrow span far from zero (``zoom_span``; DP bounds of a number column only), else the same grid again
+    (``averaged``: no loss against one measurement). Returns the first grid's levels (they span ``bounds``)
+    and the read-out."""
+    levels = measure_levels(values, counts, cell_edges, rho / 2.0, noise)
+    span = zoom_span(levels, bounds, integer) if numeric and not public else None
+    if span is None:
+        levels = averaged(levels, measure_levels(values, counts, cell_edges, rho / 2.0, noise))
+        return levels, read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric)
+    zoomed = measure_levels(values, counts, fine_edges(*span, integer), rho / 2.0, noise)
+    return levels, read_out(zoomed, coded, bins, Bounds(*span, span))
+
+
 def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
              octave_grid: bool = True) -> FineResult:
     """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values

@@ -190,7 +190,6 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, pres
 
 
 def _numeric_counts(table, d: ColumnDraft) -> tuple[np.ndarray, np.ndarray]:
-    from privsynth.discovery.draft import numeric_values
 
     raw, counts = value_counts(table, d)
     if d.column.kind in TEMPORAL:
@@ -206,3 +205,15 @@ def _within_public(found: Bounds, d: ColumnDraft, options: DraftOptions) -> Boun
     low = found.low if p.bounds[0] is None else max(found.low, float(p.bounds[0]))
     high = found.high if p.bounds[1] is None else min(found.high, float(p.bounds[1]))
     return Bounds(low, high) if low < high else found
+
+
+def numeric_values(kind: str, raw: list) -> np.ndarray:
+    """Distinct values in the column's unit (temporal: days or seconds since the epoch, UTC, as the encoder)."""
+    if kind in TEMPORAL:
+        import pandas as pd
+
+        from privsynth.schema import temporal
+
+        values, _ = temporal.values_in_unit(pd.Series(raw), kind)
+        return np.nan_to_num(values, nan=0.0)
+    return np.asarray([float(v) for v in raw], dtype=np.float64)

@@ -412,16 +412,8 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         cell_edges = B.calendar_edges(coarse.low, coarse.high, c.kind, B.CALENDAR_CELLS)
     else:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
-    # Two halves of the rho: the first finds where the data lie; the second zooms a fresh public grid onto a
-    # narrow span far from zero, else measures the same grid again (averaged: no loss against one measurement).
-    levels = B.measure_levels(values, counts, cell_edges, rho / 2.0, noise)
-    span = B.zoom_span(levels, coarse, integer) if c.kind in NUMERIC and not public else None
-    if span is None:
-        levels = B.averaged(levels, B.measure_levels(values, counts, cell_edges, rho / 2.0, noise))
-        fine = B.read_out(levels, c.kind == "integer", bins, coarse, public=public, octave_grid=c.kind in NUMERIC)
-    else:
-        zoomed = B.measure_levels(values, counts, B.fine_edges(*span, integer), rho / 2.0, noise)
-        fine = B.read_out(zoomed, c.kind == "integer", bins, B.Bounds(*span, span))
+    levels, fine = B.measure_and_read(values, counts, cell_edges, rho, noise, coarse, integer, c.kind == "integer",
+                                      bins, public=public, numeric=c.kind in NUMERIC)
     d.spent["edges"] = rho
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
         top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code
@@ -434,18 +426,6 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     src = "PUBLIC bounds" if public else f"DP bounds (rho {d.spent.get('bounds', 0):.4g}, the widest span with signal)"
     d.comments.append(f"{src}; {what} from DP histograms on a fine public grid (rho {rho:.4g}); values outside "
                       "the domain are clipped to it")
-
-
-def numeric_values(kind: str, raw: list) -> np.ndarray:
-    """Distinct values in the column's unit (temporal: days or seconds since the epoch, UTC, as the encoder)."""
-    if kind in TEMPORAL:
-        import pandas as pd
-
-        from privsynth.schema import temporal
-
-        values, _ = temporal.values_in_unit(pd.Series(raw), kind)
-        return np.nan_to_num(values, nan=0.0)
-    return np.asarray([float(v) for v in raw], dtype=np.float64)
 
 
 def declared_drafts(columns: list[DeclaredColumn], options: DraftOptions, text_source: bool) -> list[ColumnDraft]:

@@ -1,7 +1,7 @@
 """How `privsynth` stops on SIGTERM: promptly (status 143), and leaving the process as it was.
 
 The command's own process (the installed entry point) ends with 143 and a line that says what a re-run does.
-A host process that calls ``flows.cli.main`` (a test run, a script) gets its own SIGTERM handling back after
+A host process that calls ``privsynth.cli.main`` (a test run, a script) gets its own SIGTERM handling back after
 the command, no stop flag left set, and the signal itself when one arrived during the command.
 """
 
