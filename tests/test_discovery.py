@@ -296,3 +296,16 @@ def test_two_half_measurements_averaged_are_one_at_the_whole_rho():
                         B.measure_levels(values, counts, edges, 0.1, Zero()))
     for a, b in zip(whole, halves):
         assert a.sigma == pytest.approx(b.sigma) and np.array_equal(a.noisy, b.noisy)
+
+
+def test_the_zeros_cell_grows_no_tail_into_tiny_values_of_the_other_sign():
+    """A column of zeros and positives: a noisy count in [-2^-31, -2^-32) is no tail of its zeros; grown into,
+    it made the bounds -4.7e-10 and the zeros were written as tiny negatives (movies r4, 30% wrong values)."""
+    from privsynth.discovery import bounds as B
+
+    edges = B.log_edges()
+    z = int(np.searchsorted(edges, -B.ZERO_CELL))
+    noisy = np.zeros(len(edges) - 1)
+    noisy[z], noisy[z - 1], noisy[z + 40], noisy[z + 41] = 1000.0, 50.0, 500.0, 50.0
+    low, high = B.extend_into_tails(noisy, edges, 10.0, float(edges[z]), float(edges[z + 41]))
+    assert low == -B.ZERO_CELL and high == float(edges[z + 42])  # the positive tail still grows

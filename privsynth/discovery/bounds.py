@@ -161,13 +161,15 @@ def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: f
     """The bounds grown outwards one octave at a time while the next cell's noisy count exceeds TAIL_SIGMAS
     noise deviations (post-processing). Next to the data a tail is expected, so the bar is lower than
     the threshold that finds the data anywhere on the grid (an empty neighbour passes with probability
-    2.3%, two in a row 0.05%); a heavy tail's thin octaves are what per-cell thresholds cut."""
+    2.3%, two in a row 0.05%); a heavy tail's thin octaves are what per-cell thresholds cut. A side that ends
+    at the zeros' cell does not grow: the tiny octaves of the other sign are no tail of a column's zeros (and
+    a bound 4.7e-10 below zero would write the zeros as tiny negatives)."""
     bar = TAIL_SIGMAS * sigma
     start_top = top = int(np.searchsorted(edges, high, side="left"))  # first cell at or above high
-    while top < len(noisy) and noisy[top] > bar:
+    while high != ZERO_CELL and top < len(noisy) and noisy[top] > bar:
         top += 1
     start_bottom = bottom = int(np.searchsorted(edges, low, side="right")) - 2  # the cell just below low
-    while bottom >= 0 and noisy[bottom] > bar:
+    while low != -ZERO_CELL and bottom >= 0 and noisy[bottom] > bar:
         bottom -= 1
     return (low if bottom == start_bottom else float(edges[bottom + 1]),
             high if top == start_top else float(edges[top]))
