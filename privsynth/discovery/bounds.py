@@ -371,17 +371,27 @@ def averaged(first: list[Level], second: list[Level]) -> list[Level]:
 
 
 def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float, float] | None:
-    """Where the data lie within round 1's DP bounds, read from a first round-2 measurement (the same trim as
-    ``read_out``): the span, when it covers at most ZOOM_CELLS cells of the fine grid, so that a finer public
-    grid over it can place the edges (a latitude 44.88-45.06 inside the octave [32, 64)); else None
-    (post-processing)."""
+    """Where the data lie within round 1's DP bounds, read from a first round-2 measurement: the span, when it
+    covers at most ZOOM_CELLS cells of the fine grid, so that a finer public grid over it can place the edges
+    (a latitude 44.88-45.06 inside the octave [32, 64)); else None (post-processing). The span is the same
+    trim as ``read_out``'s, or, where a noise excursion stopped that trim early, the fine cells that pass the
+    threshold with a cell of margin on each side, when they hold all the noisy mass but its noise."""
     fine = levels[0]
     if integer and len(fine.noisy) - 1 >= bounds.high - bounds.low:  # one cell per integer already
         return None
     level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
     low, high = within_outer_octaves(*trim_empty_ends(level, bounds.low, bounds.high, integer, TRIM_SIGMAS), bounds)
-    inside = int(((fine.edges[1:] > low) & (fine.edges[:-1] < high)).sum())
-    return (low, high) if inside <= ZOOM_CELLS and low < high else None
+    if low < high and int(((fine.edges[1:] > low) & (fine.edges[:-1] < high)).sum()) <= ZOOM_CELLS:
+        return low, high
+    n = len(fine.noisy)
+    passing = np.flatnonzero(fine.noisy > utility_threshold(fine.sigma, n))
+    if not len(passing) or passing[-1] - passing[0] + 1 > ZOOM_CELLS - 2:
+        return None
+    rest = float(fine.noisy.sum() - fine.noisy[passing].sum())
+    if rest > TRIM_SIGMAS * fine.sigma * math.sqrt(n - len(passing)):
+        return None
+    first, last = max(int(passing[0]) - 1, 0), min(int(passing[-1]) + 1, n - 1)
+    return float(fine.edges[first]), float(fine.edges[last + 1])
 
 
 def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarray, rho: float, noise,
