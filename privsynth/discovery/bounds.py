@@ -375,7 +375,8 @@ def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float
     covers at most ZOOM_CELLS cells of the fine grid, so that a finer public grid over it can place the edges
     (a latitude 44.88-45.06 inside the octave [32, 64)); else None (post-processing). The span is the same
     trim as ``read_out``'s, or, where a noise excursion stopped that trim early, the fine cells that pass the
-    threshold with a cell of margin on each side, when they hold all the noisy mass but its noise."""
+    threshold with a cell of margin on each side, when they hold all the noisy mass (the coarsest level's
+    total) but its noise."""
     fine = levels[0]
     if integer and len(fine.noisy) - 1 >= bounds.high - bounds.low:  # one cell per integer already
         return None
@@ -387,8 +388,11 @@ def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float
     passing = np.flatnonzero(fine.noisy > utility_threshold(fine.sigma, n))
     if not len(passing) or passing[-1] - passing[0] + 1 > ZOOM_CELLS - 2:
         return None
-    rest = float(fine.noisy.sum() - fine.noisy[passing].sum())
-    if rest > TRIM_SIGMAS * fine.sigma * math.sqrt(n - len(passing)):
+    # the rest of the mass, against the coarsest level's total (fewest cells: least noise in a total)
+    coarsest = levels[-1]
+    rest = float(coarsest.noisy.sum() - fine.noisy[passing].sum())
+    if rest > TRIM_SIGMAS * math.hypot(coarsest.sigma * math.sqrt(len(coarsest.noisy)),
+                                       fine.sigma * math.sqrt(len(passing))):
         return None
     first, last = max(int(passing[0]) - 1, 0), min(int(passing[-1]) + 1, n - 1)
     return float(fine.edges[first]), float(fine.edges[last + 1])
