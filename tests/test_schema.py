@@ -244,3 +244,9 @@ def test_draft_schema_drafts_date_and_timestamp_columns_that_parse():
     d, t = schema.columns
     assert (d.type, d.bin_by, d.nullable) == ("date", "year", True) and d.labels[0] == "[2015-03-04, 2016-01-01)"
     assert (t.type, t.bin_by) == ("timestamp", "month") and t.labels[-1] == "[2020-03-01, 2020-03-02]"
+
+
+def test_an_empty_category_list_holds_only_out_of_domain_values():
+    schema = parse_schema({"name": "t", "columns": [
+        {"name": "c", "type": "categorical", "categories": [], "on_out_of_domain": "category", "nullable": True}]})
+    assert schema.columns[0].labels == (MISSING_LABEL, OUT_OF_DOMAIN_LABEL) and schema.columns[0].domain_levels == 0
