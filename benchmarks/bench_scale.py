@@ -256,8 +256,9 @@ def mechanism_main(args) -> None:
 def calibration_tables(names: list[str]):
     """(name, histogram, domain, epsilon) for the calibration runs: real Adult, the loans table (with the
     bench extra), generated tables."""
-    from privsynth.encoding import encode_codes
-    from privsynth.workload import Histogram
+    from generate import generated_histogram  # this script runs from benchmarks/, beside generate.py
+    from privsynth.schema.encoding import encode_codes
+    from privsynth.schema.workload import Histogram
 
     out = []
     for name in names:
@@ -283,7 +284,7 @@ def calibration_tables(names: list[str]):
 def calibrate(names: list[str]) -> None:
     """Time every fit step and every round's scoring through the mechanism's own functions, with the
     tree's cells, and fit cost.py's lines by least squares (CPU seconds)."""
-    from privsynth.mechanisms.aim import inference, selection
+    from privsynth.mechanisms.aim import inference
     from privsynth.mechanisms.aim import mechanism as aim
     from privsynth.mechanisms.aim import model as model_module
     from privsynth.privacy.noise import SeededNoise

@@ -135,7 +135,7 @@ class Marginals:
         plan = self.plan(r)
         if plan.host >= 0:
             return self.reduced(plan.host, r)
-        tree, sizes = self.tree, self.sizes
+        tree = self.tree
         messages: dict[int, tuple[np.ndarray, Attrs]] = {}
         wanted = set(r)
         top = plan.nodes[-1]
