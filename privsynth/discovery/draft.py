@@ -10,6 +10,7 @@ need (``budget``) and written in the file; every DP value is labelled with its c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import rho_allowance
 from privsynth.errors import ParameterError
 from privsynth.discovery import bounds as B
+from privsynth.discovery import points as P
 from privsynth.discovery.beyond import BeyondBounds, beyond_bounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories, merged_spellings
 from privsynth.discovery.declared import DeclaredColumn
@@ -412,8 +414,13 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         cell_edges = B.calendar_edges(coarse.low, coarse.high, c.kind, B.CALENDAR_CELLS)
     else:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
-    levels, fine = B.measure_and_read(values, counts, cell_edges, rho, noise, coarse, integer, c.kind == "integer",
-                                      bins, public=public, numeric=c.kind in NUMERIC)
+    cands = P.candidates(coarse.low, coarse.high) if c.kind in NUMERIC else ()  # public: from the bounds alone
+    rho_points = P.POINTS_RHO_SHARE * rho if cands else 0.0
+    levels, fine = B.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
+                                      c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC)
+    points = P.find_points(values, counts, cands, rho_points, noise, float(levels[-1].noisy.sum())) if cands else ()
+    if points and fine.codes is None and not fine.small_domain:
+        fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer))
     d.spent["edges"] = rho
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
         top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code
@@ -422,7 +429,9 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     what = (f"a coded column: the {len(fine.codes)} whole numbers whose noisy count passed the threshold, exactly"
             if fine.codes is not None else
-            f"calendar bins ({d.entry['bin_by']})" if "bin_by" in d.entry else f"{len(fine.edges) - 1} DP quantile bins")
+            f"calendar bins ({d.entry['bin_by']})" if "bin_by" in d.entry else f"{len(fine.edges) - 1} DP quantile bins"
+            + (f", {len(points)} of them points written exactly ({', '.join(f'{p:g}' for p in points)})"
+               if points and fine.codes is None else ""))
     src = "PUBLIC bounds" if public else f"DP bounds (rho {d.spent.get('bounds', 0):.4g}, the widest span with signal)"
     d.comments.append(f"{src}; {what} from DP histograms on a fine public grid (rho {rho:.4g}); values outside "
                       "the domain are clipped to it")

@@ -1,0 +1,55 @@
+"""Mass points of a number column: a sentinel (-1, 99, 9999999) or a round value (100, 1000) that many rows
+hold becomes a point of the domain, a bin of its own written back exactly, instead of a share of a quantile
+bin that decoding smears over its width (an income with 5% at 9999999 came back spread over 4.6-10.2
+million, none of it 9999999).
+
+The candidates are PUBLIC (this module's list, inside the column's DP bounds); each row equals at most one of
+them, so their exact counts have L2 sensitivity 1 and the Gaussian histogram of them is rho-zCDP. A candidate
+is a point when its noisy count passes the threshold that finds data on a grid of that many cells and holds
+at least POINT_SHARE of the column's noisy present count (post-processing). Zero is not a candidate: the log
+grid's zeros' cell is a point already.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privsynth.discovery.bounds import noisy_cells, utility_threshold
+
+NINES = tuple(10 ** k - 1 for k in range(1, 10))  # 9, 99, ..., 999999999: "not applicable", "refused", top codes
+ROUND = tuple(10 ** k for k in range(0, 10))  # 1, 10, ..., 1e9: prices, capped values
+SENTINELS = tuple(sorted({-1, *(-x for x in NINES), *NINES, *ROUND}))
+POINT_SHARE = 0.02  # a candidate held by at least this share of the present values is a point
+POINTS_RHO_SHARE = 0.2  # of a number column's round-2 rho, when a candidate lies inside its bounds
+POINT_WIDTH = 5e-10  # a float point's bin, relative to max(1, |value|): under the decoder's POINT_WIDTH
+
+
+def candidates(low: float, high: float) -> tuple[float, ...]:
+    """The public candidates strictly inside the bounds' span (a point needs room for its bin)."""
+    return tuple(float(c) for c in SENTINELS if low <= c < high)
+
+
+def find_points(values: np.ndarray, counts: np.ndarray, cands: tuple[float, ...], rho: float, noise,
+                present: float) -> tuple[float, ...]:
+    """The candidates whose noisy count passes the threshold and holds POINT_SHARE of ``present`` (a DP
+    estimate); one Gaussian histogram over all of them at ``rho`` (rho-zCDP: one row moves one count by one).
+    ``values`` and ``counts`` are the column's exact distinct values and counts (private)."""
+    values = np.asarray(values, dtype=np.float64)
+    exact = np.asarray([float(np.asarray(counts)[values == c].sum()) for c in cands], dtype=np.float64)
+    noisy, sigma = noisy_cells(exact, rho, noise)
+    bar = max(utility_threshold(sigma, len(cands)), POINT_SHARE * max(present, 0.0))
+    return tuple(c for c, x in zip(cands, noisy) if x > bar)
+
+
+def with_points(edges: tuple[float, ...], points: tuple[float, ...], integer: bool) -> tuple[float, ...]:
+    """Bin edges with each point's own bin [c, c + width) (an integer's width 1: the bin holds c alone; a
+    float's a relative 5e-10, which the decoder writes as c exactly); edges inside a point's bin go."""
+    out = [float(e) for e in edges]
+    high = out[-1]
+    for c in points:
+        width = 1.0 if integer else POINT_WIDTH * max(1.0, abs(c))
+        if not (out[0] <= c and c + width <= high):
+            continue
+        out = [e for e in out if not c < e < c + width] + [c, c + width]
+        out = sorted(set(out))
+    return tuple(out)
