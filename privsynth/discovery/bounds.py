@@ -131,11 +131,15 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     return Bounds(low, high, core)
 
 
-def fullest_cell(noisy: np.ndarray, edges: np.ndarray, integer: bool) -> Bounds:
+def fullest_cell(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: bool) -> Bounds | None:
     """Where no cell passes the threshold: the cell with the largest noisy count, read merged by FULLEST_MERGE
-    (more rows per cell against the same noise, bounds a few octaves wide), as bounds (post-processing)."""
+    (more rows per cell against the same noise, bounds a few octaves wide), as bounds, when it stands a
+    deviation above the largest that noise alone gives m cells (sqrt(2 ln m) deviations); else None
+    (post-processing)."""
     cells, cell_edges = merged(noisy, edges, FULLEST_MERGE)
     best = int(np.argmax(cells))
+    if cells[best] <= (math.sqrt(2.0 * math.log(len(cells))) + 1.0) * sigma * math.sqrt(FULLEST_MERGE):
+        return None
     low, high = _snapped(float(cell_edges[best]), float(cell_edges[best + 1]), integer)
     return Bounds(low, high, (low, high))
 

@@ -395,9 +395,10 @@ def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho
     if found is None:
         # Kept, never dropped for want of budget: the fullest coarse cell of the same noisy histogram
         # (post-processing) is the best guess of where the values lie.
-        found = B.fullest_cell(noisy, edges, integer=c.kind != "float") if has_values else B.UNIT_SPAN
-        where = "that histogram's fullest coarse cell, a guess" if has_values else \
-            "[0, 1]: its DP facts show no present value"
+        found = B.fullest_cell(noisy, sigma, edges, integer=c.kind != "float") if has_values else None
+        where = "that histogram's fullest coarse cell, a guess" if found is not None else \
+            "[0, 1]: neither its DP facts nor that histogram show where its values lie"
+        found = found or B.UNIT_SPAN
         d.comments.append(f"no cell of the DP histogram for its bounds (rho {rho:.4g}) passed the threshold: its "
                           f"bounds are {where}; give public bounds (--public, a schema) or a larger epsilon for "
                           "better ones")
