@@ -384,8 +384,8 @@ def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: f
 def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, noise,
                      has_values: bool = True) -> B.Bounds:
     """Round 1 of a numeric or temporal column: its DP bounds. Where no cell passes the threshold the column is
-    kept (never dropped for want of budget): the fullest coarse cell, or [0, 1] where ``has_values`` is False
-    (its DP facts show no present value)."""
+    kept (never dropped for want of budget): the fullest coarse cell where it stands out of the noise and
+    ``has_values`` (its DP facts do not show a column of missing values), else [0, 1]."""
     c = d.column
     edges = B.year_edges(c.kind) if c.kind in TEMPORAL else B.log_edges()
     noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), rho, noise)
