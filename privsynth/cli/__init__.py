@@ -57,6 +57,15 @@ def _parse_options(pairs: list[str]) -> dict[str, Any]:
     return options
 
 
+def add_public_options(parser: argparse.ArgumentParser, public_help: str) -> None:
+    """--public, --public-model and --trust-data-derived-contracts: the same for `run` and `schema draft`."""
+    parser.add_argument("--public", action="append", metavar="SOURCE", help=public_help)
+    parser.add_argument("--public-model", help="the dbt model to read when a schema.yml holds several")
+    parser.add_argument("--trust-data-derived-contracts", action="store_true", help="read as public the --public "
+                        "facts that may have been computed from the rows (a profiled GX suite, ENUM labels, CHECK "
+                        "values): marked DATA-DERIVED, not covered by the DP guarantee; without it they are refused")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from privsynth.mechanisms import DEFAULT_MECHANISM, MECHANISM_MODULES
 
@@ -102,14 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--audit-target", help="with --audit: column for the train-on-synthetic / test-on-real score")
     run.add_argument("--audit-location", help="with --audit: a PRIVATE folder (path or fsspec URL) for the internal "
                      "audit instead of DIR/internal-audit/; required with a remote --output (never uploaded there)")
-    run.add_argument("--public", action="append", metavar="SOURCE", help="without --schema: a data contract whose "
-                     "facts are PUBLIC (dbt schema.yml, GX suite, Frictionless schema, db:); repeatable")
-    run.add_argument("--public-model", help="the dbt model to read when a schema.yml holds several")
-    run.add_argument("--trust-data-derived-contracts", action="store_true", help="read as public the --public facts "
-                     "that may have been computed from the rows (a profiled GX suite, ENUM labels, CHECK values): "
-                     "marked DATA-DERIVED, not covered by the DP guarantee; without it they are refused")
+    add_public_options(run, "without --schema: a data contract whose facts are PUBLIC (dbt schema.yml, GX suite, "
+                       "Frictionless schema, db:); repeatable")
     run.add_argument("--discovery-share", type=float, metavar="SHARE", help="without --schema: the share of the "
-                     "budget spent discovering the table's domain (default: by need, 3%% per column, at most 35%%)")
+                     "budget spent discovering the table's domain (default: by need, 3%% per column, at least 20%%, "
+                     "at most 35%%)")
     run.add_argument("--keep-private", action="store_true", help="DEBUG: keep the private intermediates")
 
     feas = sub.add_parser("feasibility", help="what private sampling's guarantee allows for a table")
@@ -159,12 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "--epsilon its bin edges become DP")
     draft.add_argument("--categories", action="append", metavar="COL=a,b,c", help="PUBLIC categories of a column "
                        "(repeatable): never read from the data")
-    draft.add_argument("--public", action="append", metavar="SOURCE", help="a data contract whose facts are PUBLIC "
-                       "(dbt schema.yml or project, GX suite, Frictionless schema, db:): never read, never charged")
-    draft.add_argument("--public-model", help="the dbt model to read when a schema.yml holds several")
-    draft.add_argument("--trust-data-derived-contracts", action="store_true", help="read as public the --public "
-                       "facts that may have been computed from the rows (a profiled GX suite, ENUM labels, CHECK "
-                       "values): marked DATA-DERIVED, not covered by the DP guarantee; without it they are refused")
+    add_public_options(draft, "a data contract whose facts are PUBLIC (dbt schema.yml or project, GX suite, "
+                       "Frictionless schema, db:): never read, never charged")
     draft.add_argument("--bins", type=int, default=8, help="bins per numeric column with --epsilon (default 8)")
     draft.add_argument("--unlimited", action="store_true", help="charge a dataset that has no budget (explicit)")
     draft.add_argument("--force", action="store_true", help="overwrite --output")
