@@ -284,6 +284,7 @@ def test_a_narrow_range_far_from_zero_gets_bins_that_fit_it(tmp_path):
 
 def test_two_half_measurements_averaged_are_one_at_the_whole_rho():
     from privsynth.discovery import bounds as B
+    from privsynth.discovery import zoom as Z
 
     class Zero:
         def add_gaussian(self, x, sigma):
@@ -292,7 +293,7 @@ def test_two_half_measurements_averaged_are_one_at_the_whole_rho():
     edges = B.fine_edges(0.0, 100.0, False)
     values, counts = np.array([10.0, 50.0]), np.array([5.0, 7.0])
     whole = B.measure_levels(values, counts, edges, 0.2, Zero())
-    halves = B.averaged(B.measure_levels(values, counts, edges, 0.1, Zero()),
+    halves = Z.averaged(B.measure_levels(values, counts, edges, 0.1, Zero()),
                         B.measure_levels(values, counts, edges, 0.1, Zero()))
     for a, b in zip(whole, halves):
         assert a.sigma == pytest.approx(b.sigma) and np.array_equal(a.noisy, b.noisy)

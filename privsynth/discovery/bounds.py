@@ -364,61 +364,6 @@ def within_outer_octaves(low: float, high: float, bounds: Bounds) -> tuple[float
     return (new_low, new_high) if new_low < new_high else (bounds.low, bounds.high)
 
 
-ZOOM_CELLS = 16  # round 2 measures a finer grid over the data when its span covers at most this many fine cells
-
-
-def averaged(first: list[Level], second: list[Level]) -> list[Level]:
-    """Two measurements of one hierarchy at equal rho, averaged cell by cell: the same as one measurement at
-    their summed rho (sigma / sqrt 2; post-processing)."""
-    return [Level(a.factor, a.edges, (a.noisy + b.noisy) / 2.0, a.sigma / math.sqrt(2.0))
-            for a, b in zip(first, second)]
-
-
-def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float, float] | None:
-    """Where the data lie within round 1's DP bounds, read from a first round-2 measurement: the span, when it
-    covers at most ZOOM_CELLS cells of the fine grid, so that a finer public grid over it can place the edges
-    (a latitude 44.88-45.06 inside the octave [32, 64)); else None (post-processing). The span is the same
-    trim as ``read_out``'s, or, where a noise excursion stopped that trim early, the fine cells that pass the
-    threshold with a cell of margin on each side, when they hold all the noisy mass (the coarsest level's
-    total) but its noise."""
-    fine = levels[0]
-    if integer and len(fine.noisy) - 1 >= bounds.high - bounds.low:  # one cell per integer already
-        return None
-    level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
-    low, high = within_outer_octaves(*trim_empty_ends(level, bounds.low, bounds.high, integer, TRIM_SIGMAS), bounds)
-    if low < high and int(((fine.edges[1:] > low) & (fine.edges[:-1] < high)).sum()) <= ZOOM_CELLS:
-        return low, high
-    n = len(fine.noisy)
-    passing = np.flatnonzero(fine.noisy > utility_threshold(fine.sigma, n))
-    if not len(passing) or passing[-1] - passing[0] + 1 > ZOOM_CELLS - 2:
-        return None
-    # the rest of the mass, against the coarsest level's total (fewest cells: least noise in a total)
-    coarsest = levels[-1]
-    rest = float(coarsest.noisy.sum() - fine.noisy[passing].sum())
-    if rest > TRIM_SIGMAS * math.hypot(coarsest.sigma * math.sqrt(len(coarsest.noisy)),
-                                       fine.sigma * math.sqrt(len(passing))):
-        return None
-    first, last = max(int(passing[0]) - 1, 0), min(int(passing[-1]) + 1, n - 1)
-    return float(fine.edges[first]), float(fine.edges[last + 1])
-
-
-def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarray, rho: float, noise,
-                     bounds: Bounds, integer: bool, coded: bool, bins: int, public: bool,
-                     numeric: bool) -> tuple[list[Level], FineResult]:
-    """Round 2 in two halves of ``rho`` (rho-zCDP in all, adaptively composed): the first measures the
-    hierarchy over ``cell_edges`` and finds where the data lie; the second measures a fresh public grid over
-    a narrow span far from zero (``zoom_span``; DP bounds of a number column only), else the same grid again
-    (``averaged``: no loss against one measurement). Returns the first grid's levels (they span ``bounds``)
-    and the read-out."""
-    levels = measure_levels(values, counts, cell_edges, rho / 2.0, noise)
-    span = zoom_span(levels, bounds, integer) if numeric and not public else None
-    if span is None:
-        levels = averaged(levels, measure_levels(values, counts, cell_edges, rho / 2.0, noise))
-        return levels, read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric)
-    zoomed = measure_levels(values, counts, fine_edges(*span, integer), rho / 2.0, noise)
-    return levels, read_out(zoomed, coded, bins, Bounds(*span, span))
-
-
 def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
              octave_grid: bool = True) -> FineResult:
     """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values

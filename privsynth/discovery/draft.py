@@ -22,6 +22,7 @@ from privsynth.privacy.spending import rho_allowance
 from privsynth.errors import ParameterError
 from privsynth.discovery import bounds as B
 from privsynth.discovery import points as P
+from privsynth.discovery import zoom as Z
 from privsynth.discovery.beyond import BeyondBounds, beyond_bounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories, merged_spellings
 from privsynth.discovery.declared import DeclaredColumn
@@ -417,7 +418,7 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
     cands = P.candidates(coarse.low, coarse.high) if c.kind in NUMERIC else ()  # public: from the bounds alone
     rho_points = P.POINTS_RHO_SHARE * rho if cands else 0.0
-    levels, fine = B.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
+    levels, fine = Z.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
                                       c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC)
     points = P.find_points(values, counts, cands, rho_points, noise, float(levels[-1].noisy.sum())) if cands else ()
     if points and fine.codes is None and not fine.small_domain:
