@@ -19,14 +19,17 @@ class NoNoise:
 
 
 def test_candidates_are_public_and_inside_the_bounds():
-    assert P.candidates(0.0, 120.0) == (1.0, 9.0, 10.0, 99.0, 100.0)
-    assert -1.0 in P.candidates(-5.0, 10.0) and 0.0 not in P.candidates(-5.0, 10.0)  # zero: the zeros' cell
+    assert P.candidates(0.0, 120.0, integer=False) == (1.0, 9.0, 10.0, 99.0, 100.0)
+    assert -1.0 in P.candidates(-5.0, 10.0, False) and 0.0 not in P.candidates(-5.0, 10.0, False)  # the zeros' cell
+    assert P.candidates(0.0, 120.0, integer=True) == ()  # a cell per integer already: codes keep all the rho
+    assert P.candidates(-1.0, 10_000_000.0, integer=True)[-1] == 9999999.0
 
 
 def test_a_candidate_is_a_point_when_it_holds_its_share():
     values = np.array([3.5, 99.0, 100.0, 250.0])
     counts = np.array([9000.0, 500.0, 100.0, 400.0])
-    points = P.find_points(values, counts, P.candidates(0.0, 300.0), rho=1.0, noise=NoNoise(), present=10_000.0)
+    points = P.find_points(values, counts, P.candidates(0.0, 300.0, False), rho=1.0, noise=NoNoise(),
+                           present=10_000.0)
     assert points == (99.0,)  # 100 holds 1%: below POINT_SHARE
 
 

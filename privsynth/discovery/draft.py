@@ -416,7 +416,7 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         cell_edges = B.calendar_edges(coarse.low, coarse.high, c.kind, B.CALENDAR_CELLS)
     else:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
-    cands = P.candidates(coarse.low, coarse.high) if c.kind in NUMERIC else ()  # public: from the bounds alone
+    cands = P.candidates(coarse.low, coarse.high, integer) if c.kind in NUMERIC else ()  # public: bounds alone
     rho_points = P.POINTS_RHO_SHARE * rho if cands else 0.0
     levels, fine = Z.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
                                       c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privsynth.discovery.bounds import noisy_cells, utility_threshold
+from privsynth.discovery.bounds import FINE_INTEGER_CELLS, noisy_cells, utility_threshold
 
 NINES = tuple(10 ** k - 1 for k in range(1, 10))  # 9, 99, ..., 999999999: "not applicable", "refused", top codes
 ROUND = tuple(10 ** k for k in range(0, 10))  # 1, 10, ..., 1e9: prices, capped values
@@ -24,8 +24,11 @@ POINTS_RHO_SHARE = 0.2  # of a number column's round-2 rho, when a candidate lie
 POINT_WIDTH = 5e-10  # a float point's bin, relative to max(1, |value|): under the decoder's POINT_WIDTH
 
 
-def candidates(low: float, high: float) -> tuple[float, ...]:
-    """The public candidates strictly inside the bounds' span (a point needs room for its bin)."""
+def candidates(low: float, high: float, integer: bool) -> tuple[float, ...]:
+    """The public candidates inside the bounds' span (a point needs room for its bin); none for a short
+    integer range, whose round-2 grid has a cell per integer already (and whose rare codes need all the rho)."""
+    if integer and high - low <= FINE_INTEGER_CELLS:
+        return ()
     return tuple(float(c) for c in SENTINELS if low <= c < high)
 
 
