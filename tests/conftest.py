@@ -193,3 +193,22 @@ def pytest_sessionfinish(session, exitstatus):
     if reporter is not None:
         reporter.write_line(f"privsynth: the default test run took {seconds / 60:.1f} min (README.md states its "
                             "expected duration; tests/test_docs.py compares the two)")
+
+
+PINNED_RUN_ID = "20261126-000000-fixed0"
+
+
+def pinned_ledger(path: Path) -> str:
+    """A ledger URL whose release secret is fixed: with a seed and PINNED_RUN_ID (patched over
+    ``privsynth.run.prepare.new_run_id``), a run meets one known draw, so a check of a DP outcome does not
+    depend on a fresh draw each test run."""
+    import sqlite3
+
+    from privsynth.privacy.ledger import BudgetLedger
+
+    url = f"sqlite:///{path}"
+    with BudgetLedger(url) as book:
+        book.release_secret()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE privsynth_secrets SET value = ? WHERE name = 'release-key'", ("5e" * 32,))
+    return url

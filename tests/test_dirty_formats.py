@@ -49,9 +49,14 @@ def dirty_release(tmp_path_factory):
     frame = dirty_table()
     frame.to_csv(source, index=False)
     # the forms are decided and written whatever the mechanism: a fast one (the default's figures: benchmarks/)
-    release = privsynth.synthesize(str(source), None, epsilon=4.0, unlimited=True, output=tmp / "run",
-                                   ledger=f"sqlite:///{tmp / 'ledger.sqlite'}", release_store=tmp / "store",
-                                   mechanism="reduced_space", rows=3000)
+    # one known draw (a pinned ledger secret, run id and seed): the checks meet the same noise every test run
+    from conftest import PINNED_RUN_ID, pinned_ledger
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("privsynth.run.prepare.new_run_id", lambda: PINNED_RUN_ID)
+        release = privsynth.synthesize(str(source), None, epsilon=4.0, unlimited=True, output=tmp / "run",
+                                       ledger=pinned_ledger(tmp / "ledger.sqlite"), release_store=tmp / "store",
+                                       mechanism="reduced_space", rows=3000, seed=1)
     run = release.run_dir
     schema = {c["name"]: c for c in yaml.safe_load((run / "schema.yaml").read_text())["columns"]}
     return frame, schema, pd.read_parquet(run / "synthetic.parquet")

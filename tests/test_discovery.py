@@ -113,17 +113,13 @@ def test_one_added_row_no_longer_decides_a_published_type(tmp_path):
 def released(tmp_path, monkeypatch):
     """One no-schema run with its noise fixed (a fixed ledger secret, run id and seed key every draw), so the
     checks below meet one known draw, not a fresh one each run (a rare code can miss its threshold)."""
-    import sqlite3
+    from conftest import PINNED_RUN_ID, pinned_ledger
 
     frame = survey()
     path = tmp_path / "survey.csv"
     frame.to_csv(path, index=False, encoding="utf-8-sig")  # a spreadsheet export's byte-order mark
-    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    with BudgetLedger(ledger) as book:
-        book.release_secret()
-    with sqlite3.connect(tmp_path / "ledger.sqlite") as db:
-        db.execute("UPDATE privsynth_secrets SET value = ? WHERE name = 'release-key'", ("5e" * 32,))
-    monkeypatch.setattr("privsynth.run.prepare.new_run_id", lambda: "20261126-000000-fixed0")
+    ledger = pinned_ledger(tmp_path / "ledger.sqlite")
+    monkeypatch.setattr("privsynth.run.prepare.new_run_id", lambda: PINNED_RUN_ID)
     release = privsynth.synthesize(str(path), epsilon=2.0, ledger=ledger, unlimited=True, seed=1,
                                    output=tmp_path / "run", release_store=tmp_path / "store")
     return frame, release, ledger
