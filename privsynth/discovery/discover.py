@@ -50,7 +50,7 @@ def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
         return "discovery reads no column"
     part = rho / columns
     tau = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE), 1.0), delta_tau)
-    facts_sigma = F.gaussian_sigma(part * FACTS_SHARE * F.CLASS_SHARE)
+    facts_sigma = gaussian_sigma(part * FACTS_SHARE * F.CLASS_SHARE, 1.0)
     undecided = F.EVIDENCE_SIGMAS * facts_sigma * (len(F.CLASSES) - 1) ** 0.5
     return (f"rho {rho:.4g} over {columns} columns: a category held by fewer than about {tau:,.0f} rows is lost "
             f"(<out-of-domain>), and a column with fewer than about {undecided:,.0f} present values keeps its "

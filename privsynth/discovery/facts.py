@@ -70,7 +70,11 @@ class NoisyFacts:
         compare a distinct count with. The unbiased ``present`` carries the noise of every class (fourteen), so
         a nearly-unique column's distinct/present ratio would pass or fail its bar by chance; most classes of
         a column are empty, and leaving out those within their noise costs at most four deviations each."""
-        return float(sum(x for x in self.classes[1:] if x > STANDING_SIGMAS * self.sigma_classes))
+        return float(sum(self.standing_classes()))
+
+    def standing_classes(self) -> list[float]:
+        """The noisy counts of the present classes that stand STANDING_SIGMAS out of their noise."""
+        return [x for x in self.classes[1:] if x > STANDING_SIGMAS * self.sigma_classes]
 
     def noise_of(self, classes: int) -> float:
         """Three standard deviations of the noise of a sum of ``classes`` noisy classes: a smaller sum is noise."""
@@ -357,7 +361,7 @@ def nearly_unique(facts: NoisyFacts) -> bool:
     (post-processing). The allowance keeps a unique column from passing as repeated by chance; it moves the bar
     by a few noise deviations, far less than a column of repeated values stands below it."""
     present = facts.present_standing
-    standing = sum(1 for x in facts.classes[1:] if x > STANDING_SIGMAS * facts.sigma_classes)
+    standing = len(facts.standing_classes())
     spread = math.sqrt(facts.sigma_distinct ** 2 + standing * (IDENTIFIER_DISTINCT_SHARE * facts.sigma_classes) ** 2)
     return (facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present - 2.0 * spread
             and present > IDENTIFIER_EVIDENCE * facts.sigma_distinct)
