@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +10,10 @@ import pytest
 
 import numpy as np
 
+from privsynth.discovery import dp_pass as _dp_pass
+from privsynth.privacy import ledger as _ledger
 from privsynth.privacy.noise import SeededNoise
+from privsynth.run import prepare as _prepare
 from privsynth.schema import Schema, parse_schema
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,6 +149,45 @@ class StatisticNoise(SeededNoise):
 
     def laplace(self, scale, size):
         raise AssertionError("noise drawn apart from the statistic: use add_laplace (OpenDP's measurement)")
+
+
+# ---------------------------------------------------------------- known draws: a test's outcome is fixed
+
+DRAWS_SALT_VARIABLE = "PRIVSYNTH_TEST_DRAWS"
+PRODUCTION_DRAWS = {"secret": _ledger.new_release_secret, "nonce": _dp_pass.draft_nonce,
+                    "run_id": _prepare.new_run_id}  # as imported, before known_draws patches them
+_current_draws: dict = {"test": "", "calls": 0}
+
+
+def known_hex(digits: int) -> str:
+    """The next hex string of the current test's known sequence: keyed by the test's id, the salt in
+    PRIVSYNTH_TEST_DRAWS (default 0) and a per-test counter, so each call differs and every run repeats."""
+    import hashlib
+
+    salt = os.environ.get(DRAWS_SALT_VARIABLE, "0")
+    key = f"{salt}\0{_current_draws['test']}\0{_current_draws['calls']}"
+    _current_draws["calls"] += 1
+    return hashlib.sha256(key.encode()).hexdigest()[:digits]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Each test (and any module fixture its setup builds) starts its own known sequence."""
+    _current_draws.update(test=item.nodeid, calls=0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def known_draws():
+    """A test meets known draws, not fresh ones: ledger secrets, draft nonces and run ids come from the test's
+    known sequence (``known_hex``), so a seeded run's noise is a fixed function of the test, and a check of a
+    DP outcome passes or fails the same way on every run (CI is a function of the commit). Run with
+    PRIVSYNTH_TEST_DRAWS=<salt> to meet another set of draws (how a check's failure rate is explored).
+    The production functions draw from the OS CSPRNG; tests/test_known_draws.py checks both."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("privsynth.privacy.ledger.new_release_secret", lambda: known_hex(64))
+        patch.setattr("privsynth.discovery.dp_pass.draft_nonce", lambda: known_hex(32))
+        patch.setattr("privsynth.run.prepare.new_run_id", lambda: "20260101-000000-" + known_hex(6))
+        yield
 
 
 # ---------------------------------------------------------------- the default run's duration (README states it)

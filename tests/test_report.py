@@ -108,7 +108,8 @@ def test_bounds_cover_the_real_marginals_in_simulation():
 @pytest.fixture(scope="module")
 def aim_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report-run")
-    frame = toy_frame(400, seed=5)
+    frame = toy_frame(397, seed=5)  # a prime row count: every real proportion's repr is long, so no report figure
+    # rounded to a few decimals can match one by chance
     release = privsynth.synthesize(frame, SCHEMA, epsilon=2.0, seed=11, rows=300, unlimited=True,
                                    output=tmp / "run", ledger=f"sqlite:///{tmp / 'ledger.sqlite'}",
                                    release_store=tmp / "store", **AIM_FAST)
@@ -203,6 +204,7 @@ def test_no_public_file_embeds_a_real_data_value(aim_run):
         p = np.bincount(real[:, a], minlength=domain.sizes[a]) / len(frame)
         secrets |= {repr(float(x)) for x in p if 0 < x < 1 and len(repr(float(x))) >= 6}  # not "0.5": a bin edge
     texts = [(run / n).read_text() for n in ("report.json", "report.md", "report.html")]
+    texts = [re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", t) for t in texts]  # pictures: their text below
     for png in (run / "figures").iterdir():
         texts += [c.decode("latin-1") for c in _png_text_chunks(png.read_bytes())]
     for text in texts:

@@ -26,6 +26,11 @@ def value_counts(table, name: str) -> tuple[list, np.ndarray]:
     return grouped.column(name).to_pylist(), np.asarray(grouped.column("privsynth_n").to_numpy(), dtype=np.float64)
 
 
+def draft_nonce() -> str:
+    """A fresh nonce (a random UUID's hex): each draft is its own release, never a replay of an earlier one."""
+    return uuid.uuid4().hex
+
+
 def release_key_for(ledger, columns: list[DeclaredColumn], config: dict) -> str:
     """A fresh release key (HMAC under the ledger's secret, a new nonce: each draft is its own release)."""
     from privsynth.privacy.keys import release_key
@@ -33,7 +38,7 @@ def release_key_for(ledger, columns: list[DeclaredColumn], config: dict) -> str:
     declared = json.dumps([[c.name, c.declared] for c in columns], separators=(",", ":"))
     schema_hash = hashlib.sha256(declared.encode()).hexdigest()
     secret = ledger.release_secret()
-    return release_key(secret, "schema-draft", schema_hash, "schema_draft", config, None, uuid.uuid4().hex)
+    return release_key(secret, "schema-draft", schema_hash, "schema_draft", config, None, draft_nonce())
 
 
 def check_draft_seed(ledger, dataset: str, options: DraftOptions) -> None:

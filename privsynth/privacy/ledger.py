@@ -81,6 +81,11 @@ from privsynth.privacy.spending import (
 )
 
 
+def new_release_secret() -> str:
+    """A fresh release-key secret: 32 bytes from the OS CSPRNG, hex. Called once per ledger."""
+    return secrets.token_hex(32)
+
+
 class BudgetLedger:
     """Per-dataset privacy budgets and their charges, stored in any SQLAlchemy database.
 
@@ -378,7 +383,7 @@ class BudgetLedger:
         with self._transaction(advisory_lock_key("secret")) as conn:
             row = conn.execute(sa.select(SECRETS.c.value).where(SECRETS.c.name == "release-key")).first()
             if row is None:
-                value = secrets.token_hex(32)
+                value = new_release_secret()
                 try:
                     conn.execute(SECRETS.insert().values(name="release-key", value=value))
                 except sa.exc.IntegrityError:

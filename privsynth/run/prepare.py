@@ -5,8 +5,6 @@ the ledger and the release store.
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.seeds import check_seed_with_budget, has_budget  # noqa: F401  (has_budget: re-exported)
 from privsynth.run import phase
 from privsynth.run.context import RunContext, logger
-from privsynth.run.runfolder import RunFolder
+from privsynth.run.runfolder import RunFolder, new_run_id
 from privsynth.schema import Schema
 from privsynth.schema.encoding import domain_of
 
@@ -55,10 +53,6 @@ def public_path(text: str) -> str:
             except ValueError:
                 pass
     return f"{prefix}{colon}{rest}"
-
-
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
 
 
 def prepare_run(parameters, *, data: Any = None, schema: Schema | None = None, run_id: str | None = None,

@@ -55,6 +55,7 @@ def visibility_of(name: str) -> str:
 
 
 def new_run_id() -> str:
+    """A run's id: its start time (to the second) and 6 random hex digits, so two runs never share a folder."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
