@@ -34,7 +34,6 @@ text type refuses) is sent for it, and it does not depend on the server's hash f
 from __future__ import annotations
 
 import math
-import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,6 +67,7 @@ from privsynth.privacy.ledger_store import (
     default_ledger_url,
     display_url,
     make_engine,
+    new_release_secret,
     now_iso,
     resolve_ledger_url,
 )
@@ -79,11 +79,6 @@ from privsynth.privacy.spending import (
     fits_budget,
     total_rho,
 )
-
-
-def new_release_secret() -> str:
-    """A fresh release-key secret: 32 bytes from the OS CSPRNG, hex. Called once per ledger."""
-    return secrets.token_hex(32)
 
 
 class BudgetLedger:

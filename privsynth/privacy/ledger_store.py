@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -93,6 +94,11 @@ SECRETS = sa.Table(
     sa.Column("name", sa.String(64), primary_key=True),
     sa.Column("value", sa.String(128), nullable=False),
 )
+
+
+def new_release_secret() -> str:
+    """A fresh release-key secret: 32 bytes from the OS CSPRNG, hex. Called once per ledger."""
+    return secrets.token_hex(32)
 
 
 def now_iso() -> str:
