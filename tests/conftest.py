@@ -207,6 +207,10 @@ def pytest_sessionstart(session):
     session.config._privsynth_started = time.monotonic()
 
 
+ORDER_SEED = 20261126
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """A SIGTERM (a timeout's, a scheduler's) stops the test run as Ctrl-C does: pytest ends the session, runs
     the fixtures' teardown (the Prefect harness's server stops) and exits; atexit then kills any process group a
@@ -219,6 +223,9 @@ def pytest_configure(config):
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, stop)
+    # One order per commit: pytest-randomly shuffles by ORDER_SEED unless --randomly-seed names another
+    if config.pluginmanager.hasplugin("randomly") and config.getoption("randomly_seed", None) == "default":
+        config.option.randomly_seed = ORDER_SEED
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -213,12 +213,10 @@ def dirty_frame(n: int, seed: int = 0) -> pd.DataFrame:
 def dirty_run(tmp_path_factory):
     """A seeded run without a schema; its noise is fixed (the test ledger's secret and the run id, which
     discovery's key holds), so the one 95% coverage check below is one fixed draw, not a 1-in-20 failure."""
-    from types import SimpleNamespace
-
     tmp = tmp_path_factory.mktemp("dirty")
     frame = dirty_frame(8000)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("privsynth.privacy.ledger.secrets", SimpleNamespace(token_hex=lambda n: "5e" * n))
+        patch.setattr("privsynth.privacy.ledger.new_release_secret", lambda: "5e" * 32)
         patch.setattr("privsynth.run.prepare.new_run_id", lambda: "20250101-000000-d1r7y0")
         release = privsynth.synthesize(frame, None, epsilon=2.0, unlimited=True, seed=1,
                                        ledger=f"sqlite:///{tmp / 'ledger.sqlite'}", output=tmp / "run",
