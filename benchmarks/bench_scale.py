@@ -257,6 +257,7 @@ def calibration_tables(names: list[str]):
     """(name, histogram, domain, epsilon) for the calibration runs: real Adult, the loans table (with the
     bench extra), generated tables."""
     from generate import generated_histogram  # this script runs from benchmarks/, beside generate.py
+
     from privsynth.schema.encoding import encode_codes
     from privsynth.schema.workload import Histogram
 

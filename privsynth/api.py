@@ -211,10 +211,10 @@ class Synthesizer:
         self.release: Release | None = None
 
     @classmethod
-    def create(cls, mechanism: str | None = None, *, epsilon: float = 1.0, **settings: Any) -> "Synthesizer":
+    def create(cls, mechanism: str | None = None, *, epsilon: float = 1.0, **settings: Any) -> Synthesizer:
         return cls(mechanism or DEFAULT_MECHANISM, epsilon=epsilon, **settings)
 
-    def fit(self, data: Any, *, schema: Schema | str | Path, **settings: Any) -> "Synthesizer":
+    def fit(self, data: Any, *, schema: Schema | str | Path, **settings: Any) -> Synthesizer:
         self.release = synthesize(data, schema, epsilon=self.epsilon, mechanism=self.mechanism,
                                   **{**self.settings, **settings})
         return self

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
-
-import numpy as np
 
 from privsynth.discovery import dp_pass as _dp_pass
 from privsynth.privacy import ledger as _ledger

@@ -105,9 +105,9 @@ def test_typed_errors_are_importable_from_the_top_level_and_raised_before_any_ch
 
 
 def test_the_flow_and_the_api_run_the_same_orchestration():
-    import privsynth.cli
     import flows.synthesize
     import privsynth.api
+    import privsynth.cli
     import privsynth.run.stages
 
     assert flows.synthesize.execute is privsynth.run.stages.execute is privsynth.api.execute
@@ -120,8 +120,8 @@ def test_the_flow_and_the_api_run_the_same_orchestration():
 
 
 def test_with_a_prefect_api_the_cli_calls_the_flow(monkeypatch, tmp_path):
-    import privsynth.cli
     import flows.synthesize
+    import privsynth.cli
 
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # a server is configured (never reached here)
     seen = {}

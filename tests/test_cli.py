@@ -302,8 +302,8 @@ def _toy_run_arguments(tmp_path) -> list[str]:
 
 
 def test_without_a_prefect_api_the_run_is_in_process_and_says_how_to_record_it(tmp_path, monkeypatch, capsys):
-    import privsynth.cli as cli
     import flows.synthesize
+    import privsynth.cli as cli
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "no-prefect-home"))  # no profile with an API URL

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
 
 import privsynth
 from privsynth.cli import EXIT_USAGE, main
@@ -23,7 +24,6 @@ from privsynth.discovery import DraftOptions, draft_schema
 from privsynth.discovery.checks import check_atoms
 from privsynth.discovery.contracts import read_public_sources
 from privsynth.errors import ContractError, ParameterError
-from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
 
 STATUS = ["placed", "shipped", "completed", "returned", "lost"]
 

@@ -7,7 +7,6 @@ import re
 import shlex
 
 import pytest
-
 from conftest import REPO
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import toy_mechanism
+
 from privsynth.mechanisms import catalogue
 from privsynth.mechanisms.base import MechanismModule
 from privsynth.privacy.ledger import BudgetLedger

@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from privsynth.mechanisms.private_sampling.feasibility import feasibility_for_schema, feasibility_report, format_feasibility
+from privsynth.mechanisms.private_sampling.feasibility import (
+    feasibility_for_schema,
+    feasibility_report,
+    format_feasibility,
+)
 from privsynth.schema import load_schema
 
 ADULT_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "adult.yaml"

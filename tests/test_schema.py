@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from privsynth.schema import (MISSING_LABEL, OUT_OF_DOMAIN_LABEL, SchemaError, draft_schema_from_data, load_schema,
-                              parse_schema)
+from privsynth.schema import (
+    MISSING_LABEL,
+    OUT_OF_DOMAIN_LABEL,
+    SchemaError,
+    draft_schema_from_data,
+    load_schema,
+    parse_schema,
+)
 
 
 def one_column(column: dict) -> dict:

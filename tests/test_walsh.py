@@ -6,8 +6,18 @@ import math
 import numpy as np
 import pytest
 
-from privsynth.mechanisms.private_sampling.walsh import (accumulate_moment_sums, all_marginals_from_moments, bits_to_signs, marginal_from_moments,
-                             n_walsh, signs_to_bits, walsh_features, walsh_index, walsh_moment_sums, walsh_subsets)
+from privsynth.mechanisms.private_sampling.walsh import (
+    accumulate_moment_sums,
+    all_marginals_from_moments,
+    bits_to_signs,
+    marginal_from_moments,
+    n_walsh,
+    signs_to_bits,
+    walsh_features,
+    walsh_index,
+    walsh_moment_sums,
+    walsh_subsets,
+)
 
 
 def full_cube(p: int) -> np.ndarray:

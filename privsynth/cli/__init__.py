@@ -25,8 +25,8 @@ import os
 import sys
 from typing import Any
 
-from privsynth.cli.stop import _STOP, _sigterm_stops_this_command, _stop_on_sigterm, _stopped_line  # noqa: F401
 from privsynth.cli.in_process import IN_PROCESS_LINE, prefect_api_url, run_in_process  # noqa: F401
+from privsynth.cli.stop import _STOP, _sigterm_stops_this_command, _stop_on_sigterm, _stopped_line  # noqa: F401
 
 EXIT_USAGE = 2
 

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privsynth.privacy.accounting import PrivacyCost
-from privsynth.errors import ParameterError
 from privsynth.discovery.bounds import gaussian_sigma
 from privsynth.discovery.categories import (
     THRESHOLD_DELTA_FRACTION,
@@ -49,6 +47,8 @@ from privsynth.discovery.draft import (
 from privsynth.discovery.peek import peek_pass
 from privsynth.discovery.quantiles import GRID_POINTS, dp_quantile, gumbel_scale, linear_grid, quantile_scores
 from privsynth.discovery.writer import render
+from privsynth.errors import ParameterError
+from privsynth.privacy.accounting import PrivacyCost
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
-from privsynth.privacy.spending import rho_allowance
-from privsynth.errors import ParameterError
 from privsynth.discovery import bounds as B
 from privsynth.discovery import points as P
 from privsynth.discovery import zoom as Z
@@ -27,6 +24,9 @@ from privsynth.discovery.beyond import BeyondBounds, beyond_bounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories, merged_spellings
 from privsynth.discovery.declared import DeclaredColumn
 from privsynth.discovery.public import PublicColumn, PublicFacts, from_flags
+from privsynth.errors import ParameterError
+from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
+from privsynth.privacy.spending import rho_allowance
 
 DEFAULT_BINS = 8
 NUMERIC = ("integer", "float")

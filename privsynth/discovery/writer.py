@@ -6,11 +6,11 @@ from typing import Any
 
 import yaml
 
-from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
 from privsynth.discovery.budget import split_lines
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.contract_trust import derived_header
 from privsynth.discovery.draft import ColumnDraft, DraftOptions
+from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
 
 INTERNAL_KEYS = ("settled",)
 

@@ -33,9 +33,10 @@ import csv
 import glob as globbing
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import ibis
@@ -44,10 +45,10 @@ import ibis.expr.types as ir
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
-from privsynth.engine.spark import drop_view, register_files, spark_files, spark_session
 from privsynth.engine.csv_lines import first_line_query, records_query
+from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
 from privsynth.engine.sources import SourceSpec, _check_file, _csv_header, _parse_sql, _split_source_parameters
+from privsynth.engine.spark import drop_view, register_files, spark_files, spark_session
 from privsynth.io.connections import InputError, connect_url, duckdb_path, plain_table_name
 from privsynth.io.credentials import redact_url
 from privsynth.schema import Schema

@@ -86,7 +86,7 @@ class Source:
     def close(self) -> None:
         self.opened.close()
 
-    def __enter__(self) -> "Source":
+    def __enter__(self) -> Source:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -97,7 +97,7 @@ class AtomicParquetWriter:
         self._writer.write_table(table)
         self.rows += table.num_rows
 
-    def __enter__(self) -> "AtomicParquetWriter":
+    def __enter__(self) -> AtomicParquetWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -11,8 +11,8 @@ from urllib.parse import unquote, urlsplit
 
 import ibis
 
-from privsynth.io.credentials import CredentialError, expand_credentials, password_from_reference, redact_url
 from privsynth.errors import InputError  # noqa: F401  (re-exported: raised here)
+from privsynth.io.credentials import CredentialError, expand_credentials, password_from_reference, redact_url
 
 POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from urllib.parse import quote, urlsplit
+
 from privsynth.errors import CredentialError  # noqa: F401  (re-exported: raised here)
 
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")

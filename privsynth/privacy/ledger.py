@@ -72,7 +72,8 @@ from privsynth.privacy.ledger_store import (
     resolve_ledger_url,
 )
 from privsynth.privacy.spending import (
-    WHY_EPSILONS_DO_NOT_SUBTRACT, check_budget_delta,
+    WHY_EPSILONS_DO_NOT_SUBTRACT,
+    check_budget_delta,
     check_cost,
     check_epsilon,
     epsilon_spent,
@@ -103,7 +104,7 @@ class BudgetLedger:
     def __reduce__(self):
         return (BudgetLedger, (self._url,))
 
-    def __enter__(self) -> "BudgetLedger":
+    def __enter__(self) -> BudgetLedger:
         return self
 
     def __exit__(self, *exc) -> None:

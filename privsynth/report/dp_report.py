@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from privsynth.mechanisms.base import Measurement, Release
+from privsynth.report.shares import release_holds
 from privsynth.report.uncertainty import (
     ASSUMPTION,
     CONFIDENCE,
@@ -35,7 +36,6 @@ from privsynth.report.uncertainty import (
     marginal_statements,
     synthetic_at,
 )
-from privsynth.report.shares import release_holds
 from privsynth.schema import Schema
 from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema.workload import marginal_counts, merge_levels, relaxed_marginal, total_variation

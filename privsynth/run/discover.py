@@ -24,9 +24,9 @@ import yaml
 from privsynth.discovery.beyond import BeyondBounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.public import PublicFacts
+from privsynth.errors import ParameterError
 from privsynth.io import atomic_write_bytes, atomic_write_json
 from privsynth.privacy.accounting import PrivacyCost
-from privsynth.errors import ParameterError
 from privsynth.schema import Schema, parse_schema
 
 SHARE_PER_COLUMN = 0.03  # discovery's share of the run's rho per column it reads (by need) ...
@@ -116,8 +116,8 @@ def _discover(ctx) -> DiscoveryOutcome:
     from privsynth.discovery.dp_pass import to_read
     from privsynth.discovery.draft import DraftOptions, declared_drafts
     from privsynth.discovery.writer import render
-    from privsynth.privacy.keys import release_key
     from privsynth.privacy.charged import charge_then_noise
+    from privsynth.privacy.keys import release_key
 
     plan, parameters = ctx.plan, ctx.plan.parameters
     name = default_name(parameters.input) if parameters.input else plan.dataset

@@ -12,11 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from privsynth.errors import ParameterError  # noqa: F401  (re-exported: raised here)
 from privsynth.io.credentials import check_no_literal_password
 from privsynth.mechanisms import DEFAULT_MECHANISM, MECHANISM_MODULES
 from privsynth.privacy.accounting import DEFAULT_DELTA
 from privsynth.schema.limits import check_safe_path
-from privsynth.errors import ParameterError  # noqa: F401  (re-exported: raised here)
 
 # aim measured most accurate on Adult at epsilon 0.3, 1 and 3 (benchmarks/README.md, bench_peers.py): the default.
 

@@ -8,16 +8,17 @@ import glob
 import math
 from dataclasses import dataclass
 from pathlib import Path
+
 from pydantic import ValidationError
 
 from privsynth.engine.sources import SourceSpec, parse_source
+from privsynth.errors import InfeasibleRequestError, ParameterError
 from privsynth.io import InputError, check_writable_directory, parse_sink
 from privsynth.mechanisms.base import MechanismConfig
 from privsynth.mechanisms.catalogue import Mechanism, mechanism_config
 from privsynth.mechanisms.catalogue import load as load_mechanism
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run.fine_decoding import FineDecoding, plan_fine_decoding
-from privsynth.errors import InfeasibleRequestError, ParameterError
 from privsynth.run.parameters import RunParameters, bundled_example, describe_validation_error
 from privsynth.schema import Schema, load_schema
 from privsynth.schema.encoding import domain_of

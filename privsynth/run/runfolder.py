@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from privsynth.errors import RunFolderError  # noqa: F401  (re-exported: raised here)
 from privsynth.io.atomic import atomic_write_json, json_default, sha256_file
 from privsynth.io.storage import RemoteFolder, is_remote
-from privsynth.errors import RunFolderError  # noqa: F401  (re-exported: raised here)
 
 MANIFEST = "manifest.json"
 PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highspy", "opendp", "prefect",
@@ -76,7 +76,7 @@ class RunFolder:
     remote: RemoteFolder | None = None
 
     @staticmethod
-    def open_at(location: str | Path, run_key: dict, run_id: str) -> "RunFolder":
+    def open_at(location: str | Path, run_key: dict, run_id: str) -> RunFolder:
         """``open`` for a local path or an fsspec URL (``privsynth.io.storage``): a remote run folder is
         worked on in a local folder and mirrored after every stage, artifacts before the manifest."""
         if not is_remote(location):
@@ -102,7 +102,7 @@ class RunFolder:
             shutil.rmtree(self.path, ignore_errors=True)
 
     @staticmethod
-    def open(path: str | Path, run_key: dict, run_id: str) -> "RunFolder":
+    def open(path: str | Path, run_key: dict, run_id: str) -> RunFolder:
         """Open a fresh folder, or resume one that holds an earlier attempt of the *same* run.
 
         A non-empty folder that holds anything else is refused, so nothing already written is lost.
@@ -149,7 +149,7 @@ class RunFolder:
         return folder
 
     @staticmethod
-    def load(path: str | Path) -> "RunFolder":
+    def load(path: str | Path) -> RunFolder:
         path = Path(path)
         return RunFolder(path, json.loads((path / MANIFEST).read_text()))
 

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.engine.datasource import ValidationFailedError
+from privsynth.errors import PrivsynthError, RefusalError
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
 from privsynth.io.storage import RemoteFolder, is_remote
 from privsynth.mechanisms.base import Measurement, Release
@@ -42,7 +43,6 @@ from privsynth.run.faults import fault_point
 from privsynth.run.releases import measurements_from_table
 from privsynth.run.spent import spend_line, truthful_refusal, with_run_spend
 from privsynth.run.validate import stage_validate
-from privsynth.errors import PrivsynthError, RefusalError
 from privsynth.schema import Schema
 from privsynth.schema.encoding import (
     Domain,

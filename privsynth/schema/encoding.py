@@ -71,7 +71,7 @@ class Domain:
         return {"names": list(self.names), "sizes": list(self.sizes)}
 
     @staticmethod
-    def from_json(data: dict) -> "Domain":
+    def from_json(data: dict) -> Domain:
         return Domain(tuple(data["names"]), tuple(int(s) for s in data["sizes"]))
 
 

@@ -19,8 +19,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from privsynth.schema import temporal
 from privsynth.errors import SchemaError  # noqa: F401  (re-exported: raised here)
+from privsynth.schema import temporal
 
 ColumnType = Literal["categorical", "integer", "float", "boolean", "date", "timestamp"]
 MISSING_LABEL = "<missing>"
@@ -123,7 +123,7 @@ class Column(BaseModel):
         return out
 
     @model_validator(mode="after")
-    def _check(self) -> "Column":
+    def _check(self) -> Column:
         where = f"column {self.name!r}"
         if self.drop:
             return self
@@ -237,7 +237,7 @@ class Schema(BaseModel):
     columns: tuple[Column, ...]
 
     @model_validator(mode="after")
-    def _check(self) -> "Schema":
+    def _check(self) -> Schema:
         names = [c.name for c in self.columns]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -261,7 +261,7 @@ class Schema(BaseModel):
         raise KeyError(f"schema {self.name!r} has no column {name!r}")
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "Schema":
+    def from_yaml(cls, path: str | Path) -> Schema:
         """Read and validate a YAML schema file (``load_schema``)."""
         return load_schema(path)
 

@@ -67,7 +67,7 @@ class Histogram:
             raise ValueError("histogram counts must be non-negative")
 
     @staticmethod
-    def of_codes(codes: np.ndarray) -> "Histogram":
+    def of_codes(codes: np.ndarray) -> Histogram:
         """The histogram of per-record codes (n x d)."""
         codes = np.asarray(codes)
         if codes.shape[0] == 0:
@@ -76,7 +76,7 @@ class Histogram:
         return Histogram(unique, counts.astype(np.int64))
 
     @staticmethod
-    def merge(parts: Iterable["Histogram"]) -> "Histogram":
+    def merge(parts: Iterable[Histogram]) -> Histogram:
         parts = list(parts)
         if not parts:
             raise ValueError("merge needs at least one histogram")

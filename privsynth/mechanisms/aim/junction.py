@@ -124,11 +124,11 @@ def _spanning_tree(cliques: list[Clique]) -> list[list[int]]:
     return adjacency
 
 
-_TREES: dict[tuple, "JunctionTree"] = {}
+_TREES: dict[tuple, JunctionTree] = {}
 _TREES_KEPT = 8
 
 
-def junction_tree(sizes: Sequence[int], model_cliques: Sequence[Clique]) -> "JunctionTree":
+def junction_tree(sizes: Sequence[int], model_cliques: Sequence[Clique]) -> JunctionTree:
     """The junction tree over ``model_cliques``, shared with earlier calls that gave the same maximal
     cliques (the tree is a function of those), so that what was planned on it (``plans``) is reused
     across AIM rounds that did not change the structure."""

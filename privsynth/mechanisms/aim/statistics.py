@@ -33,7 +33,7 @@ class CountCache:
     """PRIVATE: count tables already read, kept across rounds up to ``COUNT_CACHE_CELLS`` cells (the
     oldest dropped first: a wide table's pools are fresh random subsets, rarely asked again)."""
 
-    def __init__(self, statistics: "AimStatistics", max_cells: int = COUNT_CACHE_CELLS) -> None:
+    def __init__(self, statistics: AimStatistics, max_cells: int = COUNT_CACHE_CELLS) -> None:
         self.statistics = statistics
         self.max_cells = max_cells
         self.tables: dict[Marginal, np.ndarray] = {}
@@ -156,7 +156,7 @@ class AimStatistics:
                 out[r] = np.ascontiguousarray(sum_to(table, attrs, r))
         return {r: out[r] for r in wanted}
 
-    def on_levels(self, compression: Compression) -> "AimStatistics":
+    def on_levels(self, compression: Compression) -> AimStatistics:
         """The same records with every level replaced by its merged level (the histogram is shared)."""
         return AimStatistics(self.histogram, Domain(self.domain.names, compression.sizes),
                              tuple(np.asarray(g, dtype=np.int64) for g in compression.groups))

@@ -162,7 +162,7 @@ class Config(MechanismConfig):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "Config":
+    def _check(self) -> Config:
         if self.variant == "k_anonymous" and not self.allow_non_private:
             raise ValueError(
                 "variant 'k_anonymous' is NOT differentially private (it is only floor(n/k)-anonymous: block "

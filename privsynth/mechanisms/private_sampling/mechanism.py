@@ -68,6 +68,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from privsynth.errors import InfeasibleRequestError  # noqa: F401  (re-exported: raised here)
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.mechanisms.private_sampling import bounds
 from privsynth.mechanisms.private_sampling.solvers import fit_density, released_density
@@ -84,7 +85,6 @@ from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain, check_codes, one_hot, to_binary
 from privsynth.schema.workload import Histogram, StatisticsInput
-from privsynth.errors import InfeasibleRequestError  # noqa: F401  (re-exported: raised here)
 
 NAME = "private_sampling"
 
@@ -147,7 +147,7 @@ class Config(MechanismConfig):
         return value
 
     @model_validator(mode="after")
-    def _check(self) -> "Config":
+    def _check(self) -> Config:
         if not self.box_upper + self.box_lower > 2.0:
             raise ValueError(f"box_upper + box_lower must exceed 2 (so the uniform density is strictly inside the "
                              f"shrinkage box [2 delta, Delta - delta]); got box_lower={self.box_lower}, "

@@ -35,6 +35,7 @@ from typing import Literal
 import numpy as np
 import scipy.linalg as la
 from scipy.optimize import linprog
+
 from privsynth.errors import SolverError  # noqa: F401  (re-exported: raised here)
 
 LPSolver = Literal["ipm", "highs", "cvxpy"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privsynth.errors import ReducedSpaceError  # noqa: F401  (re-exported: raised here)
 from privsynth.mechanisms.private_sampling import bounds
 from privsynth.mechanisms.private_sampling.walsh import (
     n_walsh,
@@ -16,7 +17,6 @@ from privsynth.mechanisms.private_sampling.walsh import (
     walsh_features,
 )
 from privsynth.schema.encoding import Domain, from_binary
-from privsynth.errors import ReducedSpaceError  # noqa: F401  (re-exported: raised here)
 
 
 @dataclass(frozen=True, repr=False)

@@ -145,7 +145,7 @@ class Config(MechanismConfig):
         return v
 
     @model_validator(mode="after")
-    def _shares_leave_room(self) -> "Config":
+    def _shares_leave_room(self) -> Config:
         spent = self.n_hat_share + self.init_one_way_share + self.init_two_way_share
         if spent >= 0.9:
             raise ValueError(f"n_hat_share + init_one_way_share + init_two_way_share = {spent:.3g} must stay "
