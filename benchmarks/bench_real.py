@@ -227,7 +227,10 @@ def format_rows(rows: list[dict]) -> str:
         ind = " | ".join(f"{e[k]['mean_tv'] / e[k]['independent_mean_tv']:.2f}" for k in ("2", "3"))
         boot = r.get("bootstrap_2")
         ratio_b = "-" if not boot else f"{e['2']['mean_tv'] / boot:.1f}"
-        fmt = lambda v: "-" if v is None else f"{v:.0f}"
+
+        def fmt(v):
+            return "-" if v is None else f"{v:.0f}"
+
         wrong = "-" if "wrong_share" not in e else f"{100 * e['wrong_share']:.1f}"
         lines.append(f"| {r['table']} | {r['n']} | {r['cols']} | {r['path']} | {r['seed']} | {tv} | {ind} | {ratio_b} "
                      f"| {wrong} | {fmt(r.get('draft_seconds'))} | {fmt(r.get('run_seconds'))} | {fmt(r.get('peak_rss_mb'))} "

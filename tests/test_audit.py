@@ -33,7 +33,7 @@ def test_identical_data_has_zero_error():
     codes = _random_codes(domain, 200, 1)
     summary = marginal_error_summary(codes, codes.copy(), domain)
     assert set(summary) == {"1", "2", "3"}
-    for k, stats in summary.items():
+    for stats in summary.values():
         assert stats["mean_tv"] == 0.0 and stats["max_tv"] == 0.0 and stats["max_abs_cell_error"] == 0.0
     assert [summary[k]["n_marginals"] for k in ("1", "2", "3")] == [4, 6, 4]
 

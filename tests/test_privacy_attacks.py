@@ -328,16 +328,16 @@ else:
 """
 
 
-def _fresh_database(postgres_url: str, name: str) -> str:
+def _fresh_database(server_url: str, name: str) -> str:
     """A new, empty database on the test server: a fresh ledger (no tables, no secret)."""
     import sqlalchemy as sa
 
-    server = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    server = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
     with server.connect() as conn:
         conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name}"))
         conn.execute(sa.text(f"CREATE DATABASE {name}"))
     server.dispose()
-    return postgres_url.rsplit("/", 1)[0] + "/" + name
+    return server_url.rsplit("/", 1)[0] + "/" + name
 
 
 def test_a_fresh_postgresql_ledger_creates_its_secret_and_charges(postgres_url):  # noqa: F811

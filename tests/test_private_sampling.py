@@ -111,7 +111,7 @@ def test_lambda_is_minimal(instance):  # T8
 
 def test_marginal_bias_identity(instance):  # T10
     space, X, b, fit = instance
-    p, d, m = 8, 2, space.M.shape[0]
+    p, d = 8, 2
     q_moments = space.M.T @ fit.h
     u_moments = space.M.mean(axis=0)
     from privsynth.mechanisms.private_sampling.walsh import all_marginals_from_moments

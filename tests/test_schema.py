@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from privsynth.schema import (
     MISSING_LABEL,
@@ -126,9 +127,9 @@ def test_content_hash_stable_and_sensitive(tiny_schema_dict):
 
 
 def test_schema_is_frozen(tiny_schema):
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):  # a frozen pydantic model refuses the assignment
         tiny_schema.name = "other"  # type: ignore[misc]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         tiny_schema.columns[1].nullable = False  # type: ignore[misc]
 
 

@@ -309,7 +309,10 @@ def _numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> N
     from privsynth.schema import temporal
 
     if c.kind in TEMPORAL:
-        fmt = lambda x: temporal.format_unit(x, c.kind)
+
+        def fmt(x):
+            return temporal.format_unit(x, c.kind)
+
         d.entry["bounds"] = [fmt(fine.low), fmt(fine.high)]
         unit = calendar_unit(fine.low, fine.high, c.kind)
         if unit is not None:

@@ -71,7 +71,7 @@ def _plural(kind: str) -> str:
     return {"date": "dates", "timestamp": "timestamps"}.get(kind, "numbers")
 
 
-class SourceKind(str, enum.Enum):
+class SourceKind(str, enum.Enum):  # noqa: UP042  (StrEnum would change str() and format() of a member)
     """How a source column's values read: its storage type, reduced to what binning distinguishes."""
 
     TEXT = "text"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 
@@ -102,7 +101,7 @@ class Histogram:
             yield np.repeat(self.codes[start:stop], self.counts[start:stop], axis=0)
 
 
-StatisticsInput = Union[Histogram, Iterable[np.ndarray]]
+StatisticsInput = Histogram | Iterable[np.ndarray]
 
 
 def merge_levels(table: np.ndarray, level_groups: Sequence[Sequence[int] | np.ndarray | None]) -> np.ndarray:

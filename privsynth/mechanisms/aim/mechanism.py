@@ -380,7 +380,8 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         names = list(pool)
         estimates = model.marginals().many(names)
         scores = selection_scores(pool, counts.get(names), estimates, sigma)
-        pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, 2.0 * delta_q / eps)]
+        # the lambda is called inside select_eligible, in this round: it sees this round's eligible and names
+        pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, 2.0 * delta_q / eps)]  # noqa: B023
         y = noise.add_gaussian(counts.get([pick])[pick], sigma)
         measured.append(NoisyMarginal(pick, y, sigma))
         log.append(RoundLog(pick, sigma, eps, step.rho, step.last))

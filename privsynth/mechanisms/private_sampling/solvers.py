@@ -106,7 +106,7 @@ def shrinkage_lp_ipm(M: np.ndarray, b: np.ndarray, delta: float, Delta: float, t
     y = np.zeros(N)
     rhs_norm = 1.0 + float(np.max(np.abs(rhs)))
     best = (math.inf, 1.0)
-    for iteration in range(max_iter):
+    for _iteration in range(max_iter):
         r_p = rhs - A_mul(s)
         r_u = w - s - v
         r_d = cost - AT_mul(y) - z + zeta
@@ -126,12 +126,14 @@ def shrinkage_lp_ipm(M: np.ndarray, b: np.ndarray, delta: float, Delta: float, t
         normal[np.diag_indices(N)] += 1e-14 * (1.0 + np.trace(normal) / N)
         factor = la.cho_factor(normal)
 
+        # solve reads this iteration's iterates and factor (B023): it is called in this iteration only.
         def solve(r_sz: np.ndarray, r_vz: np.ndarray) -> tuple[np.ndarray, ...]:
-            r_vz = r_vz - zeta * r_u
-            r_hat = r_d - r_sz / s + r_vz / v
-            dy = la.cho_solve(factor, r_p + A_mul(D * r_hat))
-            ds = D * (AT_mul(dy) - r_hat)
-            return ds, r_u - ds, dy, (r_sz - z * ds) / s, (r_vz + zeta * ds) / v
+            r_vz = r_vz - zeta * r_u  # noqa: B023  (called in this iteration only)
+            r_hat = r_d - r_sz / s + r_vz / v  # noqa: B023  (called in this iteration only)
+            dy = la.cho_solve(factor, r_p + A_mul(D * r_hat))  # noqa: B023  (called in this iteration only)
+            ds = D * (AT_mul(dy) - r_hat)  # noqa: B023  (called in this iteration only)
+            return (ds, r_u - ds, dy,  # noqa: B023  (called in this iteration only)
+                    (r_sz - z * ds) / s, (r_vz + zeta * ds) / v)  # noqa: B023  (called in this iteration only)
 
         def max_step(x: np.ndarray, dx: np.ndarray) -> float:
             neg = dx < 0
