@@ -122,7 +122,8 @@ def worker(table: str, mode: str, epsilon: float, delta: float, seed: int, data:
         schema_path = work / "draft.yaml"
         t0 = time.perf_counter()
         write_draft(str(data), schema_path, DraftOptions(name=table, epsilon=epsilon / 10, delta=delta,
-                                                         ledger=f"sqlite:///{work / 'ledger.db'}", require_budget=False),
+                                                         ledger=f"sqlite:///{work / 'ledger.db'}",
+                                                         require_budget=False),
                     overwrite=True)
         draft_seconds = time.perf_counter() - t0
     else:
@@ -233,8 +234,8 @@ def format_rows(rows: list[dict]) -> str:
 
         wrong = "-" if "wrong_share" not in e else f"{100 * e['wrong_share']:.1f}"
         lines.append(f"| {r['table']} | {r['n']} | {r['cols']} | {r['path']} | {r['seed']} | {tv} | {ind} | {ratio_b} "
-                     f"| {wrong} | {fmt(r.get('draft_seconds'))} | {fmt(r.get('run_seconds'))} | {fmt(r.get('peak_rss_mb'))} "
-                     f"| {r.get('note', '')} |")
+                     f"| {wrong} | {fmt(r.get('draft_seconds'))} | {fmt(r.get('run_seconds'))} | "
+                     f"{fmt(r.get('peak_rss_mb'))} | {r.get('note', '')} |")
     return "\n".join(lines)
 
 
@@ -282,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             base = {"table": table, "n": n, "cols": cols, "status": "ok"}
             ref = marginal_error_summary(real, real, domain, ks=KS, max_marginals=args.max_3way)
             rows.append({**base, "path": "independent", "seed": "-", "note": "exact, not private",
-                         "errors": {k: {"mean_tv": v["independent_mean_tv"], "independent_mean_tv": v["independent_mean_tv"]}
+                         "errors": {k: {"mean_tv": v["independent_mean_tv"],
+                                        "independent_mean_tv": v["independent_mean_tv"]}
                                     for k, v in ref.items()}})
             boot_codes = real[np.random.default_rng(0).integers(0, n, n)]
             boot = marginal_error_summary(real, boot_codes, domain, ks=KS, max_marginals=args.max_3way)

@@ -241,13 +241,14 @@ def mechanism_main(args) -> None:
                         "histogram_s": time.perf_counter() - t - r["seconds"], **r})
         print(json.dumps(results[-1]), flush=True)
     print()
-    print(f"aim at epsilon {args.epsilon}, seed {args.seed}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"aim at epsilon {args.epsilon}, seed {args.seed}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+          "cores")
     print("| table | n | columns | one-hot levels | distinct records | rounds | aim wall s | aim CPU s | peak RSS MB | "
           "forecast s | forecast MB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['table']} | {r['n']:,} | {r['columns']} | {r['levels']} | {r['histogram_rows']:,} | {r['rounds']} | "
-              f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['peak_rss_mb']:.0f} | {r['forecast_s']:.0f} | "
+        print(f"| {r['table']} | {r['n']:,} | {r['columns']} | {r['levels']} | {r['histogram_rows']:,} | {r['rounds']} "
+              f"| {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['peak_rss_mb']:.0f} | {r['forecast_s']:.0f} | "
               f"{r['forecast_mb']:.0f} |")
 
 
@@ -313,7 +314,8 @@ def calibrate(names: list[str]) -> None:
 
     def many(self, queries):
         out = original_many(self, queries)
-        rounds.append((len(queries), sum(self.tree.cells), time.process_time() - pending.pop("start", time.process_time())))
+        rounds.append((len(queries), sum(self.tree.cells),
+                       time.process_time() - pending.pop("start", time.process_time())))
         return out
 
     model_module.GraphicalModel.fit, model_module.GraphicalModel._calibrate = fit, counted_calibrate
@@ -325,7 +327,8 @@ def calibrate(names: list[str]) -> None:
             noise.authorize("calibrate")
             start = time.process_time()
             release = aim.run(aim.collect_statistics(histogram, domain, config), domain, config, noise)
-            print(f"{name}: {release.public_facts['rounds']} rounds, {time.process_time() - start:.1f} CPU s", flush=True)
+            print(f"{name}: {release.public_facts['rounds']} rounds, {time.process_time() - start:.1f} CPU s",
+                  flush=True)
     finally:
         model_module.GraphicalModel.fit, model_module.GraphicalModel._calibrate = original_fit, original_calibrate
         inference.Marginals.many, aim.scored_pool = original_many, original_pool
@@ -356,7 +359,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measure-aim", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", default=None,
-                        help="fit aim's cost model on these runs, e.g. adult@0.3,adult@1,adult@3,loans@1,transport@1,wide50@1")
+                        help="fit aim's cost model on these runs, e.g. "
+                             "adult@0.3,adult@1,adult@3,loans@1,transport@1,wide50@1")
     args = parser.parse_args()
     if args.calibrate:
         calibrate(args.calibrate.split(","))

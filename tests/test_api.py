@@ -209,7 +209,8 @@ def test_a_free_text_column_is_refused_with_advice_not_swallowed_into_out_of_dom
     schema = parse_schema({**TOY_SCHEMA, "columns": columns})
     frame = toy_frame(200)
     frame["colour"] = [f"free text {i}" if i % 4 else "red" for i in range(200)]  # 75% unknown
-    with pytest.raises(privsynth.ValidationFailedError, match="most values are outside .*drop: true.*schema draft") as err:
+    with pytest.raises(privsynth.ValidationFailedError,
+                       match="most values are outside .*drop: true.*schema draft") as err:
         privsynth.synthesize(frame, schema, unlimited=True, refuse_invalid_records=True, rows=20,
                              output=tmp_path / "run", **FAST)
     assert "free text 1" not in str(err.value)

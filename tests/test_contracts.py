@@ -154,7 +154,8 @@ def test_a_dbt_file_with_several_models_needs_one_named(dbt_project):
 ])
 def test_malformed_dbt_tests_are_refused_naming_file_and_entry(tmp_path, test, entry, problem):
     path = tmp_path / "schema.yml"
-    path.write_text(f"version: 2\nmodels:\n  - name: m\n    columns:\n      - name: c\n        tests:\n          - {test}\n")
+    path.write_text("version: 2\nmodels:\n  - name: m\n    columns:\n      - name: c\n        tests:\n          - "
+                    f"{test}\n")
     text = _error([str(path)])
     assert str(path) in text and "model 'm', column 'c'" in text and entry in text and problem in text
 
@@ -301,8 +302,8 @@ def test_a_postgres_table_with_enum_and_check(postgres_url):  # noqa: F811
         con.execute("CREATE TYPE state AS ENUM ('placed', 'shipped', 'completed', 'returned', 'lost')")
         con.execute("CREATE TABLE contract_orders (status state NOT NULL, qty integer CHECK (qty BETWEEN 1 AND 5), "
                     "amount numeric(10, 2) CHECK (amount >= 0 AND amount <= 500), "
-                    "channel varchar(10) CHECK (channel IN ('web', 'shop')), placed date CHECK (placed >= '2020-01-01'), "
-                    "priority integer CHECK (priority > 0 OR priority IS NULL))")
+                    "channel varchar(10) CHECK (channel IN ('web', 'shop')), placed date CHECK (placed >= "
+                    "'2020-01-01'), priority integer CHECK (priority > 0 OR priority IS NULL))")
     facts = read_public_sources(["db:"], None, f"{postgres_url}?table=contract_orders", trust_data_derived=True)
     assert facts.get("status").categories == tuple(STATUS) and facts.get("status").nullable is False
     assert "ENUM type state; DATA-DERIVED" in facts.get("status").origin("categories")

@@ -106,7 +106,8 @@ def test_dates_are_dates_written_in_the_table_s_format(dirty_release, column, fo
 def test_decimals_flags_and_float_codes_keep_their_form(dirty_release):
     frame, schema, synthetic = dirty_release
     assert schema["score"]["type"] == "float" and schema["score"]["precision"] == 1
-    assert all(re.fullmatch(r"-?[0-9]+\.[0-9]", f"{v:.10g}" if v % 1 else f"{v:.1f}") for v in synthetic["score"].dropna())
+    assert all(re.fullmatch(r"-?[0-9]+\.[0-9]", f"{v:.10g}" if v % 1 else f"{v:.1f}")
+               for v in synthetic["score"].dropna())
     assert set(_present(synthetic["flag"])) <= {"Y", "N"}
     assert schema["code"]["type"] == "integer"
     assert set(synthetic["code"].dropna().astype(int)) <= {1, 2, 3}

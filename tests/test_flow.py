@@ -50,7 +50,8 @@ PUBLIC_ARTIFACTS = {"validation.json", "encoding.json", "release.parquet", "priv
 
 def _public_artifact(name: str) -> bool:
     """A run-folder artifact that may be published: the files above and the DP report's pictures."""
-    return name in PUBLIC_ARTIFACTS | {"measurements.parquet"} or (name.startswith("figures/") and name.endswith(".png"))
+    return name in PUBLIC_ARTIFACTS | {"measurements.parquet"} or (name.startswith("figures/")
+                                                                   and name.endswith(".png"))
 
 
 
@@ -69,7 +70,8 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     names = {p.name for p in run.iterdir()}
     assert PUBLIC_ARTIFACTS | {"manifest.json"} <= names
     # only public artifacts: no private intermediates, and no internal audit unless asked for
-    assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet", "figures", "internal-validation"}, names
+    assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet", "figures",
+                                        "internal-validation"}, names
     # the exact validation report, with or without a budget (issue 36.3), is owner-only and never a public artifact
     assert (run / "internal-validation").stat().st_mode & 0o077 == 0
     assert private_leftovers(private_tmp) == []

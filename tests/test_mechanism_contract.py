@@ -46,8 +46,8 @@ def test_a_registered_mechanism_runs_through_plan_charge_report_and_listing(regi
     with BudgetLedger(f"sqlite:///{tmp_path / 'l.db'}") as ledger:
         ledger.set_budget("t", epsilon=2.0)
         outcome = release_stage(mechanism=toy, config=config, statistics=Histogram.of_codes(codes), domain=domain,
-                                key="toy-key", store=ReleaseStore(tmp_path / "store"), ledger=ledger, dataset="t", delta=1e-9, seed=1,
-                                column_names=list(domain.names))
+                                key="toy-key", store=ReleaseStore(tmp_path / "store"), ledger=ledger, dataset="t",
+                                delta=1e-9, seed=1, column_names=list(domain.names))
         assert ledger.status("t")[0].charges == 1
     assert outcome.privacy["mechanism"] == "toy" and outcome.privacy["cost"]["pure_epsilon"] == 1.0
     result = forecast(toy.NAME, toy.privacy_cost(config), 1.0, None, domain, 500, toy.caps_rows)

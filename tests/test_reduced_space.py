@@ -327,7 +327,8 @@ def test_full_run_on_a_small_random_table(space):
     assert release.public_facts["n_estimate"] == pytest.approx(3000, rel=0.05)
     synthetic = round_release(release, big, 3000, np.random.default_rng(0))
     assert synthetic.shape == (3000, 6)
-    tv2 = np.mean([total_variation(marginal_counts(X, big, m), relaxed_marginal(release.points, release.weights, big, m))
+    tv2 = np.mean([total_variation(marginal_counts(X, big, m),
+                                   relaxed_marginal(release.points, release.weights, big, m))
                    for m in all_marginals(6, 2)])
     assert tv2 < 0.1
     # the same seed gives the same release

@@ -62,7 +62,8 @@ def test_marginal_identity_pointwise():  # T4: 1{x1=1, x2=-1} = (w_{} + w_1 - w_
     F = walsh_features(X, 2)
     idx = walsh_index(4, 2)
     indicator = ((X[:, 0] == 1) & (X[:, 1] == -1)).astype(float)
-    np.testing.assert_array_equal(indicator, (F[:, idx[()]] + F[:, idx[(0,)]] - F[:, idx[(1,)]] - F[:, idx[(0, 1)]]) / 4)
+    np.testing.assert_array_equal(indicator,
+                                  (F[:, idx[()]] + F[:, idx[(0,)]] - F[:, idx[(1,)]] - F[:, idx[(0, 1)]]) / 4)
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])

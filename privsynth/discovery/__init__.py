@@ -137,7 +137,8 @@ def default_name(source: str) -> str:
         if key == "table" and value:
             return re.sub(r"[^A-Za-z0-9_]+", "_", value.rpartition(".")[2]) or "draft"
     stem = Path(base.split(":", 1)[-1] if base.lower().startswith("duckdb:") else base).name
-    stem = re.sub(r"\.(csv|tsv|parquet|pq|gz|duckdb)$", "", re.sub(r"\.(csv|tsv)\.gz$", "", stem, flags=re.IGNORECASE), flags=re.IGNORECASE)
+    stem = re.sub(r"\.(csv|tsv|parquet|pq|gz|duckdb)$", "", re.sub(r"\.(csv|tsv)\.gz$", "", stem, flags=re.IGNORECASE),
+                  flags=re.IGNORECASE)
     return re.sub(r"[^A-Za-z0-9_]+", "_", stem).strip("_") or "draft"
 
 

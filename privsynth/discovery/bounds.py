@@ -161,7 +161,8 @@ def _snapped(low: float, high: float, integer: bool) -> tuple[float, float]:
 TAIL_SIGMAS = 2.0  # an octave next to the data joins the bounds when its noisy count shows this many deviations
 
 
-def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: float, high: float) -> tuple[float, float]:
+def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: float,
+                      high: float) -> tuple[float, float]:
     """The bounds grown outwards one octave at a time while the next cell's noisy count exceeds TAIL_SIGMAS
     noise deviations (post-processing). Next to the data a tail is expected, so the bar is lower than
     the threshold that finds the data anywhere on the grid (an empty neighbour passes with probability

@@ -84,7 +84,8 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_sou
                                             and options.epsilon > 0):
         raise ParameterError(f"--epsilon must be a finite number > 0, got {options.epsilon!r}")
     if options.peek_without_dp and options.epsilon is not None:
-        raise ParameterError("--peek-without-dp and --epsilon exclude each other: a draft is DP or a labelled non-DP peek")
+        raise ParameterError("--peek-without-dp and --epsilon exclude each other: a draft is DP or a labelled non-DP "
+                             "peek")
     if not (2 <= options.bins <= 100):
         raise ParameterError(f"--bins must be between 2 and 100, got {options.bins}")
     known = {c.name: c for c in columns}
@@ -100,7 +101,8 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_sou
             raise ParameterError(f"--categories {col}: give at least one value")
     for col in options.public.columns:
         if col not in known:
-            raise ParameterError(f"--public: {options.public.columns[col].origins and next(iter(options.public.columns[col].origins.values()))} "
+            raise ParameterError("--public: "
+                                 f"{options.public.columns[col].origins and next(iter(options.public.columns[col].origins.values()))} "
                                  f"names column {col!r}, which the source does not have")
 
 
@@ -118,8 +120,8 @@ def public_bounds(c: DeclaredColumn, options: DraftOptions) -> tuple[float, floa
             low, high = temporal.to_unit(low, c.kind), temporal.to_unit(high, c.kind)
         low, high = float(low), float(high)
     except (TypeError, ValueError):
-        raise ParameterError(f"public bounds of {c.name} ({p.origin('bounds')}): expected LOW:HIGH in the column's type, "
-                             f"got {low}:{high}") from None
+        raise ParameterError(f"public bounds of {c.name} ({p.origin('bounds')}): expected LOW:HIGH in the column's "
+                             f"type, got {low}:{high}") from None
     if c.kind != "float" and low == high and math.isfinite(low):
         high = low + 1.0
     if not (math.isfinite(low) and math.isfinite(high) and low < high):

@@ -16,7 +16,8 @@ INTERNAL_KEYS = ("settled",)
 
 
 def _scalar(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, width=10**9, allow_unicode=True).strip().removesuffix("...").strip()
+    return yaml.safe_dump(value, default_flow_style=True, width=10**9,
+                          allow_unicode=True).strip().removesuffix("...").strip()
 
 
 DRAFT_TITLE = "DRAFT SCHEMA, written by `privsynth schema draft`: a file for a human to review and edit."
@@ -62,7 +63,8 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_
         head += ["# At this budget, " + what_the_budget_finds(
             cost.rho, len(spent), THRESHOLD_DELTA_FRACTION * options.delta / max(len(spent), 1)) + "."]
         head += ["# " + line for line in split_lines(spent, cost.rho)]
-    head.append("# Identifier-like and free-text columns (by name) are proposed drop: true; their values were never read.")
+    head.append("# Identifier-like and free-text columns (by name) are proposed drop: true; their values were never "
+                "read.")
     head += ["# " + line for line in derived_header(options.public_facts())]  # rule 10: the owner's word, marked
     return head
 

@@ -45,8 +45,9 @@ def connect_url(url: str):
                 key, _, value = piece.partition("=")
                 kwargs[unquote(key)] = unquote(value)
         try:
-            return ibis.postgres.connect(host=parts.hostname or None, port=parts.port, user=unquote(parts.username or "") or None,
-                                         password=password, database=unquote(parts.path.lstrip("/")) or None, **kwargs)
+            return ibis.postgres.connect(host=parts.hostname or None, port=parts.port,
+                                         user=unquote(parts.username or "") or None, password=password,
+                                         database=unquote(parts.path.lstrip("/")) or None, **kwargs)
         except Exception as err:  # noqa: BLE001  (libpq messages can carry connection details)
             raise InputError(f"PostgreSQL {redact_url(url)}: cannot connect ({type(err).__name__})") from None
     try:

@@ -47,7 +47,8 @@ def password_from_reference(password: str) -> str:
         raise CredentialError("a password in a URL must be a ${ENV_VAR} reference, not a literal value")
     value = os.environ.get(match.group(1))
     if value is None:
-        raise CredentialError(f"the connection URL references ${{{match.group(1)}}}, which is not set in the environment")
+        raise CredentialError(f"the connection URL references ${{{match.group(1)}}}, which is not set in the "
+                              "environment")
     return value
 
 

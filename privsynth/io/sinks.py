@@ -64,8 +64,9 @@ def parse_sink(sink: str) -> SinkSpec:
     for suffix in ("parquet", "csv"):
         if lowered.endswith("." + suffix):
             return SinkSpec(suffix, sink)
-    raise InputError(f"--sink {redact_url(sink)!r}: expected duckdb:PATH?table=NAME, postgresql+psycopg://USER@HOST/DB?table=NAME, "
-                     "another ibis backend URL with ?table=NAME, or a .parquet or .csv path")
+    raise InputError(f"--sink {redact_url(sink)!r}: expected duckdb:PATH?table=NAME, "
+                     "postgresql+psycopg://USER@HOST/DB?table=NAME, another ibis backend URL with ?table=NAME, or a "
+                     ".parquet or .csv path")
 
 
 def portable_table(table: pa.Table) -> pa.Table:

@@ -128,7 +128,8 @@ class PrivacyCost:
 
     @staticmethod
     def pure(epsilon: float, guarantee: str, notes: tuple[str, ...] = ()) -> PrivacyCost:
-        return PrivacyCost(rho=rho_from_pure_epsilon(epsilon), pure_epsilon=float(epsilon), guarantee=guarantee, notes=notes)
+        return PrivacyCost(rho=rho_from_pure_epsilon(epsilon), pure_epsilon=float(epsilon), guarantee=guarantee,
+                           notes=notes)
 
     @staticmethod
     def zcdp(rho: float, guarantee: str, notes: tuple[str, ...] = (), extra_delta: float = 0.0) -> PrivacyCost:

@@ -209,7 +209,8 @@ class BudgetLedger:
             now = now_iso()
             if existing is None:
                 conn.execute(
-                    BUDGETS.insert().values(dataset=dataset, epsilon=epsilon, delta=delta, created_at=now, updated_at=now)
+                    BUDGETS.insert().values(dataset=dataset, epsilon=epsilon, delta=delta, created_at=now,
+                                            updated_at=now)
                 )
             else:
                 conn.execute(
@@ -363,7 +364,8 @@ class BudgetLedger:
                                                       CHARGES.c.release_key == release_key)
             ).first()
         if charged is None:
-            raise LedgerError(f"dataset {dataset!r}: no charge is recorded for this release; charge before drawing noise")
+            raise LedgerError(f"dataset {dataset!r}: no charge is recorded for this release; charge before drawing "
+                              "noise")
         raise NoiseAlreadyDrawnError(
             f"dataset {dataset!r}: noise was already drawn for this release, but its stored copy is gone "
             "(a run killed after drawing, or another release store); drawing again would be a second release "
@@ -452,5 +454,6 @@ class _Budget:
 
 # The ledger's names, wherever they are defined (records and storage are modules of their own).
 __all__ = ["BudgetExceededError", "BudgetLedger", "BudgetNotSetError", "BudgetStatus", "ChargeReceipt", "ChargeRecord",
-           "LEDGER_URL_ENV", "LedgerError", "NoiseAlreadyDrawnError", "NonPrivateChargeError", "ReleaseKeyConflictError",
-           "UnknownDatasetError", "default_ledger_url", "display_url", "format_status", "resolve_ledger_url"]
+           "LEDGER_URL_ENV", "LedgerError", "NoiseAlreadyDrawnError", "NonPrivateChargeError",
+           "ReleaseKeyConflictError", "UnknownDatasetError", "default_ledger_url", "display_url", "format_status",
+           "resolve_ledger_url"]

@@ -348,9 +348,9 @@ def render_report(report: dict, figures: dict | None = None) -> str:
     found = report.get("discovery")
     if found:
         lines += ["", "## The discovered schema (this run had none)", "",
-                  f"Discovery spent {100 * float(found['share_of_run'] or 0):.0f}% of the run's budget (DP column facts, "
-                  "categories, bounds, codes); the schema is `schema.yaml` in this folder, reusable at no new cost. "
-                  f"Dropped: {', '.join(found['dropped']) or 'none'}."]
+                  f"Discovery spent {100 * float(found['share_of_run'] or 0):.0f}% of the run's budget (DP column "
+                  "facts, categories, bounds, codes); the schema is `schema.yaml` in this folder, reusable at no new "
+                  f"cost. Dropped: {', '.join(found['dropped']) or 'none'}."]
         if found["out_of_domain"]:
             lines += ["", "Columns with values outside the discovered categories: discovery's DP estimate (share of "
                       "present values, what discovery expected) and what the release holds (`<out-of-domain>` share "

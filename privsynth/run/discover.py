@@ -30,7 +30,8 @@ from privsynth.privacy.accounting import PrivacyCost
 from privsynth.schema import Schema, parse_schema
 
 SHARE_PER_COLUMN = 0.03  # discovery's share of the run's rho per column it reads (by need) ...
-MIN_SHARE = 0.2  # ... at least this much of it (a narrow table's few marginals need little; misplaced bounds cost more) ...
+# ... at least this much of it (a narrow table's few marginals need little; misplaced bounds cost more) ...
+MIN_SHARE = 0.2
 MAX_SHARE = 0.35  # ... at most this much of it
 
 

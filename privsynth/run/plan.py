@@ -193,7 +193,8 @@ def _checked(parameters: RunParameters, make):
     try:
         return make()
     except ValidationError as err:
-        raise ParameterError(describe_validation_error(err, prefix=f"mechanism {parameters.mechanism} option ")) from None
+        raise ParameterError(describe_validation_error(err,
+                                                       prefix=f"mechanism {parameters.mechanism} option ")) from None
     except TypeError as err:
         raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
     except InfeasibleRequestError:

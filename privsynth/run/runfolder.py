@@ -118,11 +118,13 @@ class RunFolder:
             try:
                 manifest = json.loads(manifest_path.read_text())
             except (OSError, json.JSONDecodeError):
-                raise RunFolderError(f"output folder {str(path)!r} holds an unreadable manifest.json; choose another --output") from None
+                raise RunFolderError(f"output folder {str(path)!r} holds an unreadable manifest.json; choose another "
+                                     "--output") from None
             if manifest.get("run_key") != run_key:
                 if "mechanism" in manifest.get("stages", {}) or manifest.get("finished"):
-                    raise RunFolderError(f"output folder {str(path)!r} holds a different run ({manifest.get('run_id')}) "
-                                         "with a release; choose an empty or new --output folder")
+                    raise RunFolderError(f"output folder {str(path)!r} holds a different run "
+                                         f"({manifest.get('run_id')}) with a release; choose an empty or new --output "
+                                         "folder")
                 # A run that failed before its release (bad input, refused budget) holds nothing worth
                 # keeping: its public leftovers are cleared and the folder is reused, unless the folder
                 # also holds files that are not its artifacts (the user's own: never deleted).

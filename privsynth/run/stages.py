@@ -217,8 +217,8 @@ def validate_synthetic(ctx: RunContext, table: pa.Table) -> bool:
 
     try:
         report = gx_validate(table.to_pandas(), ctx.schema, synthetic=True)
-        doc = {"validated_with": "great_expectations", "suite": f"privsynth-{ctx.schema.name}-synthetic", **report.to_json(),
-               "not_run_by_gx": engine_only(ctx.schema)}
+        doc = {"validated_with": "great_expectations", "suite": f"privsynth-{ctx.schema.name}-synthetic",
+               **report.to_json(), "not_run_by_gx": engine_only(ctx.schema)}
         problem = "; ".join(report.failure_message().splitlines())
     except RuntimeError as err:  # GX itself failed: its message names no value (gx_run)
         doc = {"validated_with": "great_expectations", "success": False, "error": str(err)}

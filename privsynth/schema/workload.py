@@ -41,7 +41,8 @@ def cell_index(codes: np.ndarray, domain: Domain, marginal: Marginal) -> np.ndar
     return np.ravel_multi_index(tuple(codes[:, a] for a in marginal), dims)
 
 
-def marginal_counts(codes: np.ndarray, domain: Domain, marginal: Marginal, weights: np.ndarray | None = None) -> np.ndarray:
+def marginal_counts(codes: np.ndarray, domain: Domain, marginal: Marginal,
+                    weights: np.ndarray | None = None) -> np.ndarray:
     """Counts (or summed weights) per cell of one marginal."""
     return np.bincount(cell_index(codes, domain, marginal), weights=weights,
                        minlength=domain.size_of(marginal)).astype(np.float64)
@@ -84,7 +85,8 @@ class Histogram:
         if codes.shape[0] == 0:
             return parts[0]
         unique, inverse = np.unique(codes, axis=0, return_inverse=True)
-        return Histogram(unique, np.bincount(inverse.ravel(), weights=weights, minlength=unique.shape[0]).astype(np.int64))
+        return Histogram(unique, np.bincount(inverse.ravel(), weights=weights,
+                                             minlength=unique.shape[0]).astype(np.int64))
 
     @property
     def n(self) -> int:
@@ -119,7 +121,8 @@ def merge_levels(table: np.ndarray, level_groups: Sequence[Sequence[int] | np.nd
     return out
 
 
-def accumulate_marginals(data: StatisticsInput, domain: Domain, marginals: Sequence[Marginal]) -> tuple[dict[Marginal, np.ndarray], int]:
+def accumulate_marginals(data: StatisticsInput, domain: Domain,
+                         marginals: Sequence[Marginal]) -> tuple[dict[Marginal, np.ndarray], int]:
     """Counts of every marginal and the number of rows (both private), from a Histogram or from
     per-record code batches (one streaming pass). Mechanisms get their marginals only through here."""
     if isinstance(data, Histogram):

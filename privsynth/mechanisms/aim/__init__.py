@@ -20,5 +20,6 @@ from privsynth.mechanisms.aim.mechanism import (
 )
 from privsynth.mechanisms.aim.progress import RoundProgress, reporting_progress
 
-__all__ = ["NAME", "PUBLIC_ROWS_OPTION", "AimStatistics", "Config", "CostForecast", "forecast_cost", "RoundProgress", "check_config",
-           "collect_statistics", "configure_for", "forecast", "privacy_cost", "releases_n_estimate", "reporting_progress", "run"]
+__all__ = ["NAME", "PUBLIC_ROWS_OPTION", "AimStatistics", "Config", "CostForecast", "forecast_cost", "RoundProgress",
+           "check_config", "collect_statistics", "configure_for", "forecast", "privacy_cost", "releases_n_estimate",
+           "reporting_progress", "run"]

@@ -170,7 +170,8 @@ class JunctionTree:
         for v in self.order[1:]:
             self.children[self.parent[v]].append(v)
         self.separator: list[Clique] = [
-            () if self.parent[v] < 0 else tuple(a for a in nodes[v] if a in nodes[self.parent[v]]) for v in range(len(nodes))]
+            () if self.parent[v] < 0 else tuple(a for a in nodes[v] if a in nodes[self.parent[v]])
+                                        for v in range(len(nodes))]
         self.depth = [0] * len(nodes)
         for v in self.order[1:]:
             self.depth[v] = self.depth[self.parent[v]] + 1

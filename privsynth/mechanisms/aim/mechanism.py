@@ -112,7 +112,8 @@ class Config(MechanismConfig):
                                                      "attributes up to 16 attributes, then max(1.5 d, 1024 / d)")
     max_model_size_mb: float = Field(
         8.0, description="cap on the junction tree size in MB (paper: 80; smaller is faster, see benchmarks/README.md)")
-    iterations_per_round: int = Field(100, description="mirror-descent iterations after each measurement (warm started)")
+    iterations_per_round: int = Field(100,
+                                      description="mirror-descent iterations after each measurement (warm started)")
     final_iterations: int = Field(500, description="mirror-descent iterations of the final fit")
     tolerance: float = Field(1e-4, description="a fit after a round stops early when the loss falls by less than "
                                                "this fraction over 25 iterations (0 = never)")
@@ -181,7 +182,8 @@ class Config(MechanismConfig):
                 raise ValueError(f"marginal_weights: {marginal} is listed twice")
             seen.add(key)
             if not (math.isfinite(weight) and weight >= 0):
-                raise ValueError(f"marginal_weights: the weight of {marginal} must be a finite number >= 0, got {weight}")
+                raise ValueError(f"marginal_weights: the weight of {marginal} must be a finite number >= 0, got "
+                                 f"{weight}")
         return v
 
 
@@ -216,7 +218,8 @@ def check_config(config: Config, domain: Domain) -> None:
                          f"max_seconds={config.max_seconds:g}; settings that fit: {fitting_options(config, domain)}, "
                          "or raise max_seconds")
     check_memory(NAME, forecast.memory_mb * 2**20, config.max_memory_gb,
-                 f"a junction tree up to {forecast.tree_mb:.0f} MB, count tables, {forecast.release_rows:,} records drawn",
+                 f"a junction tree up to {forecast.tree_mb:.0f} MB, count tables, {forecast.release_rows:,} records "
+                 "drawn",
                  "lower max_model_size_mb, max_release_mb or sample_rows")
 
 
@@ -228,7 +231,8 @@ def fitting_options(config: Config, domain: Domain) -> str:
                                           if c < rounds_cap(config, d)]),
                           ("max_model_size_mb", [m for m in (64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.5)
                                                  if m < config.max_model_size_mb]),
-                          ("iterations_per_round", [i for i in (75, 50, 30, 20, 10) if i < config.iterations_per_round]),
+                          ("iterations_per_round",
+                           [i for i in (75, 50, 30, 20, 10) if i < config.iterations_per_round]),
                           ("max_candidates", [c for c in (500, 250, 100) if c < config.max_candidates])):
         for value in values:
             if forecast_cost(config.model_copy(update={field: value}), domain).seconds <= config.max_seconds:

@@ -109,7 +109,8 @@ class GraphicalModel:
             target = next((c for c in self.model_cliques if set(c_old) <= set(c)), None)
             if target is None:
                 continue
-            self.potentials[target] = self.potentials[target] + theta.reshape(broadcast_shape(c_old, target, self.sizes))
+            self.potentials[target] = self.potentials[target] + theta.reshape(broadcast_shape(c_old, target,
+                                                                                              self.sizes))
 
     # ---------------------------------------------------------------- inference
 
@@ -290,7 +291,8 @@ class GraphicalModel:
         terms.sort(key=lambda t: not t[5])          # a term over the whole model clique first: no broadcast copy
         return terms, constant
 
-    def _loss_and_grad(self, mu: dict[Clique, np.ndarray], objective: tuple[list, float]) -> tuple[float, dict[Clique, np.ndarray]]:
+    def _loss_and_grad(self, mu: dict[Clique, np.ndarray],
+                       objective: tuple[list, float]) -> tuple[float, dict[Clique, np.ndarray]]:
         terms, loss = objective
         grad: dict[Clique, np.ndarray] = {}
         for c, keep, shape, w, y, whole in terms:

@@ -65,7 +65,8 @@ def cover_cells(distinct_records: int) -> int:
     return int(min(1 << 22, max(1 << 12, distinct_records // 4)))
 
 
-def covering_sets(marginals: Sequence[Marginal], sizes: Sequence[int], cap: int) -> list[tuple[Marginal, list[Marginal]]]:
+def covering_sets(marginals: Sequence[Marginal], sizes: Sequence[int],
+                  cap: int) -> list[tuple[Marginal, list[Marginal]]]:
     """Attribute sets of at most ``cap`` cells that together hold every marginal, each with the
     marginals it serves: the largest marginal not yet served starts a set, which then takes, one at a
     time, the attribute that serves the most further marginals, while it fits. Public structure only."""
@@ -94,7 +95,8 @@ def covering_sets(marginals: Sequence[Marginal], sizes: Sequence[int], cap: int)
             mask |= 1 << best
             size *= sizes[best]
         attrs = tuple(sorted(chosen))
-        served = sorted({q for a in attrs for q in by_attribute.get(a, ()) if q in remaining and remaining[q] & ~mask == 0})
+        served = sorted({q for a in attrs for q in by_attribute.get(a, ()) if q in remaining
+                         and remaining[q] & ~mask == 0})
         for q in served:
             del remaining[q]
         plans.append((attrs, served))

@@ -249,7 +249,8 @@ def _histogram_of(data: StatisticsInput, domain: Domain) -> Histogram:
     """The canonical histogram: distinct codes sorted, counts summed, zero counts dropped."""
     empty = Histogram(np.zeros((0, domain.n_attributes), dtype=_code_dtype(domain)), np.zeros(0, dtype=np.int64))
     if isinstance(data, Histogram):
-        parts = [Histogram(check_codes(data.codes, domain).astype(_code_dtype(domain)), np.asarray(data.counts, dtype=np.int64))]
+        parts = [Histogram(check_codes(data.codes, domain).astype(_code_dtype(domain)),
+                           np.asarray(data.counts, dtype=np.int64))]
     else:
         parts, pending = [], 0
         for batch in data:
@@ -270,7 +271,8 @@ _COOCCURRENCE_ELEMENTS = 4_000_000
 def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) -> MicroaggregationStatistics:
     """C and the records' histogram, from a ``Histogram`` or per-record code batches (same result)."""
     hist = _histogram_of(data, domain)
-    c = mm.cooccurrence_counts(hist.codes.astype(np.int64), domain, hist.counts, chunk=max(1, _COOCCURRENCE_ELEMENTS // domain.width))
+    c = mm.cooccurrence_counts(hist.codes.astype(np.int64), domain, hist.counts,
+                               chunk=max(1, _COOCCURRENCE_ELEMENTS // domain.width))
     return MicroaggregationStatistics(cooccurrence=c, codes=hist.codes, counts=hist.counts)
 
 
@@ -332,7 +334,8 @@ def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dic
     out = {
         "mechanism": NAME, "differentially_private": True, "cells": int(cells),
         "count_noise_scale": count_scale, "centroid_noise_scale": centroid_scale,
-        "pca_noise_scale": (mm.cooccurrence_l1_sensitivity(q) / eps_pca) if (config.t and config.pca == "laplace") else None,
+        "pca_noise_scale": (mm.cooccurrence_l1_sensitivity(q) / eps_pca) if (config.t
+                                                                             and config.pca == "laplace") else None,
         "memory_bytes": memory,
     }
     words = (f"{cells} lattice cells, every one released: Laplace({count_scale:.3g}) on each cell's record count "
@@ -426,7 +429,8 @@ def run(statistics: MicroaggregationStatistics, domain: Domain, config: Config, 
 
     "dp": pure epsilon-DP under add/remove neighbours (see the module docstring); "k_anonymous": not DP.
     """
-    if statistics.codes.shape[1] != domain.n_attributes or statistics.cooccurrence.shape != (domain.width, domain.width):
+    if statistics.codes.shape[1] != domain.n_attributes or statistics.cooccurrence.shape != (domain.width,
+                                                                                             domain.width):
         raise ValueError("statistics do not match the domain")
     if config.variant == "k_anonymous":
         if statistics.n == 0:

@@ -229,7 +229,8 @@ def check_feasible(config: Config) -> FeasibilityReport:
         notes.append("n_public is the user's declaration (public, never read from the data); a dataset with fewer "
                      "rows is padded with the uniform density on the reduced space, so the guarantee holds for any n")
     if binding == "box":
-        notes.append("binding bound: the box [delta/m, Delta/m] (one row costs ln(Delta/delta)); a larger n does not help")
+        notes.append("binding bound: the box [delta/m, Delta/m] (one row costs ln(Delta/delta)); a larger n does not "
+                     "help")
     else:
         notes.append("binding bound: Theorem 12.2 (Lemma 10.1 constant 18, conservative)" if config.conservative_constant
                      else "binding bound: Theorem 12.2 with the paper's Lemma 10.1 constant 4")

@@ -188,7 +188,8 @@ def shrinkage_feasible(M: np.ndarray, b: np.ndarray, lam: float, lower: float, u
 
 # ------------------------------------------------------------------------------------- step 5
 
-def projection_qp_cvxpy(M: np.ndarray, target: np.ndarray, lower: float, upper: float, tol: float = 1e-10) -> np.ndarray:
+def projection_qp_cvxpy(M: np.ndarray, target: np.ndarray, lower: float, upper: float,
+                        tol: float = 1e-10) -> np.ndarray:
     """Reference: argmin ||q - 1||^2 s.t. (1/m) M^T q = target, lower <= q <= upper, with Clarabel."""
     import cvxpy as cp
 

@@ -31,7 +31,8 @@ class ReducedSpace:
     attempts: int
 
     def __repr__(self) -> str:
-        return f"ReducedSpace(m={self.signs.shape[0]}, p={self.signs.shape[1]}, s_min={self.s_min:.4g}, attempts={self.attempts})"
+        return (f"ReducedSpace(m={self.signs.shape[0]}, p={self.signs.shape[1]}, s_min={self.s_min:.4g}, "
+                f"attempts={self.attempts})")
 
 
 def smallest_singular_value(gram: np.ndarray) -> float:
