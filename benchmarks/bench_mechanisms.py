@@ -225,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         payload = {"data": args.data, "n": int(codes.shape[0]), "delta": args.delta, "seed": args.seed,
                    "process_peak_rss_mb": peak_rss_mb, "results": rows}
-        Path(args.out).write_text(json.dumps(payload, indent=2,
-                                             default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o)))
+        Path(args.out).write_text(json.dumps(
+            payload, indent=2, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o)))
     return 0
 
 

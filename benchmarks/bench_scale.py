@@ -292,7 +292,8 @@ def calibrate(names: list[str]) -> None:
     from privsynth.privacy.noise import SeededNoise
 
     fits, rounds = [], []
-    original_fit, original_many, original_pool = model_module.GraphicalModel.fit, inference.Marginals.many, aim.scored_pool
+    original_fit, original_many, original_pool = (model_module.GraphicalModel.fit, inference.Marginals.many,
+                                                  aim.scored_pool)
     original_calibrate = model_module.GraphicalModel._calibrate
     steps = [0]
 
@@ -386,7 +387,8 @@ def main() -> None:
     for rows in rows_list:
         if rows <= base_rows:
             files = base[: max(1, rows // FILE_ROWS)]
-            data = str(files[0]) if len(files) == 1 else str(folder / "base" / "*.parquet") if len(files) == len(base) else None
+            data = (str(files[0]) if len(files) == 1
+                    else str(folder / "base" / "*.parquet") if len(files) == len(base) else None)
             if data is None:
                 data = linked_copies(folder / f"rows-{rows}", files, 1)
         else:

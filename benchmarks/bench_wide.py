@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     audited = [r for r in rows if "internal_audit" in r]
     if audited:
         print()
-        print("internal audit (internal-audit/audit.json) of each run: its mean TV | the independent baseline beside it")
+        print("internal audit (internal-audit/audit.json) of each run: "
+              "its mean TV | the independent baseline beside it")
         for r in audited:
             parts = ", ".join(f"{k}-way {v['mean_tv']:.4f} | {v['independent_mean_tv']:.4f}"
                               for k, v in r["internal_audit"].items())

@@ -232,14 +232,16 @@ def test_pruning_drops_only_ineligible_costly_candidates_and_keeps_the_law():
 def test_next_round_hand_computed():
     rho = 1.0
     sigma, eps = schedule.split(0.01)
-    assert schedule.gaussian_rho(sigma) == pytest.approx(0.009) and schedule.exponential_rho(eps) == pytest.approx(0.001)
+    assert (schedule.gaussian_rho(sigma) == pytest.approx(0.009)
+            and schedule.exponential_rho(eps) == pytest.approx(0.001))
     # Plenty left, early: the round keeps its budget.
     step = schedule.next_round(rho, 0.5, sigma, eps, rounds_done=3, cap=20)
     assert (step.sigma, step.epsilon, step.last) == (sigma, eps, False) and step.rho == pytest.approx(0.01)
     # Second half of the cap, 0.5 left over 10 rounds > 0.01: raised to 0.05, split 0.9 / 0.1.
     step = schedule.next_round(rho, 0.5, sigma, eps, rounds_done=10, cap=20)
     assert step.rho == pytest.approx(0.05) and not step.last
-    assert schedule.gaussian_rho(step.sigma) == pytest.approx(0.045) and schedule.exponential_rho(step.epsilon) == pytest.approx(0.005)
+    assert (schedule.gaussian_rho(step.sigma) == pytest.approx(0.045)
+            and schedule.exponential_rho(step.epsilon) == pytest.approx(0.005))
     # One round left under the cap, or less than two rounds' worth: the last round spends what is left.
     for done, used in ((19, 0.5), (3, 0.985)):
         step = schedule.next_round(rho, used, sigma, eps, rounds_done=done, cap=20)

@@ -110,8 +110,8 @@ def test_budget_set_and_show_round_trip(ledger_url, capsys):
     assert code == 0
     row = next(line for line in out.splitlines() if line.startswith("adult"))
     budget, delta, spent, remaining = row.split()[1:5]
-    assert (budget, delta) == ("3",
-                               "1e-06") and float(spent) == pytest.approx(0.5) and float(remaining) == pytest.approx(2.5)
+    assert ((budget, delta) == ("3", "1e-06") and float(spent) == pytest.approx(0.5)
+            and float(remaining) == pytest.approx(2.5))
     assert row.split()[-1] == "1"  # one charge
 
     # delta defaults to the delta runs use (1e-9), so every mechanism fits; --pure makes a pure-DP budget

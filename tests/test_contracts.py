@@ -401,7 +401,8 @@ def test_the_cli_refuses_a_malformed_contract_in_one_line(tmp_path, capsys):
     code = main(["run", "--input", str(csv), "--public", str(bad), "--epsilon", "1", "--unlimited",
                  "--output", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()  # refused by the plan: before the run starts, reads or charges anything
-    assert code == EXIT_USAGE and "\n" not in err and not (tmp_path / "run").exists() and str(bad) in err and "'amount'" in err and "min 9 > max 1" in err
+    assert (code == EXIT_USAGE and "\n" not in err and not (tmp_path / "run").exists() and str(bad) in err
+            and "'amount'" in err and "min 9 > max 1" in err)
 
 
 def test_a_run_with_a_schema_refuses_contracts(tiny_schema, tmp_path):

@@ -110,7 +110,8 @@ def test_a_profiled_suite_is_refused_in_one_line_naming_the_entry_and_the_option
     assert "trust_data_derived=True" in text and "red" not in text  # the contract's values are not needed to refuse
     facts = read_public_sources([str(path)], trust_data_derived=True)
     assert facts.get("color").categories == tuple(COLORS) and facts.get("color").derived.keys() == {"categories"}
-    assert "DATA-DERIVED" in facts.get("color").origin("categories") and entry in facts.get("color").origin("categories")
+    assert ("DATA-DERIVED" in facts.get("color").origin("categories")
+            and entry in facts.get("color").origin("categories"))
 
 
 def test_a_suite_written_from_documentation_is_read_without_the_option(tmp_path, tiny_schema):

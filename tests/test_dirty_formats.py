@@ -70,7 +70,8 @@ def _present(series: pd.Series) -> list[str]:
 def test_codes_with_leading_zeros_stay_text_codes(dirty_release):
     frame, schema, synthetic = dirty_release
     assert schema["zip"]["type"] == "categorical"
-    assert set(_present(synthetic["zip"])) <= set(frame["zip"]) and len(_present(synthetic["zip"])) > 0.9 * len(synthetic)
+    assert (set(_present(synthetic["zip"])) <= set(frame["zip"])
+            and len(_present(synthetic["zip"])) > 0.9 * len(synthetic))
 
 
 def test_a_category_is_written_back_as_the_table_holds_it(dirty_release):

@@ -233,7 +233,8 @@ def test_open_refuses_missing_columns_repeats_and_unreadable_types(tmp_path):
     dated = pa.Table.from_pandas(frame, preserve_index=False).set_column(3, "age",
                                                                          pa.array([pd.Timestamp("2020-01-01")] * 12))
     with pytest.raises(InputError,
-                       match=r"column 'age' has type timestamp.* \(the schema says integer\); expected numbers or text"):
+                       match=r"column 'age' has type timestamp.* \(the schema says integer\); "
+                             r"expected numbers or text"):
         open_source(dated, TOY)
 
 

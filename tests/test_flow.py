@@ -97,7 +97,8 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     assert manifest["input"]["source"].startswith("csv:")
     assert manifest["outputs"]["internal_audit"] is None and manifest["outputs"]["report"] == "report.json"
     privacy = json.loads((run / "privacy.json").read_text())
-    assert privacy["noise"]["reproducible"] is True and privacy["noise"]["hardened_against_floating_point_attacks"] is False
+    assert (privacy["noise"]["reproducible"] is True
+            and privacy["noise"]["hardened_against_floating_point_attacks"] is False)
     assert "release_key" not in privacy and "release_key" not in json.dumps(privacy)
     report = json.loads((run / "report.json").read_text())
     assert report["visibility"].startswith("public (DP)") and report["synthetic_rows"] == 150
@@ -162,8 +163,9 @@ def test_failed_validation_stops_before_the_mechanism(harness, toy, private_tmp)
 def test_dataset_without_a_budget_is_refused_unless_unlimited(harness, toy, private_tmp):
     from flows.synthesize import synthesize
 
-    with pytest.raises(BudgetNotSetError, match=r"dataset 'toy' has no privacy budget; set one with `privsynth budget "
-                                                r"set toy --epsilon E` or .*--unlimited \(nothing was read or charged\)"):
+    with pytest.raises(BudgetNotSetError,
+                       match=r"dataset 'toy' has no privacy budget; set one with `privsynth budget "
+                             r"set toy --epsilon E` or .*--unlimited \(nothing was read or charged\)"):
         synthesize(_parameters(toy, unlimited=False), release_store=toy["store"])
     assert _nothing_in(toy["tmp"] / "run") and private_leftovers(private_tmp) == []
     with pytest.raises(UnknownDatasetError):

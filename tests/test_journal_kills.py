@@ -192,6 +192,6 @@ def test_a_torn_append_is_discarded_and_redrawn(toy, reference, draws, tmp_path)
     journal.write_bytes(data[: len(data) - 5])  # the fourth record, cut short
     again = _cli(toy, tmp_path, None)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "resuming run " in again.stdout + again.stderr and pq.read_table(tmp_path / "run" / "release.parquet").equals(
-        reference["release"])
+    assert ("resuming run " in again.stdout + again.stderr
+            and pq.read_table(tmp_path / "run" / "release.parquet").equals(reference["release"]))
     assert len(BudgetLedger(f"sqlite:///{tmp_path / 'ledger.sqlite'}").history("toy")) == 1

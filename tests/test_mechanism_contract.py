@@ -52,7 +52,8 @@ def test_a_registered_mechanism_runs_through_plan_charge_report_and_listing(regi
     assert outcome.privacy["mechanism"] == "toy" and outcome.privacy["cost"]["pure_epsilon"] == 1.0
     result = forecast(toy.NAME, toy.privacy_cost(config), 1.0, None, domain, 500, toy.caps_rows)
     assert result.mechanism == "toy"
-    assert "toy (default)" not in catalogue.describe_mechanisms("aim") and "\ntoy " in catalogue.describe_mechanisms("aim")
+    assert ("toy (default)" not in catalogue.describe_mechanisms("aim")
+            and "\ntoy " in catalogue.describe_mechanisms("aim"))
 
 
 def test_an_unknown_mechanism_is_one_clear_error():

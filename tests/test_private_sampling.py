@@ -298,7 +298,8 @@ def test_feasibility_check_before_data():
     assert report.epsilon_used == pytest.approx(4 * (math.log(8) + bounds.numerical_slack()))
     json.dumps(report.to_json(), allow_nan=False)
     cost = ps.privacy_cost(ps.Config(epsilon=10.0, k=3))
-    assert cost.pure_epsilon == pytest.approx(3 * (math.log(8) + bounds.numerical_slack())) and cost.pure_epsilon <= 10.0
+    assert (cost.pure_epsilon == pytest.approx(3 * (math.log(8) + bounds.numerical_slack()))
+            and cost.pure_epsilon <= 10.0)
 
 
 def test_configure_for_fills_only_data_free_facts():

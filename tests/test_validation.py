@@ -251,7 +251,8 @@ def test_null_in_non_nullable_columns_fails(validate):
     report = validate(bad, SCHEMA)
     assert failed(report) == {("expect_column_values_to_not_be_null", c) for c in ("k", "b", "n", "f")}
     for column in ("k", "b", "n", "f"):
-        assert f"column '{column}': 1 missing value(s) (null/NaN) but the column is not nullable" in report.failure_message()
+        assert (f"column '{column}': 1 missing value(s) (null/NaN) but the column is not nullable"
+                in report.failure_message())
 
 
 def test_nan_in_nullable_column_passes(validate):

@@ -93,7 +93,8 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_sou
         if col not in known:
             raise ParameterError(f"--bounds: the source has no column {col!r}")
         if known[col].kind not in (*NUMERIC, *TEMPORAL) and not text_source:
-            raise ParameterError(f"--bounds: column {col!r} is not numeric or temporal (declared {known[col].declared})")
+            raise ParameterError(f"--bounds: column {col!r} is not numeric or temporal "
+                                 f"(declared {known[col].declared})")
     for col, cats in options.categories.items():
         if col not in known or known[col].kind not in ("categorical", *NUMERIC):
             raise ParameterError(f"--categories: the source has no categorical or numeric column {col!r}")
@@ -101,9 +102,10 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_sou
             raise ParameterError(f"--categories {col}: give at least one value")
     for col in options.public.columns:
         if col not in known:
-            raise ParameterError("--public: "
-                                 f"{options.public.columns[col].origins and next(iter(options.public.columns[col].origins.values()))} "
-                                 f"names column {col!r}, which the source does not have")
+            raise ParameterError(
+                "--public: "
+                f"{options.public.columns[col].origins and next(iter(options.public.columns[col].origins.values()))} "
+                f"names column {col!r}, which the source does not have")
 
 
 def public_bounds(c: DeclaredColumn, options: DraftOptions) -> tuple[float, float] | None:

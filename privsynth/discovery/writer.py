@@ -85,6 +85,7 @@ def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_s
             prefix = "  - " if first else "    "
             first = False
             text = "null" if value is None else _scalar(value)
-            suffix = "  # TODO" if value is None or value == [] and key == "categories" and not d.entry.get("drop") else ""
+            suffix = ("  # TODO" if value is None or value == [] and key == "categories" and not d.entry.get("drop")
+                      else "")
             lines.append(f"{prefix}{key}: {text}{suffix}")
     return "\n".join(lines) + "\n"

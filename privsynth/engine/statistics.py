@@ -180,7 +180,8 @@ class Source:
         if method not in ("auto", "histogram", "query"):
             raise ValueError(f"method {method!r}: expected 'auto', 'histogram' or 'query'")
         if method == "auto":
-            small = self._histogram is not None or self._cells(range(self.domain.n_attributes)) <= self.max_histogram_rows
+            small = (self._histogram is not None
+                     or self._cells(range(self.domain.n_attributes)) <= self.max_histogram_rows)
             method = "histogram" if small or self.row_count() <= self.max_histogram_rows else "query"
         if method == "histogram":
             hist = self.histogram()

@@ -53,4 +53,5 @@ def connect_url(url: str):
     try:
         return ibis.connect(expand_credentials(url) if password is not None else url)
     except Exception as err:  # noqa: BLE001
-        raise InputError(f"--input {redact_url(url)!r}: no ibis backend connects to it ({type(err).__name__})") from None
+        raise InputError(f"--input {redact_url(url)!r}: no ibis backend connects to it "
+                         f"({type(err).__name__})") from None

@@ -379,7 +379,8 @@ def render_markdown(audit: dict, plot_paths, *, relative_to: str | Path | None =
         ]
     lines += ["", "## Columns", "", "| column | levels | TV | largest gap (real vs synthetic) |", "|---|---:|---:|---|"]
     for name, dist in audit["columns"].items():
-        lines.append(f"| {_md_cell(name)} | {len(dist['labels'])} | {dist['tv']:.4f} | {_md_cell(_largest_gap(dist))} |")
+        lines.append(f"| {_md_cell(name)} | {len(dist['labels'])} | {dist['tv']:.4f} "
+                     f"| {_md_cell(_largest_gap(dist))} |")
     paths = [Path(p) for p in plot_paths]
     if paths:
         lines += ["", "## Column distributions", ""]
@@ -396,7 +397,8 @@ def render_markdown(audit: dict, plot_paths, *, relative_to: str | Path | None =
 
 def headline(audit: dict) -> str:
     """One short line for the CLI, e.g. ``audit (internal): mean TV 1-way 0.012, 2-way 0.034, 3-way 0.061``."""
-    parts = [f"{k}-way {v['mean_tv']:.3f}" + (f" (independent {v['independent_mean_tv']:.3f})" if "independent_mean_tv" in v else "")
+    parts = [f"{k}-way {v['mean_tv']:.3f}"
+             + (f" (independent {v['independent_mean_tv']:.3f})" if "independent_mean_tv" in v else "")
              for k, v in sorted(audit["marginals"].items(), key=lambda kv: int(kv[0]))]
     line = "audit (internal): mean TV " + ", ".join(parts)
     tstr = audit.get("tstr")

@@ -117,7 +117,8 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
                                  "release carries no DP estimate of the row count")
     from privsynth.io.storage import is_remote
 
-    output = check_writable_directory(parameters.output) if parameters.output and not is_remote(parameters.output) else None
+    output = (check_writable_directory(parameters.output) if parameters.output and not is_remote(parameters.output)
+              else None)
     if parameters.sink:
         try:
             parse_sink(parameters.sink)  # the same parser write_sink uses, before any data is read
@@ -128,9 +129,11 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         raise ParameterError(f"audit_target {parameters.audit_target!r} is not a kept column of schema {schema.name!r}")
     check_audit_location(parameters)
     if parameters.audit_target is not None and not parameters.audit:
-        raise ParameterError("audit_target needs audit=True (--audit): the train-on-synthetic score reads the real data")
+        raise ParameterError("audit_target needs audit=True (--audit): "
+                             "the train-on-synthetic score reads the real data")
     dataset = parameters.dataset or (schema.name if schema is not None else default_dataset(parameters))
-    cost = discovery.total if discovery is not None else fine.total if fine is not None else mechanism.privacy_cost(config)
+    cost = (discovery.total if discovery is not None
+            else fine.total if fine is not None else mechanism.privacy_cost(config))
     return RunPlan(parameters=parameters, source=source, schema=schema,
                    schema_path=str(schema_path) if schema_path else "<discovered by this run>", mechanism=mechanism,
                    mechanism_config=config, output=output, dataset=dataset, cost=cost, bundled_example=bundled,

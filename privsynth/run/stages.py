@@ -202,7 +202,8 @@ def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
         facts["sink"] = write_sink(table, ctx.plan.parameters.sink)
     fault_point("during_rounding")
     ctx.folder.record("rounding", ["synthetic.parquet", "synthetic-validation.json"], **facts)
-    ctx.progress(f"rounding: wrote {table.num_rows} synthetic rows" + (f" and {facts['sink']}" if "sink" in facts else ""))
+    ctx.progress(f"rounding: wrote {table.num_rows} synthetic rows"
+                 + (f" and {facts['sink']}" if "sink" in facts else ""))
     return facts
 
 

@@ -365,8 +365,9 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         one_way.append(NoisyMarginal((a,), y, sigma))
         rho_used += gaussian_rho(sigma)
     initial_rho = rho_used
-    compression = compress_levels([m.values for m in one_way],
-                                  [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d)
+    compression = compress_levels(
+        [m.values for m in one_way],
+        [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d)
     sizes = compression.sizes
     counts = CountCache(statistics.on_levels(compression))     # PRIVATE: count tables on merged levels
     measured = [compressed_one_way(m, compression) for m in one_way]

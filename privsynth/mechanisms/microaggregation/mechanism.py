@@ -130,7 +130,8 @@ class Config(MechanismConfig):
     @classmethod
     def _split(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
         if any(not (math.isfinite(x) and x > 0) for x in v) or not math.isclose(sum(v), 1.0, abs_tol=1e-9):
-            raise ValueError(f"budget_split (PCA, weights, centroids) must be three numbers > 0 summing to 1, got {v!r}")
+            raise ValueError("budget_split (PCA, weights, centroids) must be three numbers > 0 summing to 1, "
+                             f"got {v!r}")
         return v
 
     @field_validator("damping")

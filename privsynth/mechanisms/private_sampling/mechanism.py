@@ -232,7 +232,8 @@ def check_feasible(config: Config) -> FeasibilityReport:
         notes.append("binding bound: the box [delta/m, Delta/m] (one row costs ln(Delta/delta)); a larger n does not "
                      "help")
     else:
-        notes.append("binding bound: Theorem 12.2 (Lemma 10.1 constant 18, conservative)" if config.conservative_constant
+        notes.append("binding bound: Theorem 12.2 (Lemma 10.1 constant 18, conservative)"
+                     if config.conservative_constant
                      else "binding bound: Theorem 12.2 with the paper's Lemma 10.1 constant 4")
     requested = config.k
     if k_allowed == 0 or (requested is not None and requested > k_allowed):

@@ -275,7 +275,8 @@ def projection_qp_newton(M: np.ndarray, target: np.ndarray, lower: float, upper:
                 break
             alpha *= 0.5
             if alpha < 1e-12:
-                raise SolverError("semismooth Newton line search failed (is the equality system infeasible on the box?)")
+                raise SolverError("semismooth Newton line search failed "
+                                  "(is the equality system infeasible on the box?)")
         y, z, q, grad, value = y_new, z_new, q_new, grad_new, value_new
     raise SolverError(f"semismooth Newton did not reach residual {tol:g} in {max_iter} iterations")
 
