@@ -36,10 +36,10 @@ unlisted categories one level), against the real table. A column the draft dropp
 missing. Scored STRICTLY, as a user sees a release: a synthetic value outside its column's documented
 domain (a category not listed, 2.04 in an integer column, a code not among the documented values, a
 number beyond the documented bounds) is a wrong value and scored as missing; ``wrong %`` is the share
-of non-missing synthetic cells that were wrong (mean over columns). Yardsticks on the same binning: ``independent`` (the exact product of the real 1-way
-marginals) and ``bootstrap`` (n rows resampled from the real table: the sampling noise floor). Per
-run: wall seconds of the draft and of the run, and the worker's peak RSS (ru_maxrss).
-"""
+of non-missing synthetic cells that were wrong (mean over columns). Yardsticks on the same binning: ``independent`` (the
+exact product of the real 1-way marginals) and ``bootstrap`` (n rows resampled from the real table: the sampling noise
+floor). Per run: wall seconds of the draft and of the run, and the worker's peak RSS (ru_maxrss).
+"""  # noqa: E501  (two rows of the markdown table in --help are wider than 120)
 
 from __future__ import annotations
 

@@ -117,7 +117,8 @@ def _artifact_key(dataset: str, what: str) -> str:
 
 
 def privacy_artifact_row(outcome: RunOutcome) -> dict:
-    """The privacy artifact's row: the run's one figure (privacy.json's ``spent``) and its parts, as the console says."""
+    """The privacy artifact's row: the run's one figure (privacy.json's ``spent``) and its parts,
+    as the console says."""
     spent = outcome.privacy.get("spent") or {}
     cost = outcome.privacy["cost"]
     return {"mechanism": outcome.privacy["mechanism"], "statement": spent.get("line") or outcome.privacy.get(

@@ -41,7 +41,8 @@ def gaussian_sigma(rho: float, l2_sensitivity_sq: float = 2.0) -> float:
 
 
 def utility_threshold(sigma: float, cells: int, false_alarm: float = FALSE_ALARM) -> float:
-    """A noisy count above sigma * Phi^{-1}(1 - false_alarm / cells): an empty cell passes w.p. <= false_alarm / cells."""
+    """A noisy count above sigma * Phi^{-1}(1 - false_alarm / cells): an empty cell passes
+    w.p. <= false_alarm / cells."""
     return sigma * float(norm.isf(false_alarm / max(cells, 1)))
 
 

@@ -5,8 +5,8 @@ is discovered by ``privsynth.discovery`` (the code path of ``privsynth schema dr
 column facts (type, whole numbers, identifiers), categories by thresholded noisy counts, bounds and
 edges or coded values from noisy histograms. The stage charges its share of the run's rho to the
 ledger BEFORE any value is read, claims the draw (every draw is kept in the release store's noise journal
-as it is drawn, so a discovery killed half-way resumes where it stopped, charged once), and writes ``schema.yaml`` (every DP fact marked
-with its cost) and ``discovery.json`` (public: what was spent, per column what was decided and the
+as it is drawn, so a discovery killed half-way resumes where it stopped, charged once), and writes ``schema.yaml``
+(every DP fact marked with its cost) and ``discovery.json`` (public: what was spent, per column what was decided and the
 DP share of its values that fell outside the discovered domain). A resumed run reuses its folder's
 ``schema.yaml`` without a new charge; a later run may pass it as ``--schema`` at no cost.
 

@@ -1,4 +1,5 @@
-"""AIM: an adaptive and iterative mechanism (McKenna et al., VLDB 2022); the module contract of privsynth.mechanisms.base.
+"""AIM: an adaptive and iterative mechanism (McKenna et al., VLDB 2022);
+the module contract of privsynth.mechanisms.base.
 
 The mechanism lives in ``mechanism.py``; the graphical model it fits (post-processing) in ``model.py``;
 the cost forecast in ``cost.py``; per-round progress for callers in ``progress.py``.

@@ -37,10 +37,11 @@ Ramdas, Rogers & Wu 2023), the argument of the AIM paper's privacy theorem.
 
 Candidates of a round are those whose addition keeps the model (mbi's junction tree size) under
 ``max_model_size_mb * rho_used / rho``, plus every marginal inside a clique of the model's junction
-tree (as mbi's AIM); ``selection.py`` states why scoring only part of the pool keeps the law. When the workload's closure holds more than ``max_candidates`` marginals (wide
-tables: 26,289 for a 54-column 3-way workload), each round scores a uniform random subset of that many,
-drawn independently of the data: the exponential mechanism's guarantee holds for any candidate set
-fixed before the scores are computed, and the sensitivity stays max_r w_r over the whole closure.
+tree (as mbi's AIM); ``selection.py`` states why scoring only part of the pool keeps the law. When the workload's
+closure holds more than ``max_candidates`` marginals (wide tables: 26,289 for a 54-column 3-way workload), each round
+scores a uniform random subset of that many, drawn independently of the data: the exponential mechanism's guarantee
+holds for any candidate set fixed before the scores are computed, and the sensitivity stays max_r w_r over the whole
+closure.
 
 Post-processing (no privacy cost): the graphical model (``model.py``) fitted to all noisy
 measurements by mirror descent, warm started across rounds; the estimate of n is the inverse-variance

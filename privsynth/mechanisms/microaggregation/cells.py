@@ -303,7 +303,8 @@ def threshold_counts(noisy_counts: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def simplex_l1_projection(v: np.ndarray) -> np.ndarray:
-    """pi_{Delta,1}: clip negatives and renormalise (an L1-nearest point of the simplex); uniform if nothing is positive."""
+    """pi_{Delta,1}: clip negatives and renormalise (an L1-nearest point of the simplex);
+    uniform if nothing is positive."""
     clipped = np.clip(v, 0.0, None)
     total = clipped.sum()
     if not total > 0.0:

@@ -39,8 +39,8 @@ they cost the same rho0 but carry less noise per unit of information, which matt
 
 Projection (post-processing): Adam on n' relaxed rows, each attribute block a probability vector via
 a softmax parametrisation (default; 0.436 vs 0.501 for the paper's sparsemax lazy projection, reading
-(B) of the spec, on Adult at eps 1) or sparsemax; squared L2 loss over every measured answer (RAP Alg. 1), warm started across rounds,
-stopped when the loss falls by less than ``tolerance`` (relative) over 25 steps or after
+(B) of the spec, on Adult at eps 1) or sparsemax; squared L2 loss over every measured answer (RAP Alg. 1), warm started
+across rounds, stopped when the loss falls by less than ``tolerance`` (relative) over 25 steps or after
 ``max_iterations`` (default 100: fewer Adam steps per round fit less of the measurement noise and
 measured better at eps 0.3, 1 and 3 than 200, see benchmarks/README.md).
 
