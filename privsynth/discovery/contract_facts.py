@@ -179,8 +179,8 @@ def domain_fact(test: str, column: str, args: Mapping[str, Any], where: Where, e
         raise where.error(entry, f"expected a type name (or a list of them), got {names!r}")
     kinds = {type_kind(n) for n in names}
     # a list spanning several privsynth types (ints and floats) states no one type
-    return PublicColumn(column, type=kinds.pop(),
-                        origins={"type": origin}) if len(kinds) == 1 and None not in kinds else None
+    return (PublicColumn(column, type=kinds.pop(), origins={"type": origin})
+            if len(kinds) == 1 and None not in kinds else None)
 
 
 def combined(facts: Iterable[PublicColumn], where: Where) -> PublicFacts:

@@ -335,8 +335,8 @@ def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dic
     out = {
         "mechanism": NAME, "differentially_private": True, "cells": int(cells),
         "count_noise_scale": count_scale, "centroid_noise_scale": centroid_scale,
-        "pca_noise_scale": (mm.cooccurrence_l1_sensitivity(q) / eps_pca) if (config.t
-                                                                             and config.pca == "laplace") else None,
+        "pca_noise_scale": ((mm.cooccurrence_l1_sensitivity(q) / eps_pca)
+                            if (config.t and config.pca == "laplace") else None),
         "memory_bytes": memory,
     }
     words = (f"{cells} lattice cells, every one released: Laplace({count_scale:.3g}) on each cell's record count "
@@ -430,8 +430,8 @@ def run(statistics: MicroaggregationStatistics, domain: Domain, config: Config, 
 
     "dp": pure epsilon-DP under add/remove neighbours (see the module docstring); "k_anonymous": not DP.
     """
-    if statistics.codes.shape[1] != domain.n_attributes or statistics.cooccurrence.shape != (domain.width,
-                                                                                             domain.width):
+    if (statistics.codes.shape[1] != domain.n_attributes
+            or statistics.cooccurrence.shape != (domain.width, domain.width)):
         raise ValueError("statistics do not match the domain")
     if config.variant == "k_anonymous":
         if statistics.n == 0:
