@@ -313,10 +313,8 @@ def _numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> N
     from privsynth.schema import temporal
 
     if c.kind in TEMPORAL:
-
         def fmt(x):
             return temporal.format_unit(x, c.kind)
-
         d.entry["bounds"] = [fmt(fine.low), fmt(fine.high)]
         unit = calendar_unit(fine.low, fine.high, c.kind)
         if unit is not None:

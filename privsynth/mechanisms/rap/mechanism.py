@@ -99,19 +99,15 @@ class Config(MechanismConfig):
     rounds: int = Field(12, description="T, adaptive rounds")
     picks_per_round: int = Field(6, description="K, queries (cells or marginals) measured per round")
     n_hat_share: float = Field(0.01, description="share of rho spent on the noisy total count")
-    init_one_way_share: float = Field(0.0,
-                                      description="share of rho for one Gaussian measurement of all 1-way marginals (0 "
-                                                  "= off)")
-    init_two_way_share: float = Field(0.0,
-                                      description="share of rho for one Gaussian measurement of all 2-way marginals (0 "
-                                                  "= off)")
-    init_perturbation: float = Field(0.5,
-                                     description="std of the Gaussian jitter on the initial logits when initialising "
-                                                 "from measured marginals")
+    init_one_way_share: float = Field(
+        0.0, description="share of rho for one Gaussian measurement of all 1-way marginals (0 = off)")
+    init_two_way_share: float = Field(
+        0.0, description="share of rho for one Gaussian measurement of all 2-way marginals (0 = off)")
+    init_perturbation: float = Field(
+        0.5, description="std of the Gaussian jitter on the initial logits when initialising from measured marginals")
     synthetic_rows: int = Field(1000, description="n', relaxed rows")
-    max_iterations: int = Field(100,
-                                description="Adam steps per round at most (few steps regularise: see "
-                                            "benchmarks/README.md)")
+    max_iterations: int = Field(
+        100, description="Adam steps per round at most (few steps regularise: see benchmarks/README.md)")
     learning_rate: float = Field(0.05, description="Adam learning rate")
     parametrization: Literal["softmax", "sparsemax"] = "softmax"
     clip_targets: bool = Field(False,
