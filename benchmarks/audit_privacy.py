@@ -113,8 +113,8 @@ def main() -> None:
         factors = [float(f) for f in args.broken.split(",") if f.strip()]
         base = (lambda offset: secure_noise()) if args.end_to_end_noise == "secure" else \
             (lambda offset: seeded_noise(args.seed + offset))
-        print(f"\n## 3. end to end (60-record table, small configs), {args.end_to_end_noise} noise; {args.runs} runs per table "
-              f"({args.cheap_runs} for {', '.join(CHEAP)})")
+        print(f"\n## 3. end to end (60-record table, small configs), {args.end_to_end_noise} noise; {args.runs} runs "
+              f"per table ({args.cheap_runs} for {', '.join(CHEAP)})")
         for name, build in TARGETS.items():
             if not wanted(name):
                 continue

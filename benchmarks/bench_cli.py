@@ -85,14 +85,17 @@ def main() -> None:
     for i in range(args.repeats):
         cli.append(timed([CLI, "run", "--input", str(data), "--schema", str(schema), "--mechanism", args.mechanism,
                           "--unlimited", "--output", str(work / f"cli-{i}")], env))
-        api.append(timed([PYTHON, "-c", API_SCRIPT, str(data), str(schema), args.mechanism, str(work / f"api-{i}")], env))
+        api.append(timed([PYTHON, "-c", API_SCRIPT, str(data), str(schema), args.mechanism, str(work / f"api-{i}")],
+                         env))
     mode = f"as the flow on {args.prefect_api}" if args.prefect_api else "in-process (no Prefect API)"
-    print(f"{args.rows} rows of Adult, {args.mechanism} at epsilon 1; CLI {mode}; load average {os.getloadavg()[0]:.1f}")
+    print(f"{args.rows} rows of Adult, {args.mechanism} at epsilon 1; CLI {mode}; "
+          f"load average {os.getloadavg()[0]:.1f}")
     print(f"{'repeat':>6}  {'privsynth run s':>16}  {'synthesize s':>13}")
     for i, (c, a) in enumerate(zip(cli, api)):
         print(f"{i:>6}  {c:>16.1f}  {a:>13.1f}")
     ratio = statistics.median(cli) / statistics.median(api)
-    print(f"median  {statistics.median(cli):>16.1f}  {statistics.median(api):>13.1f}   ratio {ratio:.2f} (target < 1.5)")
+    print(f"median  {statistics.median(cli):>16.1f}  {statistics.median(api):>13.1f}   "
+          f"ratio {ratio:.2f} (target < 1.5)")
 
 
 if __name__ == "__main__":

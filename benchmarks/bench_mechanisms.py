@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default=None, help="comma-separated noise seeds: one row per seed and their mean")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a config field of every mechanism run (JSON value), e.g. compress_threshold=0")
-    parser.add_argument("--synthetic-rows", type=int, default=None, help="rows to round weighted releases to (default: n)")
+    parser.add_argument("--synthetic-rows", type=int, default=None,
+                        help="rows to round weighted releases to (default: n)")
     parser.add_argument("--no-references", action="store_true", help="skip the independent and bootstrap rows")
     parser.add_argument("--out", default=None, help="write all results as JSON here")
     args = parser.parse_args(argv)
@@ -224,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         payload = {"data": args.data, "n": int(codes.shape[0]), "delta": args.delta, "seed": args.seed,
                    "process_peak_rss_mb": peak_rss_mb, "results": rows}
-        Path(args.out).write_text(json.dumps(payload, indent=2, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o)))
+        Path(args.out).write_text(json.dumps(
+            payload, indent=2, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o)))
     return 0
 
 

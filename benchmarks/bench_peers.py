@@ -176,7 +176,8 @@ def format_rows(rows: list[dict]) -> str:
     for r in rows:
         if r["status"] != "ok":
             secs = f"{r['seconds']:.0f}" if "seconds" in r else "-"
-            lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | - | - | - | {secs} | - | - | {r['status']}: {r['reason']} |")
+            lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | - | - | - | {secs} | - | - | {r['status']}: "
+                         f"{r['reason']} |")
             continue
         tv = " | ".join(f"{r['errors'][str(k)]['mean_tv']:.4f}" for k in KS)
         secs = "-" if r.get("seconds") is None else f"{r['seconds']:.1f}"
@@ -246,8 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     peer_python = None
     if any(r.startswith("smartnoise:") for r in runs):
         peer_python, took = ensure_peer_venv()
-        print(f"peer environment {PEER_VENV}: " + ("present" if took is None else f"created in {took:.0f} s"), flush=True)
-    print(f"Adult n={codes.shape[0]} attributes={domain.n_attributes} delta={args.delta} cap={args.cap:.0f}s", flush=True)
+        print(f"peer environment {PEER_VENV}: " + ("present" if took is None else f"created in {took:.0f} s"),
+              flush=True)
+    print(f"Adult n={codes.shape[0]} attributes={domain.n_attributes} delta={args.delta} cap={args.cap:.0f}s",
+          flush=True)
 
     rows: list[dict] = []
     if not args.no_references:
@@ -255,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                      "errors": independent_summary(codes, domain), "seconds": None, "peak_rss_mb": None})
         boot = codes[np.random.default_rng(0).integers(0, codes.shape[0], codes.shape[0])]
         rows.append({"run": "bootstrap of real rows (not private)", "epsilon": "-", "seed": "-", "status": "ok",
-                     "errors": marginal_error_summary(codes, boot, domain, ks=KS), "seconds": None, "peak_rss_mb": None})
+                     "errors": marginal_error_summary(codes, boot, domain, ks=KS), "seconds": None,
+                     "peak_rss_mb": None})
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp_name:
         tmp = Path(tmp_name)
         codes_path = tmp / "codes.npy"

@@ -113,9 +113,9 @@ def main() -> None:
     for eps in (1.0, 3.0, 10.0):
         r = feasibility_for_schema(schema, 48_842, eps)
         r100 = feasibility_for_schema(schema, 48_842, eps, k=100)
-        print(f"epsilon = {eps:>4}: p = {r['inputs']['p']}, N = {r['walsh_features_N']}, rows allowed = {r['k_allowed']} "
-              f"(binding: {r['binding_bound']}, {r['epsilon_per_row']:.4f} per row; Theorem 12.2 alone: "
-              f"{r['theorem_12_2']['k_allowed']}, bound {r['theorem_12_2']['k_bound']:.2e}); "
+        print(f"epsilon = {eps:>4}: p = {r['inputs']['p']}, N = {r['walsh_features_N']}, rows allowed = "
+              f"{r['k_allowed']} (binding: {r['binding_bound']}, {r['epsilon_per_row']:.4f} per row; Theorem 12.2 "
+              f"alone: {r['theorem_12_2']['k_allowed']}, bound {r['theorem_12_2']['k_bound']:.2e}); "
               f"n needed for 100 rows: {r100['n_needed']['combined']:.2e}; verdict {r['verdict']}")
 
 

@@ -36,10 +36,10 @@ unlisted categories one level), against the real table. A column the draft dropp
 missing. Scored STRICTLY, as a user sees a release: a synthetic value outside its column's documented
 domain (a category not listed, 2.04 in an integer column, a code not among the documented values, a
 number beyond the documented bounds) is a wrong value and scored as missing; ``wrong %`` is the share
-of non-missing synthetic cells that were wrong (mean over columns). Yardsticks on the same binning: ``independent`` (the exact product of the real 1-way
-marginals) and ``bootstrap`` (n rows resampled from the real table: the sampling noise floor). Per
-run: wall seconds of the draft and of the run, and the worker's peak RSS (ru_maxrss).
-"""
+of non-missing synthetic cells that were wrong (mean over columns). Yardsticks on the same binning: ``independent`` (the
+exact product of the real 1-way marginals) and ``bootstrap`` (n rows resampled from the real table: the sampling noise
+floor). Per run: wall seconds of the draft and of the run, and the worker's peak RSS (ru_maxrss).
+"""  # noqa: E501  (two rows of the markdown table in --help are wider than 120)
 
 from __future__ import annotations
 
@@ -122,7 +122,8 @@ def worker(table: str, mode: str, epsilon: float, delta: float, seed: int, data:
         schema_path = work / "draft.yaml"
         t0 = time.perf_counter()
         write_draft(str(data), schema_path, DraftOptions(name=table, epsilon=epsilon / 10, delta=delta,
-                                                         ledger=f"sqlite:///{work / 'ledger.db'}", require_budget=False),
+                                                         ledger=f"sqlite:///{work / 'ledger.db'}",
+                                                         require_budget=False),
                     overwrite=True)
         draft_seconds = time.perf_counter() - t0
     else:
@@ -227,11 +228,14 @@ def format_rows(rows: list[dict]) -> str:
         ind = " | ".join(f"{e[k]['mean_tv'] / e[k]['independent_mean_tv']:.2f}" for k in ("2", "3"))
         boot = r.get("bootstrap_2")
         ratio_b = "-" if not boot else f"{e['2']['mean_tv'] / boot:.1f}"
-        fmt = lambda v: "-" if v is None else f"{v:.0f}"
+
+        def fmt(v):
+            return "-" if v is None else f"{v:.0f}"
+
         wrong = "-" if "wrong_share" not in e else f"{100 * e['wrong_share']:.1f}"
         lines.append(f"| {r['table']} | {r['n']} | {r['cols']} | {r['path']} | {r['seed']} | {tv} | {ind} | {ratio_b} "
-                     f"| {wrong} | {fmt(r.get('draft_seconds'))} | {fmt(r.get('run_seconds'))} | {fmt(r.get('peak_rss_mb'))} "
-                     f"| {r.get('note', '')} |")
+                     f"| {wrong} | {fmt(r.get('draft_seconds'))} | {fmt(r.get('run_seconds'))} | "
+                     f"{fmt(r.get('peak_rss_mb'))} | {r.get('note', '')} |")
     return "\n".join(lines)
 
 
@@ -279,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             base = {"table": table, "n": n, "cols": cols, "status": "ok"}
             ref = marginal_error_summary(real, real, domain, ks=KS, max_marginals=args.max_3way)
             rows.append({**base, "path": "independent", "seed": "-", "note": "exact, not private",
-                         "errors": {k: {"mean_tv": v["independent_mean_tv"], "independent_mean_tv": v["independent_mean_tv"]}
+                         "errors": {k: {"mean_tv": v["independent_mean_tv"],
+                                        "independent_mean_tv": v["independent_mean_tv"]}
                                     for k, v in ref.items()}})
             boot_codes = real[np.random.default_rng(0).integers(0, n, n)]
             boot = marginal_error_summary(real, boot_codes, domain, ks=KS, max_marginals=args.max_3way)

@@ -241,13 +241,14 @@ def mechanism_main(args) -> None:
                         "histogram_s": time.perf_counter() - t - r["seconds"], **r})
         print(json.dumps(results[-1]), flush=True)
     print()
-    print(f"aim at epsilon {args.epsilon}, seed {args.seed}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"aim at epsilon {args.epsilon}, seed {args.seed}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+          "cores")
     print("| table | n | columns | one-hot levels | distinct records | rounds | aim wall s | aim CPU s | peak RSS MB | "
           "forecast s | forecast MB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['table']} | {r['n']:,} | {r['columns']} | {r['levels']} | {r['histogram_rows']:,} | {r['rounds']} | "
-              f"{r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['peak_rss_mb']:.0f} | {r['forecast_s']:.0f} | "
+        print(f"| {r['table']} | {r['n']:,} | {r['columns']} | {r['levels']} | {r['histogram_rows']:,} | {r['rounds']} "
+              f"| {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['peak_rss_mb']:.0f} | {r['forecast_s']:.0f} | "
               f"{r['forecast_mb']:.0f} |")
 
 
@@ -257,6 +258,7 @@ def calibration_tables(names: list[str]):
     """(name, histogram, domain, epsilon) for the calibration runs: real Adult, the loans table (with the
     bench extra), generated tables."""
     from generate import generated_histogram  # this script runs from benchmarks/, beside generate.py
+
     from privsynth.schema.encoding import encode_codes
     from privsynth.schema.workload import Histogram
 
@@ -290,7 +292,8 @@ def calibrate(names: list[str]) -> None:
     from privsynth.privacy.noise import SeededNoise
 
     fits, rounds = [], []
-    original_fit, original_many, original_pool = model_module.GraphicalModel.fit, inference.Marginals.many, aim.scored_pool
+    original_fit, original_many, original_pool = (model_module.GraphicalModel.fit, inference.Marginals.many,
+                                                  aim.scored_pool)
     original_calibrate = model_module.GraphicalModel._calibrate
     steps = [0]
 
@@ -312,7 +315,8 @@ def calibrate(names: list[str]) -> None:
 
     def many(self, queries):
         out = original_many(self, queries)
-        rounds.append((len(queries), sum(self.tree.cells), time.process_time() - pending.pop("start", time.process_time())))
+        rounds.append((len(queries), sum(self.tree.cells),
+                       time.process_time() - pending.pop("start", time.process_time())))
         return out
 
     model_module.GraphicalModel.fit, model_module.GraphicalModel._calibrate = fit, counted_calibrate
@@ -324,7 +328,8 @@ def calibrate(names: list[str]) -> None:
             noise.authorize("calibrate")
             start = time.process_time()
             release = aim.run(aim.collect_statistics(histogram, domain, config), domain, config, noise)
-            print(f"{name}: {release.public_facts['rounds']} rounds, {time.process_time() - start:.1f} CPU s", flush=True)
+            print(f"{name}: {release.public_facts['rounds']} rounds, {time.process_time() - start:.1f} CPU s",
+                  flush=True)
     finally:
         model_module.GraphicalModel.fit, model_module.GraphicalModel._calibrate = original_fit, original_calibrate
         inference.Marginals.many, aim.scored_pool = original_many, original_pool
@@ -355,7 +360,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measure-aim", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", default=None,
-                        help="fit aim's cost model on these runs, e.g. adult@0.3,adult@1,adult@3,loans@1,transport@1,wide50@1")
+                        help="fit aim's cost model on these runs, e.g. "
+                             "adult@0.3,adult@1,adult@3,loans@1,transport@1,wide50@1")
     args = parser.parse_args()
     if args.calibrate:
         calibrate(args.calibrate.split(","))
@@ -381,7 +387,8 @@ def main() -> None:
     for rows in rows_list:
         if rows <= base_rows:
             files = base[: max(1, rows // FILE_ROWS)]
-            data = str(files[0]) if len(files) == 1 else str(folder / "base" / "*.parquet") if len(files) == len(base) else None
+            data = (str(files[0]) if len(files) == 1
+                    else str(folder / "base" / "*.parquet") if len(files) == len(base) else None)
             if data is None:
                 data = linked_copies(folder / f"rows-{rows}", files, 1)
         else:

@@ -133,8 +133,8 @@ def format_rows(rows: list[dict]) -> str:
     indep3 = next((r["errors"]["3"]["mean_tv"] for r in rows if r["run"].startswith("independent")), None)
     for r in rows:
         if r["status"] != "ok":
-            lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | - | - | - | - | {_fmt(r.get('seconds'), '.0f')} "
-                         f"| - | - | - | - | {r['status']}: {r['reason']} |")
+            lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | - | - | - | - | "
+                         f"{_fmt(r.get('seconds'), '.0f')} | - | - | - | - | {r['status']}: {r['reason']} |")
             continue
         tv = " | ".join(f"{r['errors'][str(k)]['mean_tv']:.4f}" for k in KS)
         ratio = "-" if indep3 is None else f"{r['errors']['3']['mean_tv'] / indep3:.2f}"
@@ -150,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mechanisms", default="aim", help="comma-separated mechanism names (default: aim)")
     grid_arguments(parser, epsilons="1", cap=3600.0)
-    parser.add_argument("--keep", default=None, help="keep the Parquet input and the run folders under this directory (default: a temporary one)")
+    parser.add_argument("--keep", default=None,
+                        help="keep the Parquet input and the run folders under this directory (default: a temporary "
+                             "one)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="mechanism option (repeatable), as privsynth run --option; default: none (the defaults)")
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
@@ -190,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                    for k, v in reference.items()}
     rows.append({"run": "independent (exact, not private)", "epsilon": "-", "seed": "-", "status": "ok",
                  "errors": independent, "note": f"scored in {time.perf_counter() - t0:.0f} s"})
-    print(f"  independent: 2-way {independent['2']['mean_tv']:.4f}, 3-way {independent['3']['mean_tv']:.4f}", flush=True)
+    print(f"  independent: 2-way {independent['2']['mean_tv']:.4f}, 3-way {independent['3']['mean_tv']:.4f}",
+          flush=True)
 
     keep = Path(args.keep) if args.keep else None
     with tempfile.TemporaryDirectory(prefix="bench-wide-") as tmp_name:
@@ -221,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     audited = [r for r in rows if "internal_audit" in r]
     if audited:
         print()
-        print("internal audit (internal-audit/audit.json) of each run: its mean TV | the independent baseline beside it")
+        print("internal audit (internal-audit/audit.json) of each run: "
+              "its mean TV | the independent baseline beside it")
         for r in audited:
             parts = ", ".join(f"{k}-way {v['mean_tv']:.4f} | {v['independent_mean_tv']:.4f}"
                               for k, v in r["internal_audit"].items())

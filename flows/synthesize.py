@@ -117,14 +117,16 @@ def _artifact_key(dataset: str, what: str) -> str:
 
 
 def privacy_artifact_row(outcome: RunOutcome) -> dict:
-    """The privacy artifact's row: the run's one figure (privacy.json's ``spent``) and its parts, as the console says."""
+    """The privacy artifact's row: the run's one figure (privacy.json's ``spent``) and its parts,
+    as the console says."""
     spent = outcome.privacy.get("spent") or {}
     cost = outcome.privacy["cost"]
     return {"mechanism": outcome.privacy["mechanism"], "statement": spent.get("line") or outcome.privacy.get(
                 "epsilon_statement"),
-            "epsilon": spent.get("epsilon", cost.get("epsilon_at_delta")), "delta": spent.get("delta", cost.get("delta")),
-            "rho_zcdp": spent.get("rho_zcdp", cost.get("rho_zcdp")), "pure_epsilon": cost.get("pure_epsilon"),
-            "synthetic_rows": outcome.rounding["rows"], "reused_stored_release": outcome.reused}
+            "epsilon": spent.get("epsilon", cost.get("epsilon_at_delta")),
+            "delta": spent.get("delta", cost.get("delta")), "rho_zcdp": spent.get("rho_zcdp", cost.get("rho_zcdp")),
+            "pure_epsilon": cost.get("pure_epsilon"), "synthetic_rows": outcome.rounding["rows"],
+            "reused_stored_release": outcome.reused}
 
 
 def publish_artifacts(outcome: RunOutcome, dataset: str) -> None:
@@ -137,7 +139,8 @@ def publish_artifacts(outcome: RunOutcome, dataset: str) -> None:
                          link_text=f"synthetic table ({outcome.rounding['rows']} rows)",
                          description="The DP synthetic table")
     if outcome.rounding.get("sink"):
-        create_markdown_artifact(key=_artifact_key(dataset, "sink"), markdown=f"Written to `{outcome.rounding['sink']}`",
+        create_markdown_artifact(key=_artifact_key(dataset, "sink"),
+                                 markdown=f"Written to `{outcome.rounding['sink']}`",
                                  description="Where the synthetic table was also written")
     publish_report(outcome, dataset)
 
@@ -181,7 +184,8 @@ def publish_synthetic_validation(outcome: RunOutcome, dataset: str) -> None:
     doc = json.loads(Path(outcome.local_dir, "synthetic-validation.json").read_text())
     rows = [{k: r.get(k) for k in ("expectation_type", "column", "success", "unexpected_count", "unexpected_percent",
                                    "message")} for r in doc.get("results", [])]
-    create_table_artifact(key=_artifact_key(dataset, "synthetic-validation"), table=rows or [{"error": doc.get("error")}],
+    create_table_artifact(key=_artifact_key(dataset, "synthetic-validation"),
+                          table=rows or [{"error": doc.get("error")}],
                           description=("Great Expectations: the synthetic table against its schema's suite: "
                                        + ("passed" if doc.get("success") else "FAILED (a bug of the pipeline)")))
 

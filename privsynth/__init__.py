@@ -46,7 +46,25 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from privsynth.api import Release, Synthesizer, synthesize  # noqa: F401
-    from privsynth.errors import *  # noqa: F401,F403
+    from privsynth.errors import (  # noqa: F401
+        BudgetExceeded,
+        BudgetExceededError,
+        BudgetNotSet,
+        BudgetNotSetError,
+        CredentialError,
+        InfeasibleRequest,
+        InputError,
+        LedgerError,
+        LimitError,
+        NoiseAlreadyDrawnError,
+        ParameterError,
+        PrivsynthError,
+        RunFolderError,
+        SchemaError,
+        UnknownMechanismError,
+        ValidationFailed,
+        ValidationFailedError,
+    )
     from privsynth.privacy.accounting import DEFAULT_DELTA  # noqa: F401
     from privsynth.privacy.ledger import BudgetLedger as Ledger  # noqa: F401
     from privsynth.run.parameters import DEFAULT_MECHANISM, RunParameters  # noqa: F401
@@ -56,6 +74,6 @@ __version__ = "0.2.0"
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_MECHANISM", "BudgetExceeded", "BudgetExceededError", "BudgetNotSet",
            "BudgetNotSetError", "CredentialError", "InfeasibleRequest", "InputError", "Ledger", "LedgerError",
-           "LimitError", "NoiseAlreadyDrawnError", "ParameterError", "PrivsynthError", "Release", "RunFolderError", "RunParameters",
-           "Schema", "SchemaError", "Synthesizer", "UnknownMechanismError", "ValidationFailed", "ValidationFailedError",
-           "load_schema", "synthesize"]
+           "LimitError", "NoiseAlreadyDrawnError", "ParameterError", "PrivsynthError", "Release", "RunFolderError",
+           "RunParameters", "Schema", "SchemaError", "Synthesizer", "UnknownMechanismError", "ValidationFailed",
+           "ValidationFailedError", "load_schema", "synthesize"]

@@ -98,8 +98,8 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
                ledger: str | None = None, seed: int | None = None, options: dict | None = None,
                rows: int | None = None, public_rows: int | None = None, output: str | Path | None = None,
                sink: str | None = None, release_store: str | Path | None = None, unlimited: bool = False,
-               refuse_invalid_records: bool = False, allow_seed_with_budget: bool = False, audit: bool = False, audit_target: str | None = None,
-               audit_location: str | None = None,
+               refuse_invalid_records: bool = False, allow_seed_with_budget: bool = False, audit: bool = False,
+               audit_target: str | None = None, audit_location: str | None = None,
                public: list[str] | None = None, public_model: str | None = None, trust_data_derived: bool = False,
                discovery_share: float | None = None, progress: Callable[[str], None] | None = None) -> Release:
     """Release a DP synthetic table of ``data`` (the same run as ``privsynth run``, without Prefect).
@@ -211,10 +211,10 @@ class Synthesizer:
         self.release: Release | None = None
 
     @classmethod
-    def create(cls, mechanism: str | None = None, *, epsilon: float = 1.0, **settings: Any) -> "Synthesizer":
+    def create(cls, mechanism: str | None = None, *, epsilon: float = 1.0, **settings: Any) -> Synthesizer:
         return cls(mechanism or DEFAULT_MECHANISM, epsilon=epsilon, **settings)
 
-    def fit(self, data: Any, *, schema: Schema | str | Path, **settings: Any) -> "Synthesizer":
+    def fit(self, data: Any, *, schema: Schema | str | Path, **settings: Any) -> Synthesizer:
         self.release = synthesize(data, schema, epsilon=self.epsilon, mechanism=self.mechanism,
                                   **{**self.settings, **settings})
         return self

@@ -144,8 +144,9 @@ ValidationFailed = ValidationFailedError
 KNOWN_ERRORS: tuple[type[BaseException], ...] = (RefusalError,)
 
 __all__ = ["BudgetExceeded", "BudgetExceededError", "BudgetNotChargedError", "BudgetNotSet", "BudgetNotSetError",
-           "ContractError", "CredentialError", "DataDerivedContractError", "InfeasibleRequest", "InfeasibleRequestError", "InjectedFault",
-           "InputError", "InternalError", "KNOWN_ERRORS", "LPFailedError", "LedgerError", "LimitError",
-           "NoiseAlreadyDrawnError", "NonPrivateChargeError", "ParameterError", "PrivsynthError", "ReducedSpaceError",
-           "RefusalError", "ReleaseKeyConflictError", "RunFolderError", "SandboxError", "SchemaError", "SolverError",
-           "UnknownDatasetError", "UnknownMechanismError", "ValidationFailed", "ValidationFailedError"]
+           "ContractError", "CredentialError", "DataDerivedContractError", "InfeasibleRequest",
+           "InfeasibleRequestError", "InjectedFault", "InputError", "InternalError", "KNOWN_ERRORS", "LPFailedError",
+           "LedgerError", "LimitError", "NoiseAlreadyDrawnError", "NonPrivateChargeError", "ParameterError",
+           "PrivsynthError", "ReducedSpaceError", "RefusalError", "ReleaseKeyConflictError", "RunFolderError",
+           "SandboxError", "SchemaError", "SolverError", "UnknownDatasetError", "UnknownMechanismError",
+           "ValidationFailed", "ValidationFailedError"]

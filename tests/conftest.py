@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
-
-import numpy as np
 
 from privsynth.discovery import dp_pass as _dp_pass
 from privsynth.privacy import ledger as _ledger
@@ -31,7 +30,8 @@ TINY_SCHEMA = {
         {"name": "color", "type": "categorical", "categories": ["red", "green", "blue"], "nullable": True,
          "on_out_of_domain": "category"},
         {"name": "size", "type": "categorical", "categories": ["S", "M", "L", "XL"]},
-        {"name": "age", "type": "integer", "bounds": [0, 100], "bins": [0, 18, 40, 65, 100], "on_out_of_domain": "clip"},
+        {"name": "age", "type": "integer", "bounds": [0, 100], "bins": [0, 18, 40, 65, 100],
+         "on_out_of_domain": "clip"},
         {"name": "score", "type": "float", "bounds": [0.0, 1.0], "bins": [0.0, 0.25, 0.5, 1.0], "nullable": True},
         {"name": "member", "type": "boolean", "nullable": True},
     ],

@@ -59,10 +59,12 @@ def running_postgres(shared_buffers: str = "32MB"):
     port = _free_port()
     env = {**os.environ, "LC_ALL": "C"}
     try:
-        subprocess.run(_as_postgres([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"]),
+        subprocess.run(_as_postgres([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                                     "--no-sync"]),
                        check=True, capture_output=True, env=env, timeout=120)
         options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c shared_buffers={shared_buffers}"
-        start = subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "-t", "60", "start"]),
+        start = subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w",
+                                             "-t", "60", "start"]),
                                capture_output=True, env=env, timeout=120)
         if start.returncode != 0:
             log = (folder / "log").read_text() if (folder / "log").exists() else ""
@@ -79,7 +81,8 @@ def running_postgres(shared_buffers: str = "32MB"):
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
     finally:
         if data.exists():
-            subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]), capture_output=True, timeout=60)
+            subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
+                           capture_output=True, timeout=60)
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -22,7 +22,6 @@ import httpx
 import numpy as np
 import pandas as pd
 import yaml
-
 from conftest import TOY_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,7 +133,7 @@ class PrefectServer:
         self.process: subprocess.Popen | None = None
         self.http = httpx.Client(base_url=self.api_url, timeout=30)
 
-    def start(self, timeout: float = 180) -> "PrefectServer":
+    def start(self, timeout: float = 180) -> PrefectServer:
         """Start the server and wait until /api/health answers (at most ``timeout`` seconds)."""
         server_home = self.home / "server-home"
         server_home.mkdir(parents=True, exist_ok=True)

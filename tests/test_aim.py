@@ -181,7 +181,7 @@ def test_selection_score_sensitivity_is_the_weight():
     cfg = aim.Config(k=2)
     cands = aim.candidate_weights(aim.workload(cfg, dom))
     rng = np.random.default_rng(0)
-    for trial in range(5):
+    for _trial in range(5):
         extra = np.array([[rng.integers(0, s) for s in dom.sizes]], dtype=np.int32)
         big = np.vstack([codes, extra])
         c1 = aim.collect_statistics(Histogram.of_codes(codes), dom, cfg).tables(list(cands))
@@ -443,9 +443,8 @@ def test_a_pool_always_keeps_every_one_way_candidate():
 def test_a_capped_pool_still_spends_exactly_rho():
     cfg = aim.Config(epsilon=1.0, delta=1e-9, max_candidates=5, **FAST)
     spy = SpyNoise(4)
-    _, dom, rel = run_toy(cfg, spy)
+    _, _, rel = run_toy(cfg, spy)
     rho = aim.privacy_cost(cfg).rho
-    delta_q = max(aim.candidate_weights(aim.workload(cfg, dom)).values())
     gaussian = sum(1.0 / (2 * s**2) for s, _ in spy.gaussian_calls)
     selection = sum(e**2 / 8 for e in rel.public_facts["selection_epsilons"])
     assert gaussian + selection == pytest.approx(rho, rel=1e-12)

@@ -44,7 +44,8 @@ def test_contract_equals_einsum():
         ax = tuple(sorted(rng.choice(6, size=int(rng.integers(0, 5)), replace=False).tolist()))
         ay = tuple(sorted(rng.choice(6, size=int(rng.integers(0, 5)), replace=False).tolist()))
         union = sorted(set(ax) | set(ay))
-        out = set(rng.choice(union, size=int(rng.integers(0, len(union) + 1)), replace=False).tolist()) if union else set()
+        out = set(rng.choice(union, size=int(rng.integers(0, len(union) + 1)),
+                             replace=False).tolist()) if union else set()
         x, y = rng.random([sizes[a] for a in ax]), rng.random([sizes[a] for a in ay])
         table, attrs = contract((x, ax), (y, ay), out)
         assert attrs == tuple(sorted(out & set(union)))
@@ -90,7 +91,8 @@ def test_triangulation_equals_mbis_maximal_cliques():
         d = int(rng.integers(2, 11))
         sizes = tuple(int(s) for s in rng.integers(1, 8, d))
         cliques = random_cliques(rng, d, int(rng.integers(1, 6)))
-        graph, _ = junction_tree.make_junction_tree(MbiDomain(tuple(range(d)), sizes), cliques + [(a,) for a in range(d)])
+        graph, _ = junction_tree.make_junction_tree(MbiDomain(tuple(range(d)), sizes),
+                                                    cliques + [(a,) for a in range(d)])
         assert triangulation_cliques(sizes, cliques) == sorted(tuple(sorted(n)) for n in graph.nodes)
 
 
@@ -230,14 +232,16 @@ def test_pruning_drops_only_ineligible_costly_candidates_and_keeps_the_law():
 def test_next_round_hand_computed():
     rho = 1.0
     sigma, eps = schedule.split(0.01)
-    assert schedule.gaussian_rho(sigma) == pytest.approx(0.009) and schedule.exponential_rho(eps) == pytest.approx(0.001)
+    assert (schedule.gaussian_rho(sigma) == pytest.approx(0.009)
+            and schedule.exponential_rho(eps) == pytest.approx(0.001))
     # Plenty left, early: the round keeps its budget.
     step = schedule.next_round(rho, 0.5, sigma, eps, rounds_done=3, cap=20)
     assert (step.sigma, step.epsilon, step.last) == (sigma, eps, False) and step.rho == pytest.approx(0.01)
     # Second half of the cap, 0.5 left over 10 rounds > 0.01: raised to 0.05, split 0.9 / 0.1.
     step = schedule.next_round(rho, 0.5, sigma, eps, rounds_done=10, cap=20)
     assert step.rho == pytest.approx(0.05) and not step.last
-    assert schedule.gaussian_rho(step.sigma) == pytest.approx(0.045) and schedule.exponential_rho(step.epsilon) == pytest.approx(0.005)
+    assert (schedule.gaussian_rho(step.sigma) == pytest.approx(0.045)
+            and schedule.exponential_rho(step.epsilon) == pytest.approx(0.005))
     # One round left under the cap, or less than two rounds' worth: the last round spends what is left.
     for done, used in ((19, 0.5), (3, 0.985)):
         step = schedule.next_round(rho, used, sigma, eps, rounds_done=done, cap=20)
@@ -258,7 +262,8 @@ def test_a_round_cap_bounds_the_rounds_and_spends_exactly_rho(cap):
     assert gaussian + selection == pytest.approx(rho, rel=1e-12)
     # Each round: the previous budget, x4 (annealing), the cap's share of what is left, or the rest.
     used, previous = facts["rho_initial_one_way"], rho / schedule.rounds_parameter(cfg, dom.n_attributes)
-    for t, (rho_t, sigma_t, eps_t) in enumerate(zip(facts["rho_per_round"], facts["sigmas"], facts["selection_epsilons"])):
+    for t, (rho_t, sigma_t, eps_t) in enumerate(zip(facts["rho_per_round"], facts["sigmas"],
+                                                    facts["selection_epsilons"])):
         assert 1 / (2 * sigma_t**2) == pytest.approx(0.9 * rho_t, rel=1e-9)
         assert eps_t**2 / 8 == pytest.approx(0.1 * rho_t, rel=1e-9)
         left = rho - used
@@ -321,7 +326,8 @@ def test_merged_objective_equals_the_sum_over_measurements():
     from privsynth.mechanisms.aim.model import NoisyMarginal
 
     ms = [NoisyMarginal((0, 1), rng.normal(15, 5, (3, 2)), 2.0), NoisyMarginal((0, 1), rng.normal(15, 5, (3, 2)), 3.0),
-          NoisyMarginal((1,), rng.normal(50, 5, (2,)), 1.5, np.array([1.0, 3.0])), NoisyMarginal((1, 2), rng.normal(12, 4, (2, 4)), 2.5)]
+          NoisyMarginal((1,), rng.normal(50, 5, (2,)), 1.5, np.array([1.0, 3.0])),
+          NoisyMarginal((1, 2), rng.normal(12, 4, (2, 4)), 2.5)]
     hosts = {m.clique: next(c for c in model.model_cliques if set(m.clique) <= set(c)) for m in ms}
     mu = model._model_marginals(model.beliefs)
     loss, grad = model._loss_and_grad(mu, model._objective(ms, hosts))

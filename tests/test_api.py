@@ -105,9 +105,9 @@ def test_typed_errors_are_importable_from_the_top_level_and_raised_before_any_ch
 
 
 def test_the_flow_and_the_api_run_the_same_orchestration():
-    import privsynth.cli
     import flows.synthesize
     import privsynth.api
+    import privsynth.cli
     import privsynth.run.stages
 
     assert flows.synthesize.execute is privsynth.run.stages.execute is privsynth.api.execute
@@ -120,8 +120,8 @@ def test_the_flow_and_the_api_run_the_same_orchestration():
 
 
 def test_with_a_prefect_api_the_cli_calls_the_flow(monkeypatch, tmp_path):
-    import privsynth.cli
     import flows.synthesize
+    import privsynth.cli
 
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # a server is configured (never reached here)
     seen = {}
@@ -209,7 +209,8 @@ def test_a_free_text_column_is_refused_with_advice_not_swallowed_into_out_of_dom
     schema = parse_schema({**TOY_SCHEMA, "columns": columns})
     frame = toy_frame(200)
     frame["colour"] = [f"free text {i}" if i % 4 else "red" for i in range(200)]  # 75% unknown
-    with pytest.raises(privsynth.ValidationFailedError, match="most values are outside .*drop: true.*schema draft") as err:
+    with pytest.raises(privsynth.ValidationFailedError,
+                       match="most values are outside .*drop: true.*schema draft") as err:
         privsynth.synthesize(frame, schema, unlimited=True, refuse_invalid_records=True, rows=20,
                              output=tmp_path / "run", **FAST)
     assert "free text 1" not in str(err.value)

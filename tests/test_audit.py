@@ -33,7 +33,7 @@ def test_identical_data_has_zero_error():
     codes = _random_codes(domain, 200, 1)
     summary = marginal_error_summary(codes, codes.copy(), domain)
     assert set(summary) == {"1", "2", "3"}
-    for k, stats in summary.items():
+    for stats in summary.values():
         assert stats["mean_tv"] == 0.0 and stats["max_tv"] == 0.0 and stats["max_abs_cell_error"] == 0.0
     assert [summary[k]["n_marginals"] for k in ("1", "2", "3")] == [4, 6, 4]
 
@@ -78,7 +78,8 @@ def test_hand_computed_example():
                             "independent_mean_tv": pytest.approx(0.0), "independent_max_tv": pytest.approx(0.0)}
     # A dependent real table: (0,0) x2, (1,1) x2 -> ab = [1/2, 0, 0, 1/2], product [1/4]*4 -> TV 1/2.
     dependent = np.array([[0, 0], [0, 0], [1, 1], [1, 1]], dtype=np.int32)
-    assert marginal_error_summary(dependent, dependent, domain, ks=(2,))["2"]["independent_mean_tv"] == pytest.approx(0.5)
+    assert marginal_error_summary(dependent, dependent, domain,
+                                  ks=(2,))["2"]["independent_mean_tv"] == pytest.approx(0.5)
 
 
 def test_orders_beyond_attribute_count_are_skipped():
@@ -133,7 +134,8 @@ def _small_schema():
     return parse_schema({
         "name": "toy",
         "columns": [
-            {"name": "colour", "type": "categorical", "categories": ["red", "green", "a very long category label indeed"]},
+            {"name": "colour", "type": "categorical",
+             "categories": ["red", "green", "a very long category label indeed"]},
             {"name": "age", "type": "integer", "bounds": [0, 100], "bins": [0, 30, 60, 100], "nullable": True},
             {"name": "flag", "type": "boolean"},
             {"name": "country/region", "type": "categorical", "categories": [f"c{i}" for i in range(30)]},
@@ -257,7 +259,8 @@ def test_build_audit_without_target_and_with_subset(tmp_path):
     audit = build_audit(codes, codes, schema, domain, tmp_path, max_marginals=2, seed=3)
     assert audit["tstr"] is None
     assert audit["marginals"]["2"]["n_marginals"] == 2
-    assert headline(audit).startswith("audit (internal): mean TV 1-way 0.000 (independent 0.000), 2-way 0.000 (independent ")
+    assert headline(audit).startswith("audit (internal): mean TV 1-way 0.000 (independent 0.000), 2-way 0.000 "
+                                      "(independent ")
     assert "At most 2 marginals" in render_markdown(audit, [])
 
 

@@ -110,7 +110,8 @@ def test_budget_set_and_show_round_trip(ledger_url, capsys):
     assert code == 0
     row = next(line for line in out.splitlines() if line.startswith("adult"))
     budget, delta, spent, remaining = row.split()[1:5]
-    assert (budget, delta) == ("3", "1e-06") and float(spent) == pytest.approx(0.5) and float(remaining) == pytest.approx(2.5)
+    assert ((budget, delta) == ("3", "1e-06") and float(spent) == pytest.approx(0.5)
+            and float(remaining) == pytest.approx(2.5))
     assert row.split()[-1] == "1"  # one charge
 
     # delta defaults to the delta runs use (1e-9), so every mechanism fits; --pure makes a pure-DP budget
@@ -151,15 +152,18 @@ def test_budget_commands_default_to_the_per_user_ledger(isolated_privsynth_home,
     (["run", "--seed", "-1"], r"seed: Input should be greater than or equal to 0$"),
     (["run", "--mechanism", "magic"], r"mechanism: unknown mechanism 'magic'; expected one of \["),
     (["run", "--option", "points_per_statistic"], r"--option expects KEY=VALUE, got 'points_per_statistic'$"),
-    (["run", "--mechanism", "reduced_space", "--option", "points_per_statistic=-1"], r"mechanism reduced_space option points_per_statistic: Input should be greater than 0$"),
+    (["run", "--mechanism", "reduced_space", "--option", "points_per_statistic=-1"],
+     r"mechanism reduced_space option points_per_statistic: Input should be greater than 0$"),
     (["run", "--input", "table.xlsx", "--schema", "schemas/adult.yaml"], r"--input 'table.xlsx': expected a .csv"),
     (["run", "--input", "missing.csv", "--schema", "schemas/adult.yaml"], r"input file 'missing.csv' does not exist$"),
     (["run", "--input", "missing.csv"], r"input file 'missing.csv' does not exist$"),  # discovery needs the file too
     (["run", "--input", "t.csv", "--discovery-share", "0.95"], r"discovery_share"),
     (["run", "--schema", "nope.yaml"], r"schema file 'nope.yaml' does not exist$"),
     (["run", *FIXED, "--ledger", "not a url"], r"ledger: not a SQLAlchemy URL"),
-    (["run", *FIXED, "--sink", "out.xlsx"], r"sink 'out.xlsx': expected duckdb:PATH\?table=NAME, postgresql\+psycopg://USER@HOST/DB\?table=NAME, "
-                                                     r"another ibis backend URL with \?table=NAME, or a .parquet or .csv path$"),
+    (["run", *FIXED, "--sink", "out.xlsx"],
+     r"sink 'out.xlsx': expected duckdb:PATH\?table=NAME, postgresql\+psycopg://USER@HOST/DB\?table=NAME, "
+                                                     r"another ibis backend URL with \?table=NAME, or a .parquet or "
+                                                     r".csv path$"),
     (["run", *FIXED, "--audit-target", "nope"], r"audit_target 'nope' is not a kept column of schema 'adult'$"),
     (["run", *FIXED, "--audit-target", "age"], r"audit_target needs audit=True \(--audit\)"),
     (["run", "--public-rows", "0"], r"public_rows: Input should be greater than or equal to 1$"),
@@ -167,15 +171,18 @@ def test_budget_commands_default_to_the_per_user_ledger(isolated_privsynth_home,
                  r"^privsynth: error: input: the URL carries a password; .*\$\{PGPASSWORD\}"),
     pytest.param(["run", *FIXED, "--ledger", "postgresql://me:Zq7-SECRET@db/ledger"],
                  r"^privsynth: error: ledger: the URL carries a password"),
-    pytest.param(["run", *FIXED, "--output", "../elsewhere"], r"^privsynth: error: output: path '\.\./elsewhere' contains '\.\.'"),
-    pytest.param(["run", *FIXED, "--sink", "duckdb:../w.duckdb?table=t"], r"^privsynth: error: sink: path .* contains '\.\.'"),
+    pytest.param(["run", *FIXED, "--output", "../elsewhere"],
+                 r"^privsynth: error: output: path '\.\./elsewhere' contains '\.\.'"),
+    pytest.param(["run", *FIXED, "--sink", "duckdb:../w.duckdb?table=t"],
+                 r"^privsynth: error: sink: path .* contains '\.\.'"),
     (["run", "--input", "postgresql://me:Zq7-SECRET@db/x?table=t", "--schema", "schemas/adult.yaml"],
      r"input: .*the URL carries a password; parameters are stored and shown"),
     (["run", *FIXED, "--ledger", "postgresql://me:Zq7-SECRET@db/ledger"], r"ledger: .*the URL carries a password"),
     (["run", *FIXED, "--output", "../elsewhere"], r"output: .*path '\.\./elsewhere' contains '\.\.'"),
     # A path the run reads may hold '..' (as --input may): a missing one is named, never refused for its '..'.
     (["run", *FIXED, "--schema", "../schemas/adult.yaml"], r"schema file '\.\./schemas/adult\.yaml' does not exist$"),
-    (["budget", "set", "adult", "--epsilon", "1", "--delta", "1e-6", "--pure"], r"argument --pure: not allowed with argument --delta"),
+    (["budget", "set", "adult", "--epsilon", "1", "--delta", "1e-6", "--pure"],
+     r"argument --pure: not allowed with argument --delta"),
     (["budget", "set", "adult", "--epsilon", "-1"], r"budget set: epsilon must be a finite number > 0, got -1.0$"),
     (["budget", "set", "adult", "--epsilon", "1", "--delta", "2"], r"budget set: delta must be None"),
     (["budget", "show", "nope"], r"the ledger has no budget or charge for dataset 'nope'"),
@@ -302,8 +309,8 @@ def _toy_run_arguments(tmp_path) -> list[str]:
 
 
 def test_without_a_prefect_api_the_run_is_in_process_and_says_how_to_record_it(tmp_path, monkeypatch, capsys):
-    import privsynth.cli as cli
     import flows.synthesize
+    import privsynth.cli as cli
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "no-prefect-home"))  # no profile with an API URL

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
 
 import privsynth
 from privsynth.cli import EXIT_USAGE, main
@@ -23,7 +24,6 @@ from privsynth.discovery import DraftOptions, draft_schema
 from privsynth.discovery.checks import check_atoms
 from privsynth.discovery.contracts import read_public_sources
 from privsynth.errors import ContractError, ParameterError
-from postgres_fixture import postgres_url  # noqa: F401  (a fixture)
 
 STATUS = ["placed", "shipped", "completed", "returned", "lost"]
 
@@ -154,7 +154,8 @@ def test_a_dbt_file_with_several_models_needs_one_named(dbt_project):
 ])
 def test_malformed_dbt_tests_are_refused_naming_file_and_entry(tmp_path, test, entry, problem):
     path = tmp_path / "schema.yml"
-    path.write_text(f"version: 2\nmodels:\n  - name: m\n    columns:\n      - name: c\n        tests:\n          - {test}\n")
+    path.write_text("version: 2\nmodels:\n  - name: m\n    columns:\n      - name: c\n        tests:\n          - "
+                    f"{test}\n")
     text = _error([str(path)])
     assert str(path) in text and "model 'm', column 'c'" in text and entry in text and problem in text
 
@@ -301,8 +302,8 @@ def test_a_postgres_table_with_enum_and_check(postgres_url):  # noqa: F811
         con.execute("CREATE TYPE state AS ENUM ('placed', 'shipped', 'completed', 'returned', 'lost')")
         con.execute("CREATE TABLE contract_orders (status state NOT NULL, qty integer CHECK (qty BETWEEN 1 AND 5), "
                     "amount numeric(10, 2) CHECK (amount >= 0 AND amount <= 500), "
-                    "channel varchar(10) CHECK (channel IN ('web', 'shop')), placed date CHECK (placed >= '2020-01-01'), "
-                    "priority integer CHECK (priority > 0 OR priority IS NULL))")
+                    "channel varchar(10) CHECK (channel IN ('web', 'shop')), placed date CHECK (placed >= "
+                    "'2020-01-01'), priority integer CHECK (priority > 0 OR priority IS NULL))")
     facts = read_public_sources(["db:"], None, f"{postgres_url}?table=contract_orders", trust_data_derived=True)
     assert facts.get("status").categories == tuple(STATUS) and facts.get("status").nullable is False
     assert "ENUM type state; DATA-DERIVED" in facts.get("status").origin("categories")
@@ -400,7 +401,8 @@ def test_the_cli_refuses_a_malformed_contract_in_one_line(tmp_path, capsys):
     code = main(["run", "--input", str(csv), "--public", str(bad), "--epsilon", "1", "--unlimited",
                  "--output", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()  # refused by the plan: before the run starts, reads or charges anything
-    assert code == EXIT_USAGE and "\n" not in err and not (tmp_path / "run").exists() and str(bad) in err and "'amount'" in err and "min 9 > max 1" in err
+    assert (code == EXIT_USAGE and "\n" not in err and not (tmp_path / "run").exists() and str(bad) in err
+            and "'amount'" in err and "min 9 > max 1" in err)
 
 
 def test_a_run_with_a_schema_refuses_contracts(tiny_schema, tmp_path):

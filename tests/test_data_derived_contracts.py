@@ -44,7 +44,8 @@ def neighbour(frame: pd.DataFrame) -> pd.DataFrame:
 
 def profiled_suite(frame: pd.DataFrame, meta: dict | None = None) -> dict:
     """A suite as GX 0.x's onboarding data assistant saves it: the observed types, values, min and max."""
-    details = {"profiler_details": {"metric_configuration": {"metric_name": "column.distinct_values"}, "num_batches": 1}}
+    details = {"profiler_details": {"metric_configuration": {"metric_name": "column.distinct_values"},
+                                    "num_batches": 1}}
     return {
         "expectation_suite_name": "people.profiled",
         "meta": meta if meta is not None else {
@@ -57,7 +58,8 @@ def profiled_suite(frame: pd.DataFrame, meta: dict | None = None) -> dict:
             {"expectation_type": "expect_column_values_to_be_in_type_list",
              "kwargs": {"column": "age", "type_list": [str(frame["age"].dtype)]}, "meta": details},
             {"expectation_type": "expect_column_values_to_be_between",
-             "kwargs": {"column": "age", "min_value": float(frame["age"].min()), "max_value": float(frame["age"].max())},
+             "kwargs": {"column": "age", "min_value": float(frame["age"].min()),
+                        "max_value": float(frame["age"].max())},
              "meta": details},
             {"expectation_type": "expect_column_values_to_be_in_set",
              "kwargs": {"column": "color", "value_set": sorted(frame["color"].unique().tolist())}, "meta": details},
@@ -75,7 +77,8 @@ def _entries(text: str) -> dict[str, dict]:
     ({"great_expectations_version": "0.13.49", "UserConfigurableProfiler": {
         "created_by": "UserConfigurableProfiler", "batch_kwargs": {"path": "people.csv"}}}, None,
      "meta.UserConfigurableProfiler"),
-    ({"great_expectations_version": "0.13.10", "BasicSuiteBuilderProfiler": {"created_by": "BasicSuiteBuilderProfiler"}},
+    ({"great_expectations_version": "0.13.10",
+      "BasicSuiteBuilderProfiler": {"created_by": "BasicSuiteBuilderProfiler"}},
      None, "meta.BasicSuiteBuilderProfiler"),
     ({"great_expectations_version": "0.15.50", "citations": [
         {"comment": "Created by effective Rule-Based Profiler of OnboardingDataAssistant",
@@ -95,7 +98,8 @@ def test_a_profiled_suite_is_refused_in_one_line_naming_the_entry_and_the_option
                                                                                     entry):
     suite = {"meta": meta, "expectations": [
         {"expectation_type": "expect_column_values_to_be_in_set",
-         "kwargs": {"column": "color", "value_set": COLORS}, **({"meta": expectation_meta} if expectation_meta else {})}]}
+         "kwargs": {"column": "color", "value_set": COLORS},
+         **({"meta": expectation_meta} if expectation_meta else {})}]}
     assert gx_profiler_entry(suite) == entry
     path = tmp_path / "suite.json"
     path.write_text(json.dumps(suite))
@@ -106,7 +110,8 @@ def test_a_profiled_suite_is_refused_in_one_line_naming_the_entry_and_the_option
     assert "trust_data_derived=True" in text and "red" not in text  # the contract's values are not needed to refuse
     facts = read_public_sources([str(path)], trust_data_derived=True)
     assert facts.get("color").categories == tuple(COLORS) and facts.get("color").derived.keys() == {"categories"}
-    assert "DATA-DERIVED" in facts.get("color").origin("categories") and entry in facts.get("color").origin("categories")
+    assert ("DATA-DERIVED" in facts.get("color").origin("categories")
+            and entry in facts.get("color").origin("categories"))
 
 
 def test_a_suite_written_from_documentation_is_read_without_the_option(tmp_path, tiny_schema):
@@ -128,7 +133,8 @@ def test_a_suite_written_from_documentation_is_read_without_the_option(tmp_path,
 def test_a_fact_also_stated_by_documentation_stands_on_the_documentation():
     derived = PublicColumn("color", categories=tuple(COLORS), origins={"categories": "GX s.json in_set"},
                            derived={"categories": "GX s.json meta.citations[0].profiler_config"})
-    documented = PublicColumn("color", categories=tuple(COLORS), origins={"categories": "dbt schema.yml accepted_values"})
+    documented = PublicColumn("color", categories=tuple(COLORS),
+                              origins={"categories": "dbt schema.yml accepted_values"})
     assert not merge_column(derived, documented).derived
     assert merge_column(derived, documented).origin("categories") == "dbt schema.yml accepted_values"
     assert merge_column(documented, derived).derived == {}

@@ -70,7 +70,8 @@ def _present(series: pd.Series) -> list[str]:
 def test_codes_with_leading_zeros_stay_text_codes(dirty_release):
     frame, schema, synthetic = dirty_release
     assert schema["zip"]["type"] == "categorical"
-    assert set(_present(synthetic["zip"])) <= set(frame["zip"]) and len(_present(synthetic["zip"])) > 0.9 * len(synthetic)
+    assert (set(_present(synthetic["zip"])) <= set(frame["zip"])
+            and len(_present(synthetic["zip"])) > 0.9 * len(synthetic))
 
 
 def test_a_category_is_written_back_as_the_table_holds_it(dirty_release):
@@ -106,7 +107,8 @@ def test_dates_are_dates_written_in_the_table_s_format(dirty_release, column, fo
 def test_decimals_flags_and_float_codes_keep_their_form(dirty_release):
     frame, schema, synthetic = dirty_release
     assert schema["score"]["type"] == "float" and schema["score"]["precision"] == 1
-    assert all(re.fullmatch(r"-?[0-9]+\.[0-9]", f"{v:.10g}" if v % 1 else f"{v:.1f}") for v in synthetic["score"].dropna())
+    assert all(re.fullmatch(r"-?[0-9]+\.[0-9]", f"{v:.10g}" if v % 1 else f"{v:.1f}")
+               for v in synthetic["score"].dropna())
     assert set(_present(synthetic["flag"])) <= {"Y", "N"}
     assert schema["code"]["type"] == "integer"
     assert set(synthetic["code"].dropna().astype(int)) <= {1, 2, 3}

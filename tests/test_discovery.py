@@ -35,7 +35,8 @@ def survey(n: int = N, seed: int = 0) -> pd.DataFrame:
         "outcome": rng.choice([0.0, 1.0], n, p=[.9, .1]),
         "amount": np.where(rng.random(n) < 0.5, 0.0, np.round(rng.lognormal(7, 1.5, n), 2)),
         "region": rng.choice(["north", "south", "east", "west"], n),
-        "visited": (pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 700, n), unit="D")).strftime("%Y-%m-%d"),
+        "visited": (pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 700, n),
+                                                                 unit="D")).strftime("%Y-%m-%d"),
     })
     frame.loc[rng.random(n) < 0.05, "bracket"] = np.nan
     frame.loc[rng.random(n) < 0.03, "outcome"] = np.nan
@@ -160,7 +161,8 @@ def test_discovery_is_charged_inside_the_run_budget(released):
     assert run_total["cost"]["rho_zcdp"] == pytest.approx(total, rel=1e-6)
     assert run_total["cost"]["epsilon_at_delta"] <= 2.0 + 1e-9
     parts = run_total["parts"]
-    assert parts["discovery_rho"] > 0 and parts["discovery_rho"] + parts["mechanism_rho"] == pytest.approx(total, rel=1e-6)
+    assert parts["discovery_rho"] > 0 and parts["discovery_rho"] + parts["mechanism_rho"] == pytest.approx(total,
+                                                                                                           rel=1e-6)
     with BudgetLedger(ledger) as book:
         charged = sum(record.cost().rho for record in book.history("survey"))
     assert charged == pytest.approx(total, rel=1e-6)

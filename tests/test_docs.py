@@ -7,7 +7,6 @@ import re
 import shlex
 
 import pytest
-
 from conftest import REPO
 
 
@@ -39,7 +38,8 @@ def test_lowering_a_budget_below_what_is_spent_is_one_clear_line(capsys, tmp_pat
     assert err.startswith("privsynth: error:") and "\n" not in err and "never lowered" in err
 
 
-@pytest.mark.parametrize("page", ["mechanisms.md", "api.md", "budgets.md", "schema.md", "warehouse.md", "deployments.md"])
+@pytest.mark.parametrize("page", ["mechanisms.md", "api.md", "budgets.md", "schema.md", "warehouse.md",
+                                  "deployments.md"])
 def test_docs_name_only_registered_mechanisms(page):
     from privsynth.mechanisms import MECHANISM_MODULES
 

@@ -151,7 +151,8 @@ def test_integer_coded_categories_with_missing_values():
     # An integer-coded category column with a null arrives as float64 (1.0, NaN, 2.0): it must match "1", "2".
     schema = parse_schema({"name": "t", "columns": [
         {"name": "k", "type": "categorical", "categories": ["1", "2", "10"], "nullable": True}]})
-    for column in ([1.0, np.nan, 2.0, 10.0], pd.array([1, None, 2, 10], dtype="Int64"), [1, None, 2, 10.0], ["1", None, "2", "10"]):
+    for column in ([1.0, np.nan, 2.0, 10.0], pd.array([1, None, 2, 10], dtype="Int64"), [1, None, 2, 10.0],
+                   ["1", None, "2", "10"]):
         codes = encode_codes(pd.DataFrame({"k": column}), schema)[:, 0]
         np.testing.assert_array_equal(codes, [0, 3, 1, 2])
     with pytest.raises(ValueError, match="outside"):
@@ -332,7 +333,8 @@ def test_float_precision_keeps_values_in_their_bin_when_an_edge_is_on_the_grid()
 
 DATES = parse_schema({"name": "dates", "columns": [
     {"name": "d", "type": "date", "bounds": ["2010-01-01", "2020-12-31"], "bin_by": "year", "nullable": True},
-    {"name": "ts", "type": "timestamp", "bounds": ["1969-12-31", "1970-01-03"], "bin_by": "day", "on_out_of_domain": "clip"},
+    {"name": "ts", "type": "timestamp", "bounds": ["1969-12-31", "1970-01-03"], "bin_by": "day",
+     "on_out_of_domain": "clip"},
     {"name": "q", "type": "date", "bounds": ["2019-01-01", "2019-12-31"], "bin_by": "quarter"},
 ]})
 
@@ -342,7 +344,8 @@ def test_dates_and_timestamps_encode_exactly_from_every_spelling():
 
     frame = pd.DataFrame({
         # Python date, ISO text (padded), a pandas Timestamp with a time of day (its day), missing
-        "d": [dt.date(2010, 1, 1), " 2019-06-01 ", None, pd.Timestamp("2020-12-31 23:00"), "2011-01-01", dt.date(2010, 12, 31)],
+        "d": [dt.date(2010, 1, 1), " 2019-06-01 ", None, pd.Timestamp("2020-12-31 23:00"), "2011-01-01",
+              dt.date(2010, 12, 31)],
         # half a second before the epoch is second -1 (floor), a clipped low and high value, the last second of a day
         "ts": pd.to_datetime(["1969-12-31 23:59:59.5", "1970-01-01", "1900-01-01", "2030-01-01", "1970-01-01 05:00",
                               "1970-01-02 23:59:59.999"], format="ISO8601"),
@@ -359,12 +362,14 @@ def test_dates_and_timestamps_encode_exactly_from_every_spelling():
 
 @pytest.mark.parametrize("column, values, problem", [
     ("d", ["2019-01-01", "not a date"], "column 'd' has value(s) that are not dates (the schema says date)"),
-    ("ts", ["1970-01-01", "12:00 tomorrow"], "column 'ts' has value(s) that are not timestamps (the schema says timestamp)"),
+    ("ts", ["1970-01-01", "12:00 tomorrow"],
+     "column 'ts' has value(s) that are not timestamps (the schema says timestamp)"),
     ("q", ["2019-01-01", "2020-01-01"], "column 'q': value(s) outside the schema's domain"),
     ("q", ["2019-01-01", None], "column 'q': missing value(s) but the column is not nullable"),
 ])
 def test_date_faults_name_the_column_and_not_the_value(column, values, problem):
-    frame = pd.DataFrame({"d": ["2019-01-01"] * 2, "ts": ["1970-01-01"] * 2, "q": ["2019-05-05"] * 2}).assign(**{column: values})
+    frame = pd.DataFrame({"d": ["2019-01-01"] * 2, "ts": ["1970-01-01"] * 2,
+                          "q": ["2019-05-05"] * 2}).assign(**{column: values})
     with pytest.raises(ValueError) as info:
         encode_codes(frame, DATES)
     assert str(info.value) == problem

@@ -42,7 +42,8 @@ def toy_frame() -> pd.DataFrame:
         "grade": pd.array([1, 2, 3, None, 1, 2, 3, 1, None, 2, 3, 1], dtype="Int64"),
         "age": [-5, 0, 17, 18, 39, 40, 64, 65, 99, 100, 150, 30],
         "score": [0.0, 0.25, 0.2499, 0.5, 1.0, None, 0.75, 0.1, 0.99, None, 0.3, 0.6],
-        "member": pd.array([True, False, None, True, False, True, False, True, None, True, False, True], dtype="boolean"),
+        "member": pd.array([True, False, None, True, False, True, False, True, None, True, False, True],
+                           dtype="boolean"),
         "flag": ["true", "False", "1", "0", "yes", "TRUE", "n", "false", "1", "0", "true", "x"],
     })
 
@@ -92,7 +93,8 @@ def test_adult_csv_histogram_equals_the_pandas_path(adult_schema, adult_referenc
         assert src.row_count() == adult_reference.n
 
 
-def test_adult_parquet_glob_duckdb_file_and_arrow_give_the_same_histogram(adult_schema, adult_reference, adult_arrow, tmp_path):
+def test_adult_parquet_glob_duckdb_file_and_arrow_give_the_same_histogram(adult_schema, adult_reference, adult_arrow,
+                                                                          tmp_path):
     half = adult_arrow.num_rows // 2
     parts = tmp_path / "parts"
     parts.mkdir()
@@ -217,7 +219,8 @@ def test_a_forbidden_value_is_a_value_free_error_naming_the_column(column, value
 def test_open_refuses_missing_columns_repeats_and_unreadable_types(tmp_path):
     frame = toy_frame()
     frame.drop(columns=["score"]).to_csv(tmp_path / "missing.csv", index=False)
-    with pytest.raises(InputError, match=r"input csv:.*missing\.csv: missing column\(s\) \['score'\]; the schema 'toy' expects"):
+    with pytest.raises(InputError,
+                       match=r"input csv:.*missing\.csv: missing column\(s\) \['score'\]; the schema 'toy' expects"):
         open_source(str(tmp_path / "missing.csv"), TOY)
     text = frame.to_csv(index=False).replace("flag", "score", 1)
     (tmp_path / "dupe.csv").write_text(text)
@@ -227,8 +230,11 @@ def test_open_refuses_missing_columns_repeats_and_unreadable_types(tmp_path):
     pq.write_table(pa.Table.from_arrays(arrays, names=[*frame.columns, "age"]), tmp_path / "dupe.parquet")
     with pytest.raises(InputError, match=r"dupe\.parquet': duplicate column name\(s\) \['age'\]"):
         open_source(str(tmp_path / "dupe.parquet"), TOY)
-    dated = pa.Table.from_pandas(frame, preserve_index=False).set_column(3, "age", pa.array([pd.Timestamp("2020-01-01")] * 12))
-    with pytest.raises(InputError, match=r"column 'age' has type timestamp.* \(the schema says integer\); expected numbers or text"):
+    dated = pa.Table.from_pandas(frame, preserve_index=False).set_column(3, "age",
+                                                                         pa.array([pd.Timestamp("2020-01-01")] * 12))
+    with pytest.raises(InputError,
+                       match=r"column 'age' has type timestamp.* \(the schema says integer\); "
+                             r"expected numbers or text"):
         open_source(dated, TOY)
 
 
@@ -296,14 +302,20 @@ def test_validation_passes_a_good_table_and_keeps_the_public_shape(tmp_path):
 
 
 @pytest.mark.parametrize("edit, pattern", [
-    (lambda f: f.assign(ssn=SECRET), r"table: unexpected column\(s\) \['ssn'\]; expected exactly the schema's 7 columns"),
+    (lambda f: f.assign(ssn=SECRET),
+     r"table: unexpected column\(s\) \['ssn'\]; expected exactly the schema's 7 columns"),
     (lambda f: f.assign(score=[1.5] + [0.1] * 11), r"column 'score': some value\(s\) outside \[0, 1\]"),
-    (lambda f: f.assign(grade=["9"] + ["1"] * 11), r"column 'grade': some value\(s\) not among the schema's 3 categories"),
+    (lambda f: f.assign(grade=["9"] + ["1"] * 11),
+     r"column 'grade': some value\(s\) not among the schema's 3 categories"),
     (lambda f: f.assign(color=None), r"column 'color': every value is missing"),
-    (lambda f: f.assign(flag=["true"] * 11 + [None]), r"column 'flag': some missing value\(s\) \(null/NaN\) but the column is not nullable"),
-    (lambda f: f.assign(score=["inf"] + ["0.1"] * 11), r"column 'score': some value\(s\) are \+inf or -inf; numeric values must be finite"),
-    (lambda f: f.assign(age=[SECRET] + [3] * 11), r"column 'age': some value\(s\) are not numbers; expected integer values"),
-    (lambda f: f.assign(age=[3.5] + [3] * 11), r"column 'age': some value\(s\) are not whole numbers; expected integer values"),
+    (lambda f: f.assign(flag=["true"] * 11 + [None]),
+     r"column 'flag': some missing value\(s\) \(null/NaN\) but the column is not nullable"),
+    (lambda f: f.assign(score=["inf"] + ["0.1"] * 11),
+     r"column 'score': some value\(s\) are \+inf or -inf; numeric values must be finite"),
+    (lambda f: f.assign(age=[SECRET] + [3] * 11),
+     r"column 'age': some value\(s\) are not numbers; expected integer values"),
+    (lambda f: f.assign(age=[3.5] + [3] * 11),
+     r"column 'age': some value\(s\) are not whole numbers; expected integer values"),
 ])
 def test_validation_failures_are_one_value_free_line_each(edit, pattern, tmp_path):
     report = _csv_report(edit(toy_frame().assign(score=[0.1] * 12)), tmp_path)
@@ -336,7 +348,8 @@ def test_validation_in_place_agrees_with_great_expectations_on_the_same_suite(tm
         with open_source(str(tmp_path / "v.csv"), TOY) as src:
             ours = src.validate()
         assert ours.success is gx.success is (case == 0)
-        assert [(r.expectation_type, r.column) for r in ours.results] == [(e.kind, e.column) for e in schema_expectations(TOY)]
+        assert [(r.expectation_type, r.column) for r in ours.results] == [(e.kind, e.column)
+                                                                          for e in schema_expectations(TOY)]
         engine = {(r["expectation_type"], r["column"]): r for r in ours.public_json()["results"]}
         for r in gx.public_json()["results"]:
             assert engine[r["expectation_type"], r["column"]] == r
@@ -387,7 +400,8 @@ def test_every_hostile_input_is_refused_by_the_engine_without_leaking(tmp_path):
 
 DATES = parse_schema({"name": "dates", "columns": [
     {"name": "opened", "type": "date", "bounds": ["2010-01-01", "2020-12-31"], "bin_by": "year", "nullable": True},
-    {"name": "seen", "type": "timestamp", "bounds": ["1969-12-31", "1970-01-03"], "bin_by": "day", "on_out_of_domain": "clip"},
+    {"name": "seen", "type": "timestamp", "bounds": ["1969-12-31", "1970-01-03"], "bin_by": "day",
+     "on_out_of_domain": "clip"},
     {"name": "due", "type": "date", "bounds": ["2019-01-01", "2019-12-31"], "bin_by": "quarter", "nullable": True},
 ]})
 
@@ -444,11 +458,15 @@ def test_a_date_that_does_not_parse_or_is_outside_the_bounds_is_a_value_free_err
 
 def test_date_columns_refuse_numbers_and_numeric_columns_refuse_dates(tmp_path):
     frame = dates_frame().assign(opened=range(8))
-    with pytest.raises(InputError, match=r"column 'opened' has type int64 \(the schema says date\); expected dates, timestamps or text"):
+    with pytest.raises(InputError,
+                       match=r"column 'opened' has type int64 \(the schema says date\); expected dates, timestamps or "
+                             r"text"):
         open_source(frame, DATES)
-    numeric = parse_schema({"name": "n", "columns": [{"name": "x", "type": "integer", "bounds": [0, 9], "bins": [0, 9]}]})
+    numeric = parse_schema({"name": "n", "columns": [{"name": "x", "type": "integer", "bounds": [0, 9],
+                                                      "bins": [0, 9]}]})
     with pytest.raises(InputError, match=r"column 'x' has type date .*expected numbers or text"):
-        open_source(pa.table({"x": pa.array(dates_frame()["due"].fillna(pd.Timestamp("2019-01-01").date()), pa.date32())}), numeric)
+        open_source(pa.table({"x": pa.array(dates_frame()["due"].fillna(pd.Timestamp("2019-01-01").date()),
+                                            pa.date32())}), numeric)
 
 
 def test_date_validation_in_place_names_the_column_not_the_value(tmp_path):

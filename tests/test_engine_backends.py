@@ -78,7 +78,9 @@ def test_postgres_query_source_is_checked_and_runs(pg_adult, adult_schema, adult
         open_source(f"{pg_adult}?query=DROP TABLE adult", adult_schema)
     with pytest.raises(InputError, match=r"function pg_read_file\(\) reads outside the database"):
         open_source(f"{pg_adult}?query=SELECT pg_read_file('/etc/passwd') AS age FROM adult", adult_schema)
-    with pytest.raises(InputError, match=r"SQL source postgresql\+psycopg://127\.0\.0\.1:\d+/postgres: table not found|does not exist"):
+    with pytest.raises(InputError,
+                       match=r"SQL source postgresql\+psycopg://127\.0\.0\.1:\d+/postgres: table not found|does not "
+                             r"exist"):
         open_source(f"{pg_adult}?table=nope", adult_schema)
 
 
@@ -119,8 +121,10 @@ def test_sink_types_follow_the_schema(tmp_path):
 
     schema = parse_schema({"name": "s", "columns": [
         {"name": "c", "type": "categorical", "categories": ["a"]}, {"name": "b", "type": "boolean"},
-        {"name": "i", "type": "integer", "bounds": [0, 9], "bins": [0, 9]}, {"name": "f", "type": "float", "bounds": [0, 1], "bins": [0, 1]}]})
-    table = pa.table({"c": pa.array(["a"]).dictionary_encode(), "b": [True], "i": pa.array([3], pa.int64()), "f": [0.5]}).cast(arrow_schema(schema))
+        {"name": "i", "type": "integer", "bounds": [0, 9], "bins": [0, 9]},
+                                                    {"name": "f", "type": "float", "bounds": [0, 1], "bins": [0, 1]}]})
+    table = pa.table({"c": pa.array(["a"]).dictionary_encode(), "b": [True], "i": pa.array([3], pa.int64()),
+                      "f": [0.5]}).cast(arrow_schema(schema))
     write_sink(table, f"duckdb:{tmp_path / 'o.duckdb'}?table=main.t")
     with duckdb.connect(str(tmp_path / "o.duckdb"), read_only=True) as con:
         assert [r[1] for r in con.execute("DESCRIBE main.t").fetchall()] == ["VARCHAR", "BOOLEAN", "BIGINT", "DOUBLE"]
@@ -213,13 +217,14 @@ def test_postgres_date_and_timestamp_columns_bin_like_the_pandas_path_and_sink_a
     np.testing.assert_array_equal(hist.codes, expected.codes)
     np.testing.assert_array_equal(hist.counts, expected.counts)
     assert report.success, report.failure_message()
-    table = pa.Table.from_pandas(decode_codes(expected.codes, DATES, np.random.default_rng(1)), schema=arrow_schema(DATES),
-                                 preserve_index=False)
+    table = pa.Table.from_pandas(decode_codes(expected.codes, DATES, np.random.default_rng(1)),
+                                 schema=arrow_schema(DATES), preserve_index=False)
     write_sink(table, f"{postgres_url}?table=synthetic_dates")
     con = connect_url(postgres_url)
     try:
         back = con.table("synthetic_dates")
-        assert {name: str(t) for name, t in back.schema().items()} == {"opened": "date", "seen": "timestamp(6)", "due": "date"}
+        assert {name: str(t) for name, t in back.schema().items()} == {"opened": "date", "seen": "timestamp(6)",
+                                                                       "due": "date"}
         assert back.to_pyarrow()["opened"].to_pylist() == table["opened"].to_pylist()
     finally:
         con.disconnect()

@@ -31,7 +31,8 @@ def warehouse(tmp_path):
 
 ATTACKS = [
     ("COPY (SELECT 1 AS name, 2 AS age) TO '{out}'", r"a COPY statement; only a single SELECT is allowed"),
-    ("SELECT * FROM read_csv_auto('/etc/passwd')", r"a table function in FROM; only named tables of the database may be read"),
+    ("SELECT * FROM read_csv_auto('/etc/passwd')",
+     r"a table function in FROM; only named tables of the database may be read"),
     ("SELECT * FROM read_csv('{secret}')", r"a table function in FROM"),
     ("SELECT * FROM '{secret}'", r"a file path in FROM; only named tables of the database may be read"),
     ("SELECT name, age FROM people; COPY people TO '{out}'", r"2 statements; expected exactly one SELECT statement"),
@@ -42,7 +43,8 @@ ATTACKS = [
     ("SELECT name, length(content) AS age FROM people, read_text('/etc/passwd')", r"a table function in FROM"),
     ("SELECT * INTO stolen FROM people", r"SELECT \.\.\. INTO writes a table"),
     ("SELECT name, getenv('HOME') AS age FROM people", r"function getenv\(\) reads outside the database"),
-    ("SELECT name, current_setting('temp_directory') AS age FROM people", r"function current_setting\(\) reads outside the database"),
+    ("SELECT name, current_setting('temp_directory') AS age FROM people",
+     r"function current_setting\(\) reads outside the database"),
     ("this is not SQL (", r"not valid SQL|only a single SELECT"),
 ]
 

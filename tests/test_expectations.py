@@ -120,7 +120,8 @@ def test_a_synthetic_table_that_fails_its_schema_is_reported_as_a_bug(adult, tmp
     assert [(r["expectation_type"], r["column"], r["unexpected_count"]) for r in failed] == [
         ("expect_column_values_to_be_in_set", "sex", 300)]
     assert "SECRET" not in json.dumps(doc) + caplog.text  # whitelisted results: no value samples
-    assert {r["expectation_type"] for r in doc["not_run_by_gx"]} >= {"privsynth_expect_column_values_to_be_whole_numbers"}
+    assert ({r["expectation_type"] for r in doc["not_run_by_gx"]}
+            >= {"privsynth_expect_column_values_to_be_whole_numbers"})
     # a table that passes is recorded as such
     assert validate_synthetic(_Context(schema, tmp_path), pa.Table.from_pandas(adult.head(300), preserve_index=False))
 

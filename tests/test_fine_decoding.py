@@ -100,7 +100,8 @@ def test_measure_adds_noise_to_every_count_and_writes_no_exact_count():
 
         def add_gaussian(self, values, scale):
             self.scales.append(scale)
-            return np.asarray(values, dtype=float) + np.random.default_rng(len(self.scales)).normal(0, scale, len(values))
+            return np.asarray(values, dtype=float) + np.random.default_rng(len(self.scales)).normal(0, scale,
+                                                                                                    len(values))
 
     record = measure(plan, SCHEMA, counts, Recorder())
     assert Recorder.scales == [pytest.approx(math.sqrt(3 / 0.1))] * 3
@@ -135,7 +136,8 @@ def test_a_run_charges_the_allowance_and_records_the_measurement(tmp_path, monke
     _frame(3000).to_parquet(data)
     schema = tmp_path / "s.yaml"
     schema.write_text(json.dumps(SCHEMA.model_dump(mode="json")))
-    release = privsynth.synthesize(str(data), str(schema), epsilon=1.0, seed=0, unlimited=True, output=str(tmp_path / "r"),
+    release = privsynth.synthesize(str(data), str(schema), epsilon=1.0, seed=0, unlimited=True,
+                                   output=str(tmp_path / "r"),
                                    options={"iterations_per_round": 20, "final_iterations": 50})
     privacy = json.loads((tmp_path / "r" / "privacy.json").read_text())
     assert privacy["cost"]["rho_zcdp"] == pytest.approx(rho_allowance(1.0, DEFAULT_DELTA), rel=1e-12)

@@ -50,7 +50,8 @@ PUBLIC_ARTIFACTS = {"validation.json", "encoding.json", "release.parquet", "priv
 
 def _public_artifact(name: str) -> bool:
     """A run-folder artifact that may be published: the files above and the DP report's pictures."""
-    return name in PUBLIC_ARTIFACTS | {"measurements.parquet"} or (name.startswith("figures/") and name.endswith(".png"))
+    return name in PUBLIC_ARTIFACTS | {"measurements.parquet"} or (name.startswith("figures/")
+                                                                   and name.endswith(".png"))
 
 
 
@@ -69,7 +70,8 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     names = {p.name for p in run.iterdir()}
     assert PUBLIC_ARTIFACTS | {"manifest.json"} <= names
     # only public artifacts: no private intermediates, and no internal audit unless asked for
-    assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet", "figures", "internal-validation"}, names
+    assert names <= PUBLIC_ARTIFACTS | {"manifest.json", "measurements.parquet", "figures",
+                                        "internal-validation"}, names
     # the exact validation report, with or without a budget (issue 36.3), is owner-only and never a public artifact
     assert (run / "internal-validation").stat().st_mode & 0o077 == 0
     assert private_leftovers(private_tmp) == []
@@ -95,7 +97,8 @@ def test_full_run_writes_public_artifacts_only_and_reruns_without_a_second_charg
     assert manifest["input"]["source"].startswith("csv:")
     assert manifest["outputs"]["internal_audit"] is None and manifest["outputs"]["report"] == "report.json"
     privacy = json.loads((run / "privacy.json").read_text())
-    assert privacy["noise"]["reproducible"] is True and privacy["noise"]["hardened_against_floating_point_attacks"] is False
+    assert (privacy["noise"]["reproducible"] is True
+            and privacy["noise"]["hardened_against_floating_point_attacks"] is False)
     assert "release_key" not in privacy and "release_key" not in json.dumps(privacy)
     report = json.loads((run / "report.json").read_text())
     assert report["visibility"].startswith("public (DP)") and report["synthetic_rows"] == 150
@@ -160,8 +163,9 @@ def test_failed_validation_stops_before_the_mechanism(harness, toy, private_tmp)
 def test_dataset_without_a_budget_is_refused_unless_unlimited(harness, toy, private_tmp):
     from flows.synthesize import synthesize
 
-    with pytest.raises(BudgetNotSetError, match=r"dataset 'toy' has no privacy budget; set one with `privsynth budget "
-                                                r"set toy --epsilon E` or .*--unlimited \(nothing was read or charged\)"):
+    with pytest.raises(BudgetNotSetError,
+                       match=r"dataset 'toy' has no privacy budget; set one with `privsynth budget "
+                             r"set toy --epsilon E` or .*--unlimited \(nothing was read or charged\)"):
         synthesize(_parameters(toy, unlimited=False), release_store=toy["store"])
     assert _nothing_in(toy["tmp"] / "run") and private_leftovers(private_tmp) == []
     with pytest.raises(UnknownDatasetError):

@@ -262,25 +262,31 @@ PASSWORD_URL = f"postgresql+psycopg://analyst:{SECRET_TEXT}@db.example/warehouse
 
 # (id, builder, error type, message pattern, stage that refuses it)
 CASES = [
-    ("empty file", _empty_file, InputError, r"input file '.*data\.csv' is empty \(0 bytes\); expected a header row", "read"),
+    ("empty file", _empty_file, InputError, r"input file '.*data\.csv' is empty \(0 bytes\); expected a header row",
+     "read"),
     ("header only", _header_only, ValidationFailedError, r"table: 0 rows; expected at least one", "validate"),
     ("wrong delimiter", _wrong_delimiter, InputError, r"data\.csv': the header has one column but contains ';'; "
                                                       r"expected ','-delimited columns \['id', 'colour'", "read"),
     ("non-UTF-8 bytes", _non_utf8, InputError, r"data\.csv' is not UTF-8 text", "read"),
-    ("missing column", _missing_column, InputError, r"data\.csv: missing column\(s\) \['weight'\]; the schema 'toy' expects", "read"),
-    ("unexpected column", _unexpected_column, ValidationFailedError, r"unexpected column\(s\) \['ssn'\]; expected exactly "
+    ("missing column", _missing_column, InputError,
+     r"data\.csv: missing column\(s\) \['weight'\]; the schema 'toy' expects", "read"),
+    ("unexpected column", _unexpected_column, ValidationFailedError,
+     r"unexpected column\(s\) \['ssn'\]; expected exactly "
                                                                      r"the schema's 5 columns", "validate"),
-    ("wrong type", _wrong_type, ValidationFailedError, r"column 'size': some value\(s\) are not numbers; expected integer values",
-     "validate"),
+    ("wrong type", _wrong_type, ValidationFailedError,
+     r"column 'size': some value\(s\) are not numbers; expected integer values", "validate"),
     ("out-of-domain category", _out_of_domain_category, ValidationFailedError,
      r"column 'colour': some value\(s\) not among the schema's 3 categories", "validate"),
-    ("out-of-domain number", _out_of_domain_number, ValidationFailedError, r"column 'weight': some value\(s\) outside \[0, 1\]", "validate"),
-    ("all-null column", _all_null_column, ValidationFailedError, r"column 'colour': every value is missing", "validate"),
+    ("out-of-domain number", _out_of_domain_number, ValidationFailedError,
+     r"column 'weight': some value\(s\) outside \[0, 1\]", "validate"),
+    ("all-null column", _all_null_column, ValidationFailedError, r"column 'colour': every value is missing",
+     "validate"),
     ("NaN in numeric column", _nan_in_numeric, ValidationFailedError,
      r"column 'weight': some missing value\(s\) \(null/NaN\) but the column is not nullable", "validate"),
     ("inf in numeric column", _inf_in_numeric, ValidationFailedError,
      r"column 'weight': some value\(s\) are \+inf or -inf; numeric values must be finite", "validate"),
-    ("duplicate column names", _duplicate_columns, InputError, r"data\.csv': duplicate column name\(s\) \['weight'\]", "read"),
+    ("duplicate column names", _duplicate_columns, InputError, r"data\.csv': duplicate column name\(s\) \['weight'\]",
+     "read"),
     ("duplicate column names (Parquet)", _duplicate_columns_parquet, InputError,
      r"data\.parquet': duplicate column name\(s\) \['size'\]", "read"),
     ("no header row", _no_header_row, InputError, r"data\.csv': duplicate column name\(s\) 1 \(names withheld: "
@@ -321,8 +327,8 @@ CASES = [
      r"^dataset 'toy' has no privacy budget; set one with `privsynth budget set toy --epsilon E` or spend without "
      r"a limit explicitly with --unlimited \(nothing was read or charged\)$", "budget"),
     ("budget exceeded", _budgeted(0.5, seed=None), BudgetExceededError,
-     r"^dataset 'toy': this run needs epsilon 1 but one more run may spend at most epsilon 0\.5 \(budget 0\.5, spent 0; "
-     r"epsilons do not subtract: .*\); nothing was read or charged$",
+     r"^dataset 'toy': this run needs epsilon 1 but one more run may spend at most epsilon 0\.5 \(budget 0\.5, spent "
+     r"0; epsilons do not subtract: .*\); nothing was read or charged$",
      "budget"),
     ("seed on a budgeted dataset", _budgeted(3.0), BudgetNotSetError,
      r"^dataset 'toy' has a privacy budget and --seed was given: .*--allow-seed-with-budget", "budget"),
@@ -335,8 +341,9 @@ FAST_FLOW_CASES = ("wrong delimiter", "unexpected column", "out-of-domain catego
 
 def _values(tmp: Path, overrides: dict) -> dict:
     values = {"input": str(tmp / "data.csv"), "schema_file": str(tmp / "schema.yaml"), "mechanism": "reduced_space",
-              "epsilon": 1.0, "rows": 20, "seed": 5, "output": str(tmp / "run"), "ledger": f"sqlite:///{tmp / 'ledger.sqlite'}",
-              "unlimited": True, "mechanism_options": {"points_per_statistic": 1.0},
+              "epsilon": 1.0, "rows": 20, "seed": 5, "output": str(tmp / "run"),
+              "ledger": f"sqlite:///{tmp / 'ledger.sqlite'}", "unlimited": True,
+              "mechanism_options": {"points_per_statistic": 1.0},
               # The refusal of a failing record is the owner's explicit option (issue 36.3): these cases test it.
               "refuse_invalid_records": True}
     values.update(overrides)
@@ -481,7 +488,8 @@ def _other_run(tmp: Path) -> Path:
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
 
 
 def _assert_nothing_charged(ledger_url: str) -> None:
@@ -548,9 +556,9 @@ def test_only_transient_failures_are_retried():
         return retry_transient_only(None, None, Failed(data=error))  # a failed task run's state, as Prefect passes it
 
     assert retried(OSError("network file system hiccup")) and retried(TimeoutError())
-    for error in (InputError("x"), ParameterError("x"), SchemaError("x"), ValidationFailedError("x"), RunFolderError("x"),
-                  LimitError("x"), CredentialError("x"), BudgetNotSetError("x"), BudgetExceededError("x"),
-                  NoiseAlreadyDrawnError("x"), InjectedFault("x")):
+    for error in (InputError("x"), ParameterError("x"), SchemaError("x"), ValidationFailedError("x"),
+                  RunFolderError("x"), LimitError("x"), CredentialError("x"), BudgetNotSetError("x"),
+                  BudgetExceededError("x"), NoiseAlreadyDrawnError("x"), InjectedFault("x")):
         assert not retried(error), type(error).__name__
 
 
@@ -560,7 +568,8 @@ def test_an_existing_run_folder_of_another_run_is_refused_and_untouched(harness,
     values = _build(CASES[0], tmp_path) | {"input": str(_csv(tmp_path, good_frame()))}
     other = _other_run(tmp_path)
     before = _snapshot(other)
-    with pytest.raises(RunFolderError, match=r"output folder '.*other-run' holds a different run \(other\) with a release"):
+    with pytest.raises(RunFolderError,
+                       match=r"output folder '.*other-run' holds a different run \(other\) with a release"):
         synthesize(parse_parameters(values | {"output": str(other)}), release_store=str(tmp_path / "releases"))
     assert _snapshot(other) == before
 
@@ -652,7 +661,8 @@ def test_cli_refuses_bad_parameters_with_one_line_and_status_2(overrides, builde
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [c for c in CASES if c[0] in ("wrong delimiter", "out-of-domain category", "unexpected column",
+@pytest.mark.parametrize("case", [c for c in CASES
+                                  if c[0] in ("wrong delimiter", "out-of-domain category", "unexpected column",
                                                                 "delta >= 1/n", "no budget and not unlimited",
                                                                 "budget exceeded")],
                          ids=lambda c: c[0].replace(" ", "-"))

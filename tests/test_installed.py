@@ -31,7 +31,7 @@ def test_the_bundled_example_ships_inside_the_package_and_synthesizes(tmp_path, 
 
     with gzip.open(data, "rt") as rows:  # the first 2,000 records as the file holds them
         (tmp_path / "adult-head.csv").write_text("".join(itertools.islice(rows, 2001)))
-    release = privsynth.synthesize(str(tmp_path / "adult-head.csv"), schema, epsilon=1.0, mechanism="microaggregation", rows=50, seed=3,
-                                   unlimited=True, output=str(tmp_path / "run"))
+    release = privsynth.synthesize(str(tmp_path / "adult-head.csv"), schema, epsilon=1.0, mechanism="microaggregation",
+                                   rows=50, seed=3, unlimited=True, output=str(tmp_path / "run"))
     assert len(release.to_pandas()) == 50
     assert (tmp_path / "run" / "synthetic.parquet").is_file()

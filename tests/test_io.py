@@ -36,7 +36,8 @@ SCHEMA = parse_schema({"name": "people", "columns": [
     {"name": "age", "type": "integer", "bounds": [0, 100], "bins": [0, 50, 100]},
     {"name": "score", "type": "float", "bounds": [0, 1], "bins": [0, 0.5, 1], "nullable": True},
 ]})
-ROWS = pd.DataFrame({"name": ["ann", "bob", "cy", "ann"], "age": ["30", "41", "7", "99"], "score": ["0.5", "", "0.25", "1"]})
+ROWS = pd.DataFrame({"name": ["ann", "bob", "cy", "ann"], "age": ["30", "41", "7", "99"],
+                     "score": ["0.5", "", "0.25", "1"]})
 
 
 def histogram(source) -> Histogram:
@@ -68,7 +69,8 @@ def test_parse_file_sources(text, kind, location, delimiter):
 
 def test_parse_sql_sources():
     spec = parse_source("duckdb:warehouse/w.duckdb?table=main.people")
-    assert (spec.kind, spec.location, spec.table, spec.query) == ("sql", "duckdb:warehouse/w.duckdb", "main.people", None)
+    assert (spec.kind, spec.location, spec.table, spec.query) == ("sql", "duckdb:warehouse/w.duckdb", "main.people",
+                                                                  None)
     spec = parse_source("duckdb:w.duckdb?query=SELECT a+1 AS x FROM t WHERE b = 'x&y' AND c LIKE '%20'")
     assert spec.query == "SELECT a+1 AS x FROM t WHERE b = 'x&y' AND c LIKE '%20'"  # literal, not URL-decoded
     assert spec.table is None

@@ -64,7 +64,8 @@ def _cli(toy: dict, tmp: Path, fault: str | None, *, discover: bool = False) -> 
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PRIVSYNTH_FAULT_INJECT")}
     env.update(PREFECT_HOME=str(tmp / "prefect-home"), PRIVSYNTH_HOME=str(tmp / "home"), TMPDIR=str(tmp / "system-tmp"),
                PRIVSYNTH_RELEASE_STORE=str(tmp / "releases"), GX_ANALYTICS_ENABLED="false",
-               PRIVSYNTH_LEDGER_URL=f"sqlite:///{tmp / 'ledger.sqlite'}")  # not a parameter: a twin folder is the same run
+               # not a parameter: a twin folder is the same run
+               PRIVSYNTH_LEDGER_URL=f"sqlite:///{tmp / 'ledger.sqlite'}")
     if fault:
         env["PRIVSYNTH_FAULT_INJECT"] = fault
     source = ["--input", toy["large"], "--epsilon", "4"] if discover else \
@@ -191,6 +192,6 @@ def test_a_torn_append_is_discarded_and_redrawn(toy, reference, draws, tmp_path)
     journal.write_bytes(data[: len(data) - 5])  # the fourth record, cut short
     again = _cli(toy, tmp_path, None)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "resuming run " in again.stdout + again.stderr and pq.read_table(tmp_path / "run" / "release.parquet").equals(
-        reference["release"])
+    assert ("resuming run " in again.stdout + again.stderr
+            and pq.read_table(tmp_path / "run" / "release.parquet").equals(reference["release"]))
     assert len(BudgetLedger(f"sqlite:///{tmp_path / 'ledger.sqlite'}").history("toy")) == 1

@@ -154,7 +154,8 @@ def test_overspend_message_states_spent_requested_remaining(ledger):
 def test_pure_budget_overspend_and_zcdp_refusal(ledger):
     ledger.set_budget("adult", 1.0, pure=True)
     ledger.charge("adult", "a", pure(0.6))
-    with pytest.raises(BudgetExceededError, match=r"spent epsilon 0.6, requested epsilon 0.5; one more run may spend at most epsilon 0.4;"):
+    with pytest.raises(BudgetExceededError,
+                       match=r"spent epsilon 0.6, requested epsilon 0.5; one more run may spend at most epsilon 0.4;"):
         ledger.charge("adult", "b", pure(0.5))
     with pytest.raises(BudgetExceededError, match="pure-DP budget"):
         ledger.charge("adult", "c", zcdp(1e-6))
@@ -242,8 +243,8 @@ def test_status_all_and_format(ledger):
     assert [s.dataset for s in statuses] == ["a-pure", "b-set", "c-adhoc"]
     text = format_status(statuses)
     lines = text.splitlines()
-    assert lines[0].split() == ["dataset", "budget", "eps", "delta", "spent", "eps", "next", "run", "may", "spend", "eps",
-                                "spent", "rho", "remaining", "rho", "charges"]
+    assert lines[0].split() == ["dataset", "budget", "eps", "delta", "spent", "eps", "next", "run", "may", "spend",
+                                "eps", "spent", "rho", "remaining", "rho", "charges"]
     assert lines[2].split()[:6] == ["a-pure", "2", "pure", "0.5", "1.5", "0.125"]
     assert lines[3].split()[:4] == ["b-set", "1", "1e-09", "0"]
     assert lines[4].split()[:3] == ["c-adhoc", "none", "-"]
@@ -368,7 +369,8 @@ def test_release_key():
     key = release_key(SECRET, *args)
     assert len(key) == 64 and int(key, 16) >= 0
     # canonical: dict order does not matter; every component does
-    assert release_key(SECRET, "fingerprint", "schema-hash", "rap", {"k": 3, "delta": 1e-9, "epsilon": 1.0}, 7, None) == key
+    assert release_key(SECRET, "fingerprint", "schema-hash", "rap", {"k": 3, "delta": 1e-9, "epsilon": 1.0}, 7,
+                       None) == key
     assert release_key(SECRET, "fingerprint2", *args[1:]) != key
     assert release_key(SECRET, args[0], "schema-2", *args[2:]) != key
     assert release_key(SECRET, *args[:2], "private_sampling", *args[3:]) != key
@@ -444,12 +446,13 @@ def test_ledger_of_an_earlier_version_gains_the_noise_claim_column(tmp_path):
     engine = sa.create_engine(f"sqlite:///{path}")
     with engine.begin() as conn:
         conn.execute(sa.text(
-            "CREATE TABLE privsynth_charges (charge_id INTEGER PRIMARY KEY AUTOINCREMENT, dataset VARCHAR(200) NOT NULL, "
-            "release_key VARCHAR(200) NOT NULL, rho FLOAT, pure_epsilon FLOAT, is_dp BOOLEAN NOT NULL, "
+            "CREATE TABLE privsynth_charges (charge_id INTEGER PRIMARY KEY AUTOINCREMENT, dataset VARCHAR(200) NOT "
+            "NULL, release_key VARCHAR(200) NOT NULL, rho FLOAT, pure_epsilon FLOAT, is_dp BOOLEAN NOT NULL, "
             "guarantee TEXT NOT NULL, description TEXT NOT NULL, created_at VARCHAR(40) NOT NULL, "
             "UNIQUE (dataset, release_key))"))
-        conn.execute(sa.text("INSERT INTO privsynth_charges (dataset, release_key, rho, pure_epsilon, is_dp, guarantee, "
-                             "description, created_at) VALUES ('adult', 'old', 0.125, 0.5, 1, 'g', 'd', 'now')"))
+        conn.execute(sa.text("INSERT INTO privsynth_charges (dataset, release_key, rho, pure_epsilon, is_dp, "
+                             "guarantee, description, created_at) VALUES ('adult', 'old', 0.125, 0.5, 1, 'g', 'd', "
+                             "'now')"))
     engine.dispose()
     with BudgetLedger(f"sqlite:///{path}") as led:
         assert led.status("adult")[0].charges == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import toy_mechanism
+
 from privsynth.mechanisms import catalogue
 from privsynth.mechanisms.base import MechanismModule
 from privsynth.privacy.ledger import BudgetLedger
@@ -46,13 +46,14 @@ def test_a_registered_mechanism_runs_through_plan_charge_report_and_listing(regi
     with BudgetLedger(f"sqlite:///{tmp_path / 'l.db'}") as ledger:
         ledger.set_budget("t", epsilon=2.0)
         outcome = release_stage(mechanism=toy, config=config, statistics=Histogram.of_codes(codes), domain=domain,
-                                key="toy-key", store=ReleaseStore(tmp_path / "store"), ledger=ledger, dataset="t", delta=1e-9, seed=1,
-                                column_names=list(domain.names))
+                                key="toy-key", store=ReleaseStore(tmp_path / "store"), ledger=ledger, dataset="t",
+                                delta=1e-9, seed=1, column_names=list(domain.names))
         assert ledger.status("t")[0].charges == 1
     assert outcome.privacy["mechanism"] == "toy" and outcome.privacy["cost"]["pure_epsilon"] == 1.0
     result = forecast(toy.NAME, toy.privacy_cost(config), 1.0, None, domain, 500, toy.caps_rows)
     assert result.mechanism == "toy"
-    assert "toy (default)" not in catalogue.describe_mechanisms("aim") and "\ntoy " in catalogue.describe_mechanisms("aim")
+    assert ("toy (default)" not in catalogue.describe_mechanisms("aim")
+            and "\ntoy " in catalogue.describe_mechanisms("aim"))
 
 
 def test_an_unknown_mechanism_is_one_clear_error():

@@ -140,7 +140,8 @@ def test_histogram_input_equals_record_batches():
     hist = Histogram.of_codes(codes)
     # zero counts and repeated codes in a histogram are harmless: they are merged and dropped
     messy = Histogram(np.vstack([hist.codes, hist.codes[:3], [[2, 3, 1, 4]]]),
-                      np.concatenate([hist.counts - np.r_[1, 1, 1, np.zeros(hist.counts.size - 3, int)], [1, 1, 1], [0]]))
+                      np.concatenate([hist.counts - np.r_[1, 1, 1, np.zeros(hist.counts.size - 3, int)], [1, 1, 1],
+                                      [0]]))
     for data in (hist, messy):
         two = M.collect_statistics(data, DOMAIN, M.Config())
         np.testing.assert_array_equal(one.cooccurrence, two.cooccurrence)
@@ -179,7 +180,8 @@ def _per_record_dp_release(records, cfg, src):
     noisy_counts = src.add_laplace(counts, 1.0 / eps_w)
     weights = mm.simplex_l1_projection(mm.threshold_counts(noisy_counts, cfg.count_threshold / eps_w))
     if cfg.centroids == "noisy_sum":
-        noisy = src.add_laplace(mm.cell_sums(records, DOMAIN, cells, s), q / eps_c) / np.maximum(noisy_counts, cfg.damping)[:, None]
+        noisy = src.add_laplace(mm.cell_sums(records, DOMAIN, cells, s), q / eps_c) / np.maximum(noisy_counts,
+                                                                                                 cfg.damping)[:, None]
     else:
         b = cfg.damping
         noisy = src.add_laplace(mm.damped_centroids(mm.cell_sums(records, DOMAIN, cells, s), counts, b),

@@ -410,8 +410,8 @@ def test_all_hostile_records_at_once_on_spark(run_path, fuzz_home, tmp_path, mon
     pytest.importorskip("pyspark")
     monkeypatch.setenv("PRIVSYNTH_SPARK_MASTER", "local[2]")
     d = outcome_of_d(fuzz_home, SPARK, run_path, None)
-    neighbour = run_neighbour(fuzz_home, tmp_path, SPARK, run_path, None, records(SPARK, cases_for(SPARK), base_frame()),
-                              monkeypatch)
+    neighbour = run_neighbour(fuzz_home, tmp_path, SPARK, run_path, None,
+                              records(SPARK, cases_for(SPARK), base_frame()), monkeypatch)
     assert neighbour.ended == d.ended, neighbour.messages[-1:]
     assert neighbour.files == d.files
 

@@ -102,7 +102,8 @@ def test_one_figure_for_what_a_run_spent_everywhere(newcomer, kind, dataset, eps
     headline = re.search(r"^- privacy: (.*)$", (run["dir"] / "report.md").read_text(), re.M).group(1)
     assert headline == spent["line"]
     manifest = json.loads((run["dir"] / "manifest.json").read_text())
-    assert manifest["privacy_spent"]["epsilon"] == spent["epsilon"] and manifest["epsilon_statement"] == spent["statement"]
+    assert (manifest["privacy_spent"]["epsilon"] == spent["epsilon"]
+            and manifest["epsilon_statement"] == spent["statement"])
     outcome = SimpleNamespace(privacy=privacy, rounding={"rows": 1}, reused=False)
     row = privacy_artifact_row(outcome)  # what the Prefect privacy artifact shows
     assert row["epsilon"] == spent["epsilon"] and row["statement"] == spent["line"]

@@ -45,8 +45,9 @@ def chi_square_pvalue(observed: np.ndarray, probabilities: np.ndarray) -> float:
 @pytest.mark.parametrize("factory", [lambda: SeededNoise(1, "test-key"), SecureNoise])
 def test_draws_refused_before_authorize(factory):
     noise = factory()
-    for draw in (lambda: noise.laplace(1.0, 3), lambda: noise.gaussian(1.0, 3), lambda: noise.noisy_max(np.ones(3), 1.0),
-                 lambda: noise.noisy_top_k(np.ones(3), 1.0, 2), lambda: noise.choice(np.array([0.5, 0.5]), 2)):
+    for draw in (lambda: noise.laplace(1.0, 3), lambda: noise.gaussian(1.0, 3),
+                 lambda: noise.noisy_max(np.ones(3), 1.0), lambda: noise.noisy_top_k(np.ones(3), 1.0, 2),
+                 lambda: noise.choice(np.array([0.5, 0.5]), 2)):
         with pytest.raises(BudgetNotChargedError):
             draw()
     # Post-processing randomness needs no charge.
@@ -61,8 +62,8 @@ def test_draws_refused_before_authorize(factory):
 @pytest.mark.parametrize("bad", [0, 0.0, -1.0, float("nan"), float("inf"), True, "1", None])
 def test_bad_scale_rejected(bad):
     noise = seeded()
-    for draw in (lambda: noise.laplace(bad, 2), lambda: noise.gaussian(bad, 2), lambda: noise.noisy_max(np.ones(2), bad),
-                 lambda: noise.noisy_top_k(np.ones(2), bad, 1)):
+    for draw in (lambda: noise.laplace(bad, 2), lambda: noise.gaussian(bad, 2),
+                 lambda: noise.noisy_max(np.ones(2), bad), lambda: noise.noisy_top_k(np.ones(2), bad, 1)):
         with pytest.raises(ValueError, match="scale"):
             draw()
 

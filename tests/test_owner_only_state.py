@@ -48,8 +48,9 @@ def _run_in_home(home: Path, monkeypatch, output: Path):
     monkeypatch.setenv("PRIVSYNTH_HOME", str(home))
     monkeypatch.delenv("PRIVSYNTH_LEDGER_URL", raising=False)
     monkeypatch.delenv("PRIVSYNTH_RELEASE_STORE", raising=False)
-    return privsynth.synthesize(toy_frame(120), SCHEMA, mechanism="reduced_space", options={"points_per_statistic": 1.0},
-                                rows=30, unlimited=True, output=output, audit=True)
+    return privsynth.synthesize(toy_frame(120), SCHEMA, mechanism="reduced_space",
+                                options={"points_per_statistic": 1.0}, rows=30, unlimited=True, output=output,
+                                audit=True)
 
 
 def test_home_ledger_store_and_private_parts_are_created_owner_only(open_parent, monkeypatch):

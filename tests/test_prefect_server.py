@@ -135,8 +135,8 @@ def test_plain_cli_run_prints_no_traceback_and_no_error(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(REPO),
                PRIVSYNTH_RELEASE_STORE=str(tmp_path / "releases"))
-    done = subprocess.run([sys.executable, "-m", "privsynth", "run", "--mechanism", "microaggregation", "--epsilon", "1",
-                           "--rows", "100", "--output", str(tmp_path / "run"),
+    done = subprocess.run([sys.executable, "-m", "privsynth", "run", "--mechanism", "microaggregation", "--epsilon",
+                           "1", "--rows", "100", "--output", str(tmp_path / "run"),
                            "--ledger", f"sqlite:///{tmp_path / 'ledger.sqlite'}"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
     output = done.stdout + done.stderr
@@ -157,8 +157,8 @@ def test_a_refused_run_is_one_line_and_sigterm_stops_a_run_promptly(tmp_path):
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(REPO), PRIVSYNTH_HOME=str(tmp_path / "home"))
     data = tmp_path / "adult.csv.gz"
     data.write_bytes((REPO / "privsynth" / "data" / "adult.csv.gz").read_bytes())
-    base = [sys.executable, "-m", "privsynth", "run", "--input", str(data), "--schema", str(REPO / "schemas" / "adult.yaml"),
-            "--mechanism", "aim", "--output", str(tmp_path / "run")]
+    base = [sys.executable, "-m", "privsynth", "run", "--input", str(data), "--schema",
+            str(REPO / "schemas" / "adult.yaml"), "--mechanism", "aim", "--output", str(tmp_path / "run")]
     refused = subprocess.run(base, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
     output = refused.stdout + refused.stderr
     assert refused.returncode == 2 and "has no privacy budget" in refused.stderr, output[-3000:]

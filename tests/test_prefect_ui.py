@@ -118,7 +118,8 @@ def test_custom_run_form_starts_a_run_that_completes_with_artifacts(server, tmp_
     for artifact in artifacts:
         assert artifact["key"].startswith("privsynth-") and artifact["data"], artifact["key"]
     tables = {a["key"]: a for a in artifacts if a["type"] == "table"}  # privacy spent; the synthetic table's checks
-    assert any(key.endswith("-privacy") for key in tables) and any(key.endswith("-synthetic-validation") for key in tables)
+    assert any(key.endswith("-privacy") for key in tables) and any(key.endswith("-synthetic-validation")
+                                                                   for key in tables)
     for table in tables.values():
         rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
         assert len(rows) >= 1

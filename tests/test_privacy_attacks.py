@@ -328,16 +328,16 @@ else:
 """
 
 
-def _fresh_database(postgres_url: str, name: str) -> str:
+def _fresh_database(server_url: str, name: str) -> str:
     """A new, empty database on the test server: a fresh ledger (no tables, no secret)."""
     import sqlalchemy as sa
 
-    server = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    server = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
     with server.connect() as conn:
         conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name}"))
         conn.execute(sa.text(f"CREATE DATABASE {name}"))
     server.dispose()
-    return postgres_url.rsplit("/", 1)[0] + "/" + name
+    return server_url.rsplit("/", 1)[0] + "/" + name
 
 
 def test_a_fresh_postgresql_ledger_creates_its_secret_and_charges(postgres_url):  # noqa: F811
@@ -687,7 +687,8 @@ def test_an_unbudgeted_run_drops_a_failing_record_as_a_budgeted_one_does(tmp_pat
     release = privsynth.synthesize(bad, _bounded_schema(), epsilon=1.0, output=tmp_path / "run", unlimited=True,
                                    ledger=ledger, **FAST)
     public = json.loads((release.run_dir / "validation.json").read_text())
-    assert public == {**json.loads((good.run_dir / "validation.json").read_text()), "schema_hash": public["schema_hash"]}
+    assert public == {**json.loads((good.run_dir / "validation.json").read_text()),
+                      "schema_hash": public["schema_hash"]}
     shown = json.dumps({k: v for k, v in public.items() if k != "schema_hash"})  # a hash may hold "75" by chance
     assert "unexpected" not in shown and "75" not in shown
     assert "caveat" not in release.privacy  # covered by the guarantee: no caveat
@@ -707,8 +708,8 @@ def test_refusing_a_failing_record_is_the_owners_option_and_says_it_is_not_cover
     public = (tmp_path / "run" / "validation.json").read_text()
     shown = HEX64.sub("<hash>", public)  # the schema's hash may hold "75" by chance
     assert "unexpected" not in shown and "75" not in shown  # the exact report is owner-only
-    ok = privsynth.synthesize(toy_frame(300).assign(size=40), _bounded_schema(), epsilon=1.0, output=tmp_path / "ok", unlimited=True,
-                              refuse_invalid_records=True, ledger=ledger, **FAST)
+    ok = privsynth.synthesize(toy_frame(300).assign(size=40), _bounded_schema(), epsilon=1.0, output=tmp_path / "ok",
+                              unlimited=True, refuse_invalid_records=True, ledger=ledger, **FAST)
     assert "not cover" in ok.privacy["caveat"] and list(ok.privacy)[:3] == ["spent", "epsilon_statement", "caveat"]
 
 

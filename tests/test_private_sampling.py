@@ -111,7 +111,7 @@ def test_lambda_is_minimal(instance):  # T8
 
 def test_marginal_bias_identity(instance):  # T10
     space, X, b, fit = instance
-    p, d, m = 8, 2, space.M.shape[0]
+    p, d = 8, 2
     q_moments = space.M.T @ fit.h
     u_moments = space.M.mean(axis=0)
     from privsynth.mechanisms.private_sampling.walsh import all_marginals_from_moments
@@ -298,7 +298,8 @@ def test_feasibility_check_before_data():
     assert report.epsilon_used == pytest.approx(4 * (math.log(8) + bounds.numerical_slack()))
     json.dumps(report.to_json(), allow_nan=False)
     cost = ps.privacy_cost(ps.Config(epsilon=10.0, k=3))
-    assert cost.pure_epsilon == pytest.approx(3 * (math.log(8) + bounds.numerical_slack())) and cost.pure_epsilon <= 10.0
+    assert (cost.pure_epsilon == pytest.approx(3 * (math.log(8) + bounds.numerical_slack()))
+            and cost.pure_epsilon <= 10.0)
 
 
 def test_configure_for_fills_only_data_free_facts():

@@ -16,7 +16,8 @@ def paper_k_bound(eps, n, m, p, d, delta, Delta):
 def test_k_formula_at_fixed_point():  # T13
     args = dict(epsilon=1.0, n=1e12, m=422, p=20, d=2, delta=0.25, Delta=2.0)
     assert paper_k_bound(1.0, 1e12, 422, 20, 2, 0.25, 2.0) == pytest.approx(8.099e-6 * 1e6, rel=1e-3)
-    assert b.k_bound_theorem_12_2(**args, conservative=False) == pytest.approx(paper_k_bound(1.0, 1e12, 422, 20, 2, 0.25, 2.0), rel=1e-12)
+    assert b.k_bound_theorem_12_2(**args, conservative=False) == pytest.approx(paper_k_bound(1.0, 1e12, 422, 20, 2,
+                                                                                             0.25, 2.0), rel=1e-12)
     assert b.k_max_theorem_12_2(**args, conservative=False) == 8
     # conservative Lemma 10.1 constant (18 instead of 4): the bound shrinks by sqrt(2)/3
     assert b.k_bound_theorem_12_2(**args) == pytest.approx(8.0994 * math.sqrt(2) / 3, rel=1e-3)
@@ -31,7 +32,8 @@ def test_eta_hand_value_and_s_min_form():
     threshold = math.sqrt(120) / (2 * math.exp(2))
     assert b.well_conditioning_threshold(120, 2) == pytest.approx(threshold)
     assert b.eta_lemma_12_1(2000, 120, 10, 2, 0.25, 2.0, False, s_min=threshold) == pytest.approx(eta, rel=1e-12)
-    assert b.eta_lemma_12_1(2000, 120, 10, 2, 0.25, 2.0, False, s_min=4 * threshold) == pytest.approx(eta / 2, rel=1e-12)
+    assert b.eta_lemma_12_1(2000, 120, 10, 2, 0.25, 2.0, False, s_min=4 * threshold) == pytest.approx(eta / 2,
+                                                                                                      rel=1e-12)
     with pytest.raises(ValueError):
         b.eta_lemma_12_1(2000, 120, 10, 2, 0.25, 2.0, s_min=threshold / 2)
 
@@ -61,7 +63,8 @@ def test_box_bound_hand_values():
 def test_accounting_invariant(eps, n):  # T14
     common = dict(delta=0.25, Delta=2.0)
     k = b.k_max_theorem_12_2(eps, n, 422, 20, 2, **common)
-    assert b.epsilon_theorem_12_2(k, n, 422, 20, 2, **common) <= eps < b.epsilon_theorem_12_2(k + 1, n, 422, 20, 2, **common)
+    assert b.epsilon_theorem_12_2(k, n, 422, 20, 2, **common) <= eps < b.epsilon_theorem_12_2(k + 1, n, 422, 20, 2,
+                                                                                              **common)
     k = b.k_max_box(eps, **common)
     assert b.epsilon_box(k, **common) <= eps < b.epsilon_box(k + 1, **common)
     slack = b.numerical_slack()
@@ -78,7 +81,8 @@ def test_combined_accountant_takes_the_smaller_bound():
     eta = b.eta_lemma_12_1(1e40, 422, 20, 2, 0.25, 2.0)
     per, which = b.per_sample_epsilon(0.25, 2.0, n=1e40, m=422, p=20, d=2)
     assert which == "theorem_12_2" and per == pytest.approx(math.log1p(eta * 422 / 0.25), rel=1e-12)
-    assert b.k_max_combined(1.0, 0.25, 2.0, n=1e40, m=422, p=20, d=2) >= b.k_max_theorem_12_2(1.0, 1e40, 422, 20, 2, 0.25, 2.0)
+    assert b.k_max_combined(1.0, 0.25, 2.0, n=1e40, m=422, p=20, d=2) >= b.k_max_theorem_12_2(1.0, 1e40, 422, 20, 2,
+                                                                                              0.25, 2.0)
     # unknown n: only the box bound
     assert b.per_sample_epsilon(0.25, 2.0, n=None, m=422, p=20, d=2)[1] == "box"
     # a box outside Lemma 12.1's region: only the box bound

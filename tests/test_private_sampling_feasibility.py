@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from privsynth.mechanisms.private_sampling.feasibility import feasibility_for_schema, feasibility_report, format_feasibility
+from privsynth.mechanisms.private_sampling.feasibility import (
+    feasibility_for_schema,
+    feasibility_report,
+    format_feasibility,
+)
 from privsynth.schema import load_schema
 
 ADULT_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "adult.yaml"
@@ -26,7 +30,8 @@ TABLE_2 = [
 def test_reproduces_table_2(name, p, n, f_inf, k_coef, m_lb, m_ub):
     # m = 1 gives the coefficient c in "k <= c / m^{3/4}"; the paper rounded ||f_n||_inf and used
     # binom(p, <=2) ~ p(p+1)/2, so agreement is to a few percent (spec section 5.2).
-    r = feasibility_report(p, 2, n, 1.0, m=1, delta_box=0.25, Delta_box=2.0 ** p * f_inf, gamma=1 / 8, conservative=False)
+    r = feasibility_report(p, 2, n, 1.0, m=1, delta_box=0.25, Delta_box=2.0 ** p * f_inf, gamma=1 / 8,
+                           conservative=False)
     assert r["theorem_12_2"]["k_bound_paper_constant"] == pytest.approx(k_coef, rel=0.05)
     assert r["m_theory"]["theorem_12_4_lower"] == pytest.approx(m_lb, rel=0.05)
     upper = r["m_theory"]["theorem_12_4_upper_2_pow_p_over_4"]

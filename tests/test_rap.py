@@ -199,7 +199,8 @@ def test_scores_and_measurements_have_sensitivity_one():
         neighbour = np.vstack([codes, extra[None, :]])
         counts = plan.to_internal([marginal_counts(neighbour, dom, m) for m in marginals])
         n_hat = 512.3  # released earlier: fixed, the same on both tables
-        d_marg = np.abs(marginal_l1_scores(plan, counts, n_hat, relaxed) - marginal_l1_scores(plan, base, n_hat, relaxed))
+        d_marg = np.abs(marginal_l1_scores(plan, counts, n_hat, relaxed) - marginal_l1_scores(plan, base, n_hat,
+                                                                                              relaxed))
         d_cell = np.abs(cell_scores(counts, n_hat, relaxed) - cell_scores(base, n_hat, relaxed))
         assert d_marg.max() <= 1 + 1e-9 and d_cell.max() <= 1 + 1e-9
         per_marginal_l2 = np.sqrt(np.add.reduceat((counts - base) ** 2, plan.starts[:-1]))
@@ -306,7 +307,8 @@ def test_noise_free_projection_fits_measured_marginals(parametrization):
     codes, dom, stats, rel = run_small(cfg, SpyNoise(0, zero=True))
     rel.check_domain(dom)
     n = codes.shape[0]
-    errors = [np.abs(relaxed_marginal(rel.points, rel.weights, dom, tuple(m)) - marginal_counts(codes, dom, tuple(m)) / n).max()
+    errors = [np.abs(relaxed_marginal(rel.points, rel.weights, dom, tuple(m)) - marginal_counts(codes, dom,
+                                                                                                tuple(m)) / n).max()
               for m in rel.public_facts["measured_marginals"]]
     assert max(errors) < 5e-3
 
@@ -362,7 +364,8 @@ def test_config_validation_names_parameter():
                       ({"init_one_way_share": -0.1}, "init_one_way_share"),
                       ({"init_two_way_share": 0.5}, "init_two_way_share"),
                       ({"init_perturbation": -1.0}, "init_perturbation"),
-                      ({"n_hat_share": 0.45, "init_one_way_share": 0.3, "init_two_way_share": 0.3}, "init_two_way_share")]:
+                      ({"n_hat_share": 0.45, "init_one_way_share": 0.3, "init_two_way_share": 0.3},
+                       "init_two_way_share")]:
         with pytest.raises(ValidationError, match=name):
             rap.Config(**bad)
     with pytest.raises(ValidationError):

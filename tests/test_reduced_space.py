@@ -229,7 +229,7 @@ def test_noisy_tree_links_dependent_attributes_and_samples_valid_records():
     tree = rs.noisy_tree(counts, big, marginals, scale=1.0, one_way=one_way, mix=0.0)
     assert sorted(tree.order) == [0, 1, 2, 3] and tree.order[0] == 0
     assert tree.parent[2] == 0
-    for v, cond in tree.conditionals.items():
+    for cond in tree.conditionals.values():
         assert np.allclose(cond.sum(axis=1), 1.0)
     sample = rs.tree_sampler(tree)(4000, np.random.default_rng(1))
     assert sample.shape == (4000, 4) and np.all(sample < np.array(big.sizes))
@@ -327,7 +327,8 @@ def test_full_run_on_a_small_random_table(space):
     assert release.public_facts["n_estimate"] == pytest.approx(3000, rel=0.05)
     synthetic = round_release(release, big, 3000, np.random.default_rng(0))
     assert synthetic.shape == (3000, 6)
-    tv2 = np.mean([total_variation(marginal_counts(X, big, m), relaxed_marginal(release.points, release.weights, big, m))
+    tv2 = np.mean([total_variation(marginal_counts(X, big, m),
+                                   relaxed_marginal(release.points, release.weights, big, m))
                    for m in all_marginals(6, 2)])
     assert tv2 < 0.1
     # the same seed gives the same release

@@ -273,7 +273,8 @@ def test_a_clipped_share_is_stated_where_discovery_s_bounds_clip_and_covers_the_
     price = stated["price"]
     assert price["above"] > price["above_error_bar"]  # the estimate shows it, beyond its noise ...
     md = (dirty_run["run"] / "report.md").read_text()
-    assert re.search(r"^- values beyond the bounds, written at the edge bins: `price` above \d", md, re.M)  # ... and says
+    # ... and says
+    assert re.search(r"^- values beyond the bounds, written at the edge bins: `price` above \d", md, re.M)
     assert "price" in (dirty_run["run"] / "discovery.json").read_text().split("beyond_bounds_dp")[1]
 
 

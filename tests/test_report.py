@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import TOY_SCHEMA, toy_frame
 
 import privsynth
-from conftest import TOY_SCHEMA, toy_frame
 from privsynth.mechanisms.base import Measurement, Release
 from privsynth.report import uncertainty as u
 from privsynth.report.dp_report import dp_report, render_report

@@ -133,9 +133,9 @@ def test_run_folder_lists_public_artifacts_only(tmp_path):
     # internal audit in internal-audit/: none of them is a run-folder artifact.
     from privsynth.run.runfolder import VISIBILITY, visibility_of
 
-    assert set(VISIBILITY) == {"schema.yaml", "discovery.json", "validation.json", "encoding.json", "release.parquet", "measurements.parquet",
-                               "privacy.json", "synthetic.parquet", "report.json", "report.md", "report.html",
-                               "synthetic-validation.json"}
+    assert set(VISIBILITY) == {"schema.yaml", "discovery.json", "validation.json", "encoding.json", "release.parquet",
+                               "measurements.parquet", "privacy.json", "synthetic.parquet", "report.json", "report.md",
+                               "report.html", "synthetic-validation.json"}
     assert all(v.startswith("public") for v in VISIBILITY.values())
     assert visibility_of("figures/columns.png") == "public (DP)"
     assert visibility_of("internal-audit/audit.json") == "internal (not DP)"

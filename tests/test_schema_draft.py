@@ -82,8 +82,8 @@ def test_duckdb_table_declared_types(tmp_path):
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE people (person_uuid VARCHAR, emailAddress VARCHAR, score SMALLINT, "
                     "price DECIMAL(10, 2), region VARCHAR, active BOOLEAN, payload BLOB, joined DATE, seen TIMESTAMP)")
-        con.execute(f"INSERT INTO people VALUES ('u1', 'a@b.c', 3, 1.50, '{SECRET}', true, 'x'::BLOB, DATE '2031-07-04', "
-                    "TIMESTAMP '2031-07-04 10:11:12')")
+        con.execute(f"INSERT INTO people VALUES ('u1', 'a@b.c', 3, 1.50, '{SECRET}', true, 'x'::BLOB, DATE "
+                    "'2031-07-04', TIMESTAMP '2031-07-04 10:11:12')")
     result = sd.draft_schema(f"duckdb:{db}?table=people", sd.DraftOptions(name="people"))
     assert SECRET not in result.text and "a@b.c" not in result.text
     cols = _entries(result.text)
@@ -122,7 +122,8 @@ def test_mechanism_accounting_by_hand():
     # report-noisy-max with Gumbel scale b is Delta^2 / (2 b^2)-zCDP: rho = 1/8 -> b = 2
     assert sd.gumbel_scale(0.125) == pytest.approx(2.0)
     # quantile utility: values 1,2,3,3; q = 0.5, n = 4: #{x < g} for g = 0,2,3,4 is 0,1,2,4
-    scores = sd.quantile_scores(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 2.0]), np.array([0.0, 2.0, 3.0, 4.0]), 0.5)
+    scores = sd.quantile_scores(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 2.0]), np.array([0.0, 2.0, 3.0, 4.0]),
+                                0.5)
     assert scores.tolist() == [-2.0, -1.0, 0.0, -2.0]
     cost = sd.draft_cost(1.0, DEFAULT_DELTA, 2)
     assert cost.rho == pytest.approx(rho_allowance(1.0, DEFAULT_DELTA * (1 - sd.THRESHOLD_DELTA_FRACTION)))
@@ -142,7 +143,8 @@ def test_threshold_releases_frequent_values_and_never_a_count_one_value():
     tau = sd.threshold(sigma, delta_tau)
     assert tau == pytest.approx(1 + sigma * norm.isf(1e-12))
     for seed in range(200):
-        release = sd.dp_categories(["big", "rare", "mid"], np.array([5000.0, 1.0, 2.0]), rho, delta_tau, _authorised(seed))
+        release = sd.dp_categories(["big", "rare", "mid"], np.array([5000.0, 1.0, 2.0]), rho, delta_tau,
+                                   _authorised(seed))
         assert "rare" not in release.categories and "mid" not in release.categories
         assert release.categories == ("big",) and release.sigma == pytest.approx(sd.gaussian_sigma(rho, 1.0))
 
@@ -183,7 +185,8 @@ def test_dp_pass_charges_once_before_reading_and_loads(parquet, tmp_path, monkey
 
     monkeypatch.setattr(discover_module, "value_counts", spy)
     monkeypatch.setattr(facts_module, "exact_counts", spy_facts)
-    options = sd.DraftOptions(name="customers", epsilon=1.0, ledger=url, bounds={"age": (0, 120), "income": (0, 200_000)})
+    options = sd.DraftOptions(name="customers", epsilon=1.0, ledger=url,
+                              bounds={"age": (0, 120), "income": (0, 200_000)})
     out = tmp_path / "draft.yaml"
     result = sd.write_draft(str(parquet), out, options)
     # memo (free text, one value per row) is dropped by its DP facts: its values are never grouped
@@ -228,7 +231,8 @@ def test_cli_draft_and_refusals(parquet, tmp_path, capsys):
     code = main(["schema", "draft", "--input", str(parquet), "--output", str(other), "--epsilon", "1", "--ledger", url])
     assert code == EXIT_USAGE and not other.exists()
     assert "customers" in capsys.readouterr().err
-    assert main(["schema", "draft", "--input", str(parquet), "--output", str(other), "--bounds", "colour=0:1"]) == EXIT_USAGE
+    assert main(["schema", "draft", "--input", str(parquet), "--output", str(other), "--bounds",
+                 "colour=0:1"]) == EXIT_USAGE
     assert "not numeric" in capsys.readouterr().err  # a declared string column; a CSV's untyped text may take bounds
 
 
@@ -338,10 +342,12 @@ def test_the_run_accepts_the_draft_as_written(every_kind, tmp_path, monkeypatch)
 
     monkeypatch.setenv("PRIVSYNTH_HOME", str(tmp_path / "home"))
     out = tmp_path / "draft.yaml"
-    sd.write_draft(str(every_kind), out, sd.DraftOptions(name="every", epsilon=0.2, ledger=f"sqlite:///{tmp_path / 'l.db'}",
-                                                         require_budget=False, seed=0))
+    sd.write_draft(str(every_kind), out, sd.DraftOptions(name="every", epsilon=0.2,
+                                                         ledger=f"sqlite:///{tmp_path / 'l.db'}", require_budget=False,
+                                                         seed=0))
     release = privsynth.synthesize(str(every_kind), str(out), epsilon=1.0, seed=0, unlimited=True,
-                                   output=str(tmp_path / "run"), mechanism="aim", options={"iterations_per_round": 20, "final_iterations": 50})
+                                   output=str(tmp_path / "run"), mechanism="aim",
+                                   options={"iterations_per_round": 20, "final_iterations": 50})
     table = release.table.to_pandas()
     assert len(table) > 0 and "row_id" not in table.columns and "kids" in table.columns
 
@@ -369,7 +375,8 @@ def test_public_bounds_and_categories_take_precedence_and_are_not_read(every_kin
     read = []
     original = discover_module.value_counts
     monkeypatch.setattr(discover_module, "value_counts", lambda t, d: read.append(d.column.name) or original(t, d))
-    result = _draft(every_kind, tmp_path, bounds={"kids": (0, 12), "year": (2013, 2013), "joined": ("2013-01-01", "2014-01-01")},
+    result = _draft(every_kind, tmp_path, bounds={"kids": (0, 12), "year": (2013, 2013),
+                                                  "joined": ("2013-01-01", "2014-01-01")},
                     categories={"colour": ("red", "green", "blue", "violet")})
     cols = _entries(result.text)
     assert "kids" not in read and "year" not in read and "colour" not in read

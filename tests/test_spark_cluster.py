@@ -60,8 +60,10 @@ def test_a_described_spark_url_hides_its_password():
 def test_spark_settings_are_pairs_separated_by_semicolons():
     assert spark_conf(" spark.a.b=1 ; spark.c = x=y ;;") == {"spark.a.b": "1", "spark.c": "x=y"}
     assert spark_conf("") == {}
-    for bad, position in [("executor.memory=2g", 1), ("spark.a=1;spark.secret", 2), ("spark.=1", 1), ("spark.a b=1", 1)]:
-        with pytest.raises(ParameterError, match=rf"PRIVSYNTH_SPARK_CONF: entry {position} is not spark.KEY=VALUE") as info:
+    for bad, position in [("executor.memory=2g", 1), ("spark.a=1;spark.secret", 2), ("spark.=1", 1),
+                          ("spark.a b=1", 1)]:
+        with pytest.raises(ParameterError,
+                           match=rf"PRIVSYNTH_SPARK_CONF: entry {position} is not spark.KEY=VALUE") as info:
             spark_conf(bad)
         assert "secret" not in str(info.value)
 
@@ -91,7 +93,8 @@ def spark_env() -> dict[str, str]:
     import pyspark
 
     return {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "PYSPARK_PYTHON": sys.executable}
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "PYSPARK_PYTHON": sys.executable}
 
 
 def start_daemon(arguments: list[str], log: Path) -> subprocess.Popen:
@@ -163,9 +166,9 @@ def people(tmp_path_factory) -> tuple[Path, Path]:
 
 def settings(event_logs: Path) -> str:
     """PRIVSYNTH_SPARK_CONF for the runs: event logs (what the executors did) and a small footprint."""
-    return ";".join(["spark.eventLog.enabled=true", f"spark.eventLog.dir={event_logs.as_uri()}", "spark.ui.enabled=false",
-                     "spark.driver.host=127.0.0.1", "spark.executor.memory=512m", "spark.cores.max=1",
-                     "spark.sql.shuffle.partitions=2", "spark.eventLog.compress=false",
+    return ";".join(["spark.eventLog.enabled=true", f"spark.eventLog.dir={event_logs.as_uri()}",
+                     "spark.ui.enabled=false", "spark.driver.host=127.0.0.1", "spark.executor.memory=512m",
+                     "spark.cores.max=1", "spark.sql.shuffle.partitions=2", "spark.eventLog.compress=false",
                      "spark.eventLog.rolling.enabled=false"])
 
 
@@ -208,7 +211,8 @@ def test_the_cli_and_the_api_count_on_a_standalone_cluster(cluster, people, tmp_
     env.pop("PREFECT_API_URL", None)
     cli = subprocess.run([sys.executable, "-m", "privsynth", "run", "--input", f"spark:parquet:{path}", "--schema",
                           str(schema), "--unlimited", "--output", str(tmp_path / "cli"), "--mechanism", "reduced_space",
-                          "--rows", "50", "--option", "points_per_statistic=1"], env=env, cwd=REPO, capture_output=True, text=True, timeout=540)
+                          "--rows", "50", "--option", "points_per_statistic=1"], env=env, cwd=REPO, capture_output=True,
+                         text=True, timeout=540)
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert pq.read_table(tmp_path / "cli" / "synthetic.parquet").num_rows == 50
     wait_for(lambda: len(completed_apps(cluster)) == 1, "the CLI's application to complete", timeout=60)

@@ -47,10 +47,12 @@ SCHEMA = parse_schema({
     "columns": [
         {"name": "id", "type": "categorical", "categories": ["unused"], "drop": True},
         {"name": "n", "type": "integer", "bounds": [0, 10], "bins": [0, 5, 10]},
-        {"name": "c", "type": "integer", "bounds": [0, 10], "bins": [0, 5, 10], "on_out_of_domain": "clip", "nullable": True},
+        {"name": "c", "type": "integer", "bounds": [0, 10], "bins": [0, 5, 10], "on_out_of_domain": "clip",
+         "nullable": True},
         {"name": "f", "type": "float", "bounds": [0, 1], "bins": [0, 0.5, 1]},
         {"name": "k", "type": "categorical", "categories": ["a", "b", "1"]},
-        {"name": "o", "type": "categorical", "categories": ["a", "b"], "on_out_of_domain": "category", "nullable": True},
+        {"name": "o", "type": "categorical", "categories": ["a", "b"], "on_out_of_domain": "category",
+         "nullable": True},
         {"name": "b", "type": "boolean"},
         {"name": "bc", "type": "boolean", "on_out_of_domain": "category"},
     ],
@@ -244,11 +246,13 @@ def test_fractional_value_in_integer_column_fails():
 
 
 def test_null_in_non_nullable_columns_fails(validate):
-    bad = frame(k=["a", None, "b"], b=pd.array([True, None, False], dtype="boolean"), n=[1.0, np.nan, 2.0], f=[0.5, np.nan, 0.1])
+    bad = frame(k=["a", None, "b"], b=pd.array([True, None, False], dtype="boolean"), n=[1.0, np.nan, 2.0],
+                f=[0.5, np.nan, 0.1])
     report = validate(bad, SCHEMA)
     assert failed(report) == {("expect_column_values_to_not_be_null", c) for c in ("k", "b", "n", "f")}
     for column in ("k", "b", "n", "f"):
-        assert f"column '{column}': 1 missing value(s) (null/NaN) but the column is not nullable" in report.failure_message()
+        assert (f"column '{column}': 1 missing value(s) (null/NaN) but the column is not nullable"
+                in report.failure_message())
 
 
 def test_nan_in_nullable_column_passes(validate):

@@ -6,8 +6,18 @@ import math
 import numpy as np
 import pytest
 
-from privsynth.mechanisms.private_sampling.walsh import (accumulate_moment_sums, all_marginals_from_moments, bits_to_signs, marginal_from_moments,
-                             n_walsh, signs_to_bits, walsh_features, walsh_index, walsh_moment_sums, walsh_subsets)
+from privsynth.mechanisms.private_sampling.walsh import (
+    accumulate_moment_sums,
+    all_marginals_from_moments,
+    bits_to_signs,
+    marginal_from_moments,
+    n_walsh,
+    signs_to_bits,
+    walsh_features,
+    walsh_index,
+    walsh_moment_sums,
+    walsh_subsets,
+)
 
 
 def full_cube(p: int) -> np.ndarray:
@@ -52,7 +62,8 @@ def test_marginal_identity_pointwise():  # T4: 1{x1=1, x2=-1} = (w_{} + w_1 - w_
     F = walsh_features(X, 2)
     idx = walsh_index(4, 2)
     indicator = ((X[:, 0] == 1) & (X[:, 1] == -1)).astype(float)
-    np.testing.assert_array_equal(indicator, (F[:, idx[()]] + F[:, idx[(0,)]] - F[:, idx[(1,)]] - F[:, idx[(0, 1)]]) / 4)
+    np.testing.assert_array_equal(indicator,
+                                  (F[:, idx[()]] + F[:, idx[(0,)]] - F[:, idx[(1,)]] - F[:, idx[(0, 1)]]) / 4)
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])

@@ -25,8 +25,8 @@ import os
 import sys
 from typing import Any
 
-from privsynth.cli.stop import _STOP, _sigterm_stops_this_command, _stop_on_sigterm, _stopped_line  # noqa: F401
 from privsynth.cli.in_process import IN_PROCESS_LINE, prefect_api_url, run_in_process  # noqa: F401
+from privsynth.cli.stop import _STOP, _sigterm_stops_this_command, _stop_on_sigterm, _stopped_line  # noqa: F401
 
 EXIT_USAGE = 2
 
@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     fc = sub.add_parser("forecast", help="the noise a run would carry, before anything is read or charged")
     fc.add_argument("--schema", dest="schema_file", help="YAML schema (default: the bundled Adult schema)")
-    fc.add_argument("--public-rows", type=int, required=True, help="about how many rows the table has (public knowledge)")
+    fc.add_argument("--public-rows", type=int, required=True,
+                    help="about how many rows the table has (public knowledge)")
     fc.add_argument("--mechanism", default=DEFAULT_MECHANISM, help=f"one of {', '.join(sorted(MECHANISM_MODULES))}")
     fc.add_argument("--epsilon", type=float, default=1.0)
     fc.add_argument("--delta", type=float, default=1e-9)
@@ -203,8 +204,8 @@ def _print_run_summary(result: dict) -> None:
         print("  release         : reused the stored release of this run; nothing charged")
     report = result.get("report")
     if report:
-        print(f"  DP report       : mean TV {report['mean_tv_to_measurements']:.4f} to the {report['measurements']} noisy "
-              f"measurements (noise alone: about {report['mean_expected_tv_from_noise_alone']:.4f})")
+        print(f"  DP report       : mean TV {report['mean_tv_to_measurements']:.4f} to the {report['measurements']} "
+              f"noisy measurements (noise alone: about {report['mean_expected_tv_from_noise_alone']:.4f})")
     print(f"  reports         : {result['run_dir']}/report.html (report.md, report.json), privacy.json, manifest.json")
     if result.get("internal_audit"):
         print(f"  INTERNAL audit  : {result['internal_audit']}/audit.md (not DP: compares with the real data)")
@@ -268,7 +269,8 @@ def command_feasibility(args: argparse.Namespace) -> int:
     from privsynth.mechanisms.private_sampling.feasibility import feasibility_for_schema, format_feasibility
     from privsynth.schema import load_schema
 
-    report = feasibility_for_schema(load_schema(args.schema_file), args.rows_available, args.epsilon, k=args.rows, d=args.degree)
+    report = feasibility_for_schema(load_schema(args.schema_file), args.rows_available, args.epsilon, k=args.rows,
+                                    d=args.degree)
     print(json.dumps(report, indent=2) if args.json else format_feasibility(report))
     return 0
 
@@ -387,8 +389,8 @@ def _main(argv: list[str] | None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     args = build_parser().parse_args(argv)
-    handlers = {"run": command_run, "feasibility": command_feasibility, "forecast": command_forecast, "budget": command_budget,
-                "schema": command_schema, "mechanisms": command_mechanisms}
+    handlers = {"run": command_run, "feasibility": command_feasibility, "forecast": command_forecast,
+                "budget": command_budget, "schema": command_schema, "mechanisms": command_mechanisms}
     try:
         return handlers[args.command](args)
     except _known_errors() as err:

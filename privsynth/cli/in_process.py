@@ -8,8 +8,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-IN_PROCESS_LINE = ("no Prefect API configured: this run ran in this process (nothing is recorded in Prefect). To record runs "
-                   "in a Prefect server, start one (`prefect server start`) and set PREFECT_API_URL "
+IN_PROCESS_LINE = ("no Prefect API configured: this run ran in this process (nothing is recorded in Prefect). To "
+                   "record runs in a Prefect server, start one (`prefect server start`) and set PREFECT_API_URL "
                    "(`prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`)")
 
 

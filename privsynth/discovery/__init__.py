@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privsynth.privacy.accounting import PrivacyCost
-from privsynth.errors import ParameterError
 from privsynth.discovery.bounds import gaussian_sigma
 from privsynth.discovery.categories import (
     THRESHOLD_DELTA_FRACTION,
@@ -49,6 +47,8 @@ from privsynth.discovery.draft import (
 from privsynth.discovery.peek import peek_pass
 from privsynth.discovery.quantiles import GRID_POINTS, dp_quantile, gumbel_scale, linear_grid, quantile_scores
 from privsynth.discovery.writer import render
+from privsynth.errors import ParameterError
+from privsynth.privacy.accounting import PrivacyCost
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,8 @@ def default_name(source: str) -> str:
         if key == "table" and value:
             return re.sub(r"[^A-Za-z0-9_]+", "_", value.rpartition(".")[2]) or "draft"
     stem = Path(base.split(":", 1)[-1] if base.lower().startswith("duckdb:") else base).name
-    stem = re.sub(r"\.(csv|tsv|parquet|pq|gz|duckdb)$", "", re.sub(r"\.(csv|tsv)\.gz$", "", stem, flags=re.IGNORECASE), flags=re.IGNORECASE)
+    stem = re.sub(r"\.(csv|tsv|parquet|pq|gz|duckdb)$", "", re.sub(r"\.(csv|tsv)\.gz$", "", stem, flags=re.IGNORECASE),
+                  flags=re.IGNORECASE)
     return re.sub(r"[^A-Za-z0-9_]+", "_", stem).strip("_") or "draft"
 
 

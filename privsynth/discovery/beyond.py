@@ -40,7 +40,7 @@ class BeyondBounds:
         return float(min(1.0, max(0.0, raw))), float(half)
 
     @classmethod
-    def from_json(cls, data: dict) -> "BeyondBounds":
+    def from_json(cls, data: dict) -> BeyondBounds:
         """Back from ``to_json`` (discovery.json: a resumed run reuses its folder's discovery)."""
         return cls(*(float(data[k]) for k in ("below_count", "below_sd", "above_count", "above_sd", "present_count",
                                               "present_sd")))

@@ -41,7 +41,8 @@ def gaussian_sigma(rho: float, l2_sensitivity_sq: float = 2.0) -> float:
 
 
 def utility_threshold(sigma: float, cells: int, false_alarm: float = FALSE_ALARM) -> float:
-    """A noisy count above sigma * Phi^{-1}(1 - false_alarm / cells): an empty cell passes w.p. <= false_alarm / cells."""
+    """A noisy count above sigma * Phi^{-1}(1 - false_alarm / cells): an empty cell passes
+    w.p. <= false_alarm / cells."""
     return sigma * float(norm.isf(false_alarm / max(cells, 1)))
 
 
@@ -161,7 +162,8 @@ def _snapped(low: float, high: float, integer: bool) -> tuple[float, float]:
 TAIL_SIGMAS = 2.0  # an octave next to the data joins the bounds when its noisy count shows this many deviations
 
 
-def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: float, high: float) -> tuple[float, float]:
+def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: float,
+                      high: float) -> tuple[float, float]:
     """The bounds grown outwards one octave at a time while the next cell's noisy count exceeds TAIL_SIGMAS
     noise deviations (post-processing). Next to the data a tail is expected, so the bar is lower than
     the threshold that finds the data anywhere on the grid (an empty neighbour passes with probability

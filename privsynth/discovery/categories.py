@@ -1,8 +1,8 @@
 """DP categories: a Gaussian histogram with thresholding over the observed values (``dp_categories``).
 
 Each observed value's count gets N(0, sigma^2) noise, sigma = 1/sqrt(2 rho) (L2 sensitivity 1: one
-record moves one value's count), so rho-zCDP for a fixed set of values; a value is released only when its noisy count exceeds
-tau = 1 + sigma * z, z = Phi^{-1}(1 - delta_tau). The set of observed values depends on the data: a
+record moves one value's count), so rho-zCDP for a fixed set of values; a value is released only when its noisy count
+exceeds tau = 1 + sigma * z, z = Phi^{-1}(1 - delta_tau). The set of observed values depends on the data: a
 value present in one neighbour only has count 1 there and is released with probability <= delta_tau.
 So the column is (epsilon(rho, delta'), delta' + delta_tau)-DP for every delta'. The ledger's currency
 is rho-zCDP, which cannot state a pure delta term: the Gaussian part is charged as rho and the

@@ -161,7 +161,8 @@ def domain_fact(test: str, column: str, args: Mapping[str, Any], where: Where, e
         if not isinstance(values, list) or not values:
             raise where.error(entry, f"the accepted values must be a non-empty list, got {values!r}")
         present = [v for v in values if v is not None]  # a null among them says nulls are allowed, nothing more
-        if present and all(isinstance(v, bool) or v in (0, 1, "true", "false", "True", "False", "TRUE", "FALSE", "1", "0")
+        if present and all(isinstance(v, bool) or v in (0, 1, "true", "false", "True", "False", "TRUE", "FALSE", "1",
+                                                        "0")
                            for v in present) and any(isinstance(v, bool) for v in present):
             return PublicColumn(column, type="boolean", origins={"type": origin})
         cats = tuple(dict.fromkeys(category_text(v, where, entry) for v in present))
@@ -178,7 +179,8 @@ def domain_fact(test: str, column: str, args: Mapping[str, Any], where: Where, e
         raise where.error(entry, f"expected a type name (or a list of them), got {names!r}")
     kinds = {type_kind(n) for n in names}
     # a list spanning several privsynth types (ints and floats) states no one type
-    return PublicColumn(column, type=kinds.pop(), origins={"type": origin}) if len(kinds) == 1 and None not in kinds else None
+    return (PublicColumn(column, type=kinds.pop(), origins={"type": origin})
+            if len(kinds) == 1 and None not in kinds else None)
 
 
 def combined(facts: Iterable[PublicColumn], where: Where) -> PublicFacts:

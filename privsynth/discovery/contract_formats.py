@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from privsynth.discovery.checks import check_facts
-from privsynth.discovery.contract_trust import gx_profiler_entry
 from privsynth.discovery.contract_facts import (
     BETWEEN,
     DBT_TESTS,
@@ -25,8 +24,8 @@ from privsynth.discovery.contract_facts import (
     domain_fact,
     type_kind,
 )
+from privsynth.discovery.contract_trust import gx_profiler_entry
 from privsynth.discovery.public import PublicColumn, PublicFacts, mark_derived
-
 
 # ---------------------------------------------------------------- dbt
 

@@ -30,8 +30,8 @@ from typing import Any
 import yaml
 
 from privsynth.discovery.contract_facts import Where, combined
-from privsynth.discovery.contract_trust import accepted
 from privsynth.discovery.contract_formats import dbt_column_facts, dbt_models, frictionless_facts, gx_facts
+from privsynth.discovery.contract_trust import accepted
 from privsynth.discovery.public import PublicFacts
 from privsynth.errors import ContractError
 

@@ -58,8 +58,8 @@ def to_read(drafts: list[ColumnDraft], options: DraftOptions) -> list[ColumnDraf
 
 def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
     """Charge the draft's cost, then measure; returns (cost, dataset). Mutates the drafts' entries."""
-    from privsynth.privacy.ledger import BudgetLedger
     from privsynth.privacy.charged import charge_then_noise
+    from privsynth.privacy.ledger import BudgetLedger
 
     read = to_read(drafts, options)
     dataset = options.dataset or options.name

@@ -17,9 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
-from privsynth.privacy.spending import rho_allowance
-from privsynth.errors import ParameterError
 from privsynth.discovery import bounds as B
 from privsynth.discovery import points as P
 from privsynth.discovery import zoom as Z
@@ -27,6 +24,9 @@ from privsynth.discovery.beyond import BeyondBounds, beyond_bounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories, merged_spellings
 from privsynth.discovery.declared import DeclaredColumn
 from privsynth.discovery.public import PublicColumn, PublicFacts, from_flags
+from privsynth.errors import ParameterError
+from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
+from privsynth.privacy.spending import rho_allowance
 
 DEFAULT_BINS = 8
 NUMERIC = ("integer", "float")
@@ -84,7 +84,8 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_sou
                                             and options.epsilon > 0):
         raise ParameterError(f"--epsilon must be a finite number > 0, got {options.epsilon!r}")
     if options.peek_without_dp and options.epsilon is not None:
-        raise ParameterError("--peek-without-dp and --epsilon exclude each other: a draft is DP or a labelled non-DP peek")
+        raise ParameterError("--peek-without-dp and --epsilon exclude each other: a draft is DP or a labelled non-DP "
+                             "peek")
     if not (2 <= options.bins <= 100):
         raise ParameterError(f"--bins must be between 2 and 100, got {options.bins}")
     known = {c.name: c for c in columns}
@@ -92,7 +93,8 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_sou
         if col not in known:
             raise ParameterError(f"--bounds: the source has no column {col!r}")
         if known[col].kind not in (*NUMERIC, *TEMPORAL) and not text_source:
-            raise ParameterError(f"--bounds: column {col!r} is not numeric or temporal (declared {known[col].declared})")
+            raise ParameterError(f"--bounds: column {col!r} is not numeric or temporal "
+                                 f"(declared {known[col].declared})")
     for col, cats in options.categories.items():
         if col not in known or known[col].kind not in ("categorical", *NUMERIC):
             raise ParameterError(f"--categories: the source has no categorical or numeric column {col!r}")
@@ -100,8 +102,10 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_sou
             raise ParameterError(f"--categories {col}: give at least one value")
     for col in options.public.columns:
         if col not in known:
-            raise ParameterError(f"--public: {options.public.columns[col].origins and next(iter(options.public.columns[col].origins.values()))} "
-                                 f"names column {col!r}, which the source does not have")
+            raise ParameterError(
+                "--public: "
+                f"{options.public.columns[col].origins and next(iter(options.public.columns[col].origins.values()))} "
+                f"names column {col!r}, which the source does not have")
 
 
 def public_bounds(c: DeclaredColumn, options: DraftOptions) -> tuple[float, float] | None:
@@ -118,8 +122,8 @@ def public_bounds(c: DeclaredColumn, options: DraftOptions) -> tuple[float, floa
             low, high = temporal.to_unit(low, c.kind), temporal.to_unit(high, c.kind)
         low, high = float(low), float(high)
     except (TypeError, ValueError):
-        raise ParameterError(f"public bounds of {c.name} ({p.origin('bounds')}): expected LOW:HIGH in the column's type, "
-                             f"got {low}:{high}") from None
+        raise ParameterError(f"public bounds of {c.name} ({p.origin('bounds')}): expected LOW:HIGH in the column's "
+                             f"type, got {low}:{high}") from None
     if c.kind != "float" and low == high and math.isfinite(low):
         high = low + 1.0
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
@@ -309,7 +313,8 @@ def _numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> N
     from privsynth.schema import temporal
 
     if c.kind in TEMPORAL:
-        fmt = lambda x: temporal.format_unit(x, c.kind)
+        def fmt(x):
+            return temporal.format_unit(x, c.kind)
         d.entry["bounds"] = [fmt(fine.low), fmt(fine.high)]
         unit = calendar_unit(fine.low, fine.high, c.kind)
         if unit is not None:

@@ -202,9 +202,10 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
             per_row[f"p{j}"] = decimals_bin(column)
     rows = read_table.select(**per_row)
     aggregates = {}
-    for j, (name, declared) in enumerate(columns):
+    for j, (_name, declared) in enumerate(columns):
         for k in range(len(CLASSES)):
-            aggregates[f"c{j}_{k}"] = ibis.ifelse(rows[f"k{j}"] == k, 1, 0).sum()  # PostgreSQL casts no boolean to BIGINT
+            # PostgreSQL casts no boolean to BIGINT
+            aggregates[f"c{j}_{k}"] = ibis.ifelse(rows[f"k{j}"] == k, 1, 0).sum()
         aggregates[f"c{j}_d"] = rows[f"v{j}"].nunique()
         if declared == "text":
             for k in range(DECIMALS):

@@ -6,17 +6,18 @@ from typing import Any
 
 import yaml
 
-from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
 from privsynth.discovery.budget import split_lines
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.contract_trust import derived_header
 from privsynth.discovery.draft import ColumnDraft, DraftOptions
+from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
 
 INTERNAL_KEYS = ("settled",)
 
 
 def _scalar(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, width=10**9, allow_unicode=True).strip().removesuffix("...").strip()
+    return yaml.safe_dump(value, default_flow_style=True, width=10**9,
+                          allow_unicode=True).strip().removesuffix("...").strip()
 
 
 DRAFT_TITLE = "DRAFT SCHEMA, written by `privsynth schema draft`: a file for a human to review and edit."
@@ -62,7 +63,8 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_
         head += ["# At this budget, " + what_the_budget_finds(
             cost.rho, len(spent), THRESHOLD_DELTA_FRACTION * options.delta / max(len(spent), 1)) + "."]
         head += ["# " + line for line in split_lines(spent, cost.rho)]
-    head.append("# Identifier-like and free-text columns (by name) are proposed drop: true; their values were never read.")
+    head.append("# Identifier-like and free-text columns (by name) are proposed drop: true; their values were never "
+                "read.")
     head += ["# " + line for line in derived_header(options.public_facts())]  # rule 10: the owner's word, marked
     return head
 
@@ -83,6 +85,7 @@ def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_s
             prefix = "  - " if first else "    "
             first = False
             text = "null" if value is None else _scalar(value)
-            suffix = "  # TODO" if value is None or value == [] and key == "categories" and not d.entry.get("drop") else ""
+            suffix = ("  # TODO" if value is None or value == [] and key == "categories" and not d.entry.get("drop")
+                      else "")
             lines.append(f"{prefix}{key}: {text}{suffix}")
     return "\n".join(lines) + "\n"

@@ -33,9 +33,10 @@ import csv
 import glob as globbing
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import ibis
@@ -44,10 +45,10 @@ import ibis.expr.types as ir
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
-from privsynth.engine.spark import drop_view, register_files, spark_files, spark_session
 from privsynth.engine.csv_lines import first_line_query, records_query
+from privsynth.engine.sandbox import SandboxError, check_select, lock, open_duckdb_sandboxed
 from privsynth.engine.sources import SourceSpec, _check_file, _csv_header, _parse_sql, _split_source_parameters
+from privsynth.engine.spark import drop_view, register_files, spark_files, spark_session
 from privsynth.io.connections import InputError, connect_url, duckdb_path, plain_table_name
 from privsynth.io.credentials import redact_url
 from privsynth.schema import Schema
@@ -150,7 +151,8 @@ def _check_parquet_footers(files: list[str], filesystem=None) -> None:
         try:
             schema = pq.read_schema(path, filesystem=filesystem)
         except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(f"input file {path!r} is not a readable Parquet file ({type(err).__name__}; truncated or corrupt?)") from None
+            raise InputError(f"input file {path!r} is not a readable Parquet file ({type(err).__name__}; truncated or "
+                             "corrupt?)") from None
         names = schema.names
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -210,7 +212,8 @@ def _open_parquet(location: str, options: EngineOptions, filesystem=None) -> Ope
     if filesystem is not None:
         backend.register_filesystem(filesystem)
     try:
-        table = backend.read_parquet(files if len(files) > 1 else files[0], table_name=f"privsynth_{uuid.uuid4().hex[:8]}")
+        table = backend.read_parquet(files if len(files) > 1 else files[0],
+                                     table_name=f"privsynth_{uuid.uuid4().hex[:8]}")
     except Exception as err:  # noqa: BLE001
         backend.disconnect()
         raise backend_error(err, f"input {location!r}") from None
@@ -264,7 +267,8 @@ def _open_duckdb_file(spec: str, options: EngineOptions) -> OpenedTable:
     except Exception:
         raw.close()
         raise
-    return OpenedTable(backend, expr, f"duckdb:{path}" + (f" table={table}" if table else " (query)"), closers=[raw.close])
+    return OpenedTable(backend, expr, f"duckdb:{path}" + (f" table={table}" if table else " (query)"),
+                       closers=[raw.close])
 
 
 def _ibis_backend(raw):
@@ -326,7 +330,8 @@ def _open_server(spec: str) -> OpenedTable:
     except Exception:
         backend.disconnect()
         raise
-    return OpenedTable(backend, expr, public + (f" table={table}" if table else " (query)"), closers=[backend.disconnect])
+    return OpenedTable(backend, expr, public + (f" table={table}" if table else " (query)"),
+                       closers=[backend.disconnect])
 
 
 def _open_spark(spec: str) -> OpenedTable:
@@ -378,7 +383,8 @@ def open_table(data: Any, schema: Schema, options: EngineOptions | None = None) 
             try:
                 filesystem = fsspec.filesystem(scheme)
             except (ImportError, ValueError) as err:
-                raise InputError(f"--input {redact_url(spec)!r}: no fsspec file system for {scheme!r} ({type(err).__name__})") from None
+                raise InputError(f"--input {redact_url(spec)!r}: no fsspec file system for {scheme!r} "
+                                 f"({type(err).__name__})") from None
             if path_lower.endswith(PARQUET_SUFFIXES):
                 return _open_parquet(path_part, options, filesystem)
             return _open_csv(path_part, schema, options, filesystem)

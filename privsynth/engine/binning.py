@@ -71,7 +71,7 @@ def _plural(kind: str) -> str:
     return {"date": "dates", "timestamp": "timestamps"}.get(kind, "numbers")
 
 
-class SourceKind(str, enum.Enum):
+class SourceKind(str, enum.Enum):  # noqa: UP042  (StrEnum would change str() and format() of a member)
     """How a source column's values read: its storage type, reduced to what binning distinguishes."""
 
     TEXT = "text"
@@ -254,7 +254,8 @@ def code_dtype(schema: Schema) -> str:
     return "int16" if largest < 2**15 else "int32"
 
 
-def column_code(table: ir.Table, col: Column, text_from_csv: bool, dtype: str, array_lookup: bool = False) -> ir.IntegerValue:
+def column_code(table: ir.Table, col: Column, text_from_csv: bool, dtype: str,
+                array_lookup: bool = False) -> ir.IntegerValue:
     """The level code of ``col`` (a CASE expression); a negative :class:`Fault` code for forbidden values."""
     values = read_column(table, col, text_from_csv)
     lit = lambda k: _literal_int(int(k), dtype)  # noqa: E731

@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from privsynth.schema import Schema
 from privsynth.errors import ValidationFailedError  # noqa: F401  (re-exported: raised here)
+from privsynth.schema import Schema
 
 
 def open_data(data: Any, schema: Schema):

@@ -11,9 +11,8 @@ back. Tests use dbt >= 1.10's ``data_tests:`` with ``arguments:``. No data is re
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 import yaml
 

@@ -91,7 +91,8 @@ def _column_expectations(col: Column) -> list[Expectation]:
             out.append(Expectation(WHOLE_NUMBERS, name, engine_only=_NO_GX))
         if col.on_out_of_domain == "fail":
             low, high = col.bounds  # type: ignore[misc]  # numeric columns always have bounds
-            out.append(Expectation(BETWEEN, name, "ExpectColumnValuesToBeBetween", {"min_value": low, "max_value": high}))
+            out.append(Expectation(BETWEEN, name, "ExpectColumnValuesToBeBetween",
+                                   {"min_value": low, "max_value": high}))
     elif col.type in temporal.TEMPORAL_TYPES:
         out.append(Expectation(TYPE_LIST, name, engine_only=_TEMPORAL))
         if col.on_out_of_domain == "fail":
@@ -123,7 +124,8 @@ def schema_expectations(schema: Schema, synthetic: bool = False) -> tuple[Expect
     since other failures often follow from it, then domain, then missing values). ``synthetic``: for a
     synthetic table, which holds the kept columns only and nothing else."""
     table = [
-        Expectation(UNIQUE_COLUMN_NAMES, None, engine_only="a pandas frame GX validates cannot tell repeated names apart"),
+        Expectation(UNIQUE_COLUMN_NAMES, None,
+                    engine_only="a pandas frame GX validates cannot tell repeated names apart"),
         Expectation(ROWS, None, "ExpectTableRowCountToBeBetween", {"min_value": 1}),
         # other_columns: ignore: the schema's columns must be there, others may be too
         Expectation(COLUMN_SET, None, "ExpectTableColumnsToMatchSet",
@@ -160,7 +162,8 @@ def gx_suite(schema: Schema, synthetic: bool = False):
     suite = gx.ExpectationSuite(name=name, expectations=expectations,
                                 meta={"privsynth_schema": schema.name, "privsynth_schema_hash": schema.content_hash()})
     if len(suite.expectations) != len(expectations):  # GX logs and skips invalid ones; we refuse
-        raise RuntimeError(f"GX rejected {len(expectations) - len(suite.expectations)} expectation(s) of schema {schema.name!r}")
+        raise RuntimeError(f"GX rejected {len(expectations) - len(suite.expectations)} expectation(s) of schema "
+                           f"{schema.name!r}")
     return suite
 
 

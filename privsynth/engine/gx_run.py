@@ -82,7 +82,8 @@ def gx_validate(frame: pd.DataFrame, schema: Schema, synthetic: bool = False) ->
     try:
         batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
         # BASIC is the least verbose format with counts; the value sample it adds is dropped in _reduce.
-        result = batch.validate(ex.gx_suite(schema, synthetic), result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
+        result = batch.validate(ex.gx_suite(schema, synthetic),
+                                result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
     except Exception as err:  # noqa: BLE001
         # Not chained: GX's message or traceback locals could quote data values into logs.
         raise RuntimeError(f"Great Expectations failed while validating against schema {schema.name!r} "
@@ -90,7 +91,8 @@ def gx_validate(frame: pd.DataFrame, schema: Schema, synthetic: bool = False) ->
     order = {(e.kind, e.column): i for i, e in enumerate(ex.schema_expectations(schema, synthetic))}
     # As in the engine: a missing column is the column-set check's to report, and column checks need a row.
     results = sorted((_reduce(r, schema, names, synthetic) for r in result.results
-                      if (column := r.expectation_config.kwargs.get("column")) is None or (column in names and len(frame))),
+                      if (column := r.expectation_config.kwargs.get("column")) is None
+                      or (column in names and len(frame))),
                      key=lambda o: order.get((o.expectation_type, o.column), len(order)))
     return ValidationReport(success=all(r.success for r in results), results=tuple(results),
                             schema_name=schema.name, schema_hash=schema.content_hash())

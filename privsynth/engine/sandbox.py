@@ -20,6 +20,7 @@ from pathlib import Path
 
 import sqlglot
 from sqlglot import exp
+
 from privsynth.errors import SandboxError  # noqa: F401  (re-exported: raised here)
 
 # Functions that touch files or the outside world, by name (case-insensitive), wherever they appear.

@@ -60,7 +60,8 @@ def parse_source(spec: str) -> SourceSpec:
             raise InputError("--input: expected spark:TABLE, spark:?query=SELECT ... or spark:FORMAT:PATH")
         return SourceSpec("spark", spec)
     file_suffixes = (".parquet", ".csv", ".csv.gz", ".tsv", ".tsv.gz")
-    if lowered.startswith("duckdb:") or ("://" in spec.split("?")[0] and not lowered.split("?")[0].endswith(file_suffixes)):
+    if lowered.startswith("duckdb:") or ("://" in spec.split("?")[0]
+                                         and not lowered.split("?")[0].endswith(file_suffixes)):
         return _parse_sql(spec)
     path = spec.split("?")[0]
     if path.lower().endswith(".parquet"):
@@ -68,7 +69,8 @@ def parse_source(spec: str) -> SourceSpec:
     if path.lower().endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
         return SourceSpec("csv", path, delimiter="\t" if ".tsv" in path.lower() else ",")
     raise InputError(f"--input {spec!r}: expected a .csv, .csv.gz, .tsv or .parquet file (or a glob of Parquet files), "
-                     "a duckdb:PATH?table=NAME source, a database URL with ?table=NAME, spark:TABLE or spark:FORMAT:PATH")
+                     "a duckdb:PATH?table=NAME source, a database URL with ?table=NAME, spark:TABLE or "
+                     "spark:FORMAT:PATH")
 
 
 def _split_source_parameters(query_string: str) -> tuple[dict[str, str], list[str]]:
@@ -99,7 +101,8 @@ def _parse_sql(spec: str) -> SourceSpec:
     params, others = _split_source_parameters(query_string)
     table, query = params.get("table"), params.get("query")
     if bool(table) == bool(query and query.strip()):
-        raise InputError(f"--input {redact_url(spec)!r}: a SQL source needs exactly one of ?table=NAME or ?query=SELECT...")
+        raise InputError(f"--input {redact_url(spec)!r}: a SQL source needs exactly one of ?table=NAME or "
+                         "?query=SELECT...")
     if table is not None and not plain_table_name(table):
         raise InputError(f"--input: table name {table!r} must be letters, digits, '_' and '.' only")
     if others:
@@ -134,8 +137,8 @@ def check_input_width(columns: int, origin: str) -> None:
 
     allowed = limit("PRIVSYNTH_MAX_INPUT_COLUMNS")
     if columns > allowed:
-        raise LimitError(f"{origin} has {columns} columns; the limit is {allowed} (PRIVSYNTH_MAX_INPUT_COLUMNS): select the "
-                         "columns you need with a query or a view, or raise the limit")
+        raise LimitError(f"{origin} has {columns} columns; the limit is {allowed} (PRIVSYNTH_MAX_INPUT_COLUMNS): "
+                         "select the columns you need with a query or a view, or raise the limit")
 
 
 def _csv_header(spec: SourceSpec, schema: Schema | None) -> list[str]:
@@ -161,7 +164,8 @@ def _csv_header(spec: SourceSpec, schema: Schema | None) -> list[str]:
         if schema is None:
             raise InputError(f"input file {spec.location!r}: {len(dupes)} duplicate column name(s) in the header "
                              "(names withheld: without a schema the first row may be data); expected unique names")
-        named = dupes if set(dupes) <= set(schema.column_names) else f"{len(dupes)} (names withheld: not schema columns)"
+        named = dupes if set(dupes) <= set(schema.column_names) else (f"{len(dupes)} (names withheld: not schema "
+                                                                      "columns)")
         raise InputError(f"input file {spec.location!r}: duplicate column name(s) {named}; expected each of "
                          f"{list(schema.column_names)} once")
     if schema is not None and len(header) == 1 and len(schema.columns) > 1:

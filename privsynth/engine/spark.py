@@ -82,7 +82,8 @@ def spark_files(rest: str) -> SparkFiles | None:
     if not colon or not head.isidentifier():
         return None  # spark:TABLE, spark:db.table, spark:?query=...
     if head.lower() not in FILE_FORMATS:
-        raise InputError(f"--input spark:{head}:...: unknown file format {head!r}; expected one of {list(FILE_FORMATS)}")
+        raise InputError(f"--input spark:{head}:...: unknown file format {head!r}; "
+                         f"expected one of {list(FILE_FORMATS)}")
     if not path.strip():
         raise InputError(f"--input spark:{head}: expected spark:{head.lower()}:PATH (a path or URL the cluster reads)")
     return SparkFiles(head.lower(), path.strip())

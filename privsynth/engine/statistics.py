@@ -86,7 +86,7 @@ class Source:
     def close(self) -> None:
         self.opened.close()
 
-    def __enter__(self) -> "Source":
+    def __enter__(self) -> Source:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -175,11 +175,13 @@ class Source:
         marginals = [tuple(int(a) for a in m) for m in marginals]
         for m in marginals:
             if not m or list(m) != sorted(set(m)) or m[-1] >= self.domain.n_attributes or m[0] < 0:
-                raise ValueError(f"marginal {m}: expected ascending attribute indices in [0, {self.domain.n_attributes})")
+                raise ValueError(f"marginal {m}: expected ascending attribute indices in [0, "
+                                 f"{self.domain.n_attributes})")
         if method not in ("auto", "histogram", "query"):
             raise ValueError(f"method {method!r}: expected 'auto', 'histogram' or 'query'")
         if method == "auto":
-            small = self._histogram is not None or self._cells(range(self.domain.n_attributes)) <= self.max_histogram_rows
+            small = (self._histogram is not None
+                     or self._cells(range(self.domain.n_attributes)) <= self.max_histogram_rows)
             method = "histogram" if small or self.row_count() <= self.max_histogram_rows else "query"
         if method == "histogram":
             hist = self.histogram()
@@ -195,7 +197,8 @@ class Source:
         that fault codes (-5..-1) pack too: every code expression appears once in the query."""
         sizes = self._packed_sizes(attributes)
         if math.prod(sizes) >= 2**62:
-            raise ValueError(f"attributes {tuple(attributes)}: {math.prod(sizes)} packed cells do not fit one BIGINT key")
+            raise ValueError(f"attributes {tuple(attributes)}: {math.prod(sizes)} packed cells do not fit one BIGINT "
+                             "key")
         key = None
         for a, size in zip(attributes, sizes):
             digit = self.bins.codes[a].cast("int64") + FAULT_SHIFT

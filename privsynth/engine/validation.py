@@ -17,8 +17,8 @@ import ibis
 
 from privsynth.engine import expectations as ex
 from privsynth.engine.binning import Fault, read_column
-from privsynth.engine.values import finite, is_whole
 from privsynth.engine.expectations import Expectation, ExpectationOutcome, ValidationReport, outcome
+from privsynth.engine.values import finite, is_whole
 from privsynth.schema import Column
 
 _ROWS = "rows"

@@ -27,8 +27,8 @@ import ibis.expr.types as ir
 
 # Every double of at least this magnitude is a whole number; below it FLOOR's result fits a BIGINT.
 WHOLE_LIMIT = 2.0**53
-FIRST_MOMENT = _dt.datetime(1, 1, 1, tzinfo=_dt.timezone.utc)
-LAST_MOMENT = _dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_dt.timezone.utc)
+FIRST_MOMENT = _dt.datetime(1, 1, 1, tzinfo=_dt.UTC)
+LAST_MOMENT = _dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_dt.UTC)
 FIRST_DAY, LAST_DAY = _dt.date(1, 1, 1), _dt.date(9999, 12, 31)
 
 

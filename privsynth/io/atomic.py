@@ -97,7 +97,7 @@ class AtomicParquetWriter:
         self._writer.write_table(table)
         self.rows += table.num_rows
 
-    def __enter__(self) -> "AtomicParquetWriter":
+    def __enter__(self) -> AtomicParquetWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -112,5 +112,6 @@ def atomic_write_table(path: str | Path, table: pa.Table, *, private: bool = Fal
         writer.write(table)
 
 
-def iter_parquet(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+def iter_parquet(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS,
+                 columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
     yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns)

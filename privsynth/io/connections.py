@@ -11,8 +11,8 @@ from urllib.parse import unquote, urlsplit
 
 import ibis
 
-from privsynth.io.credentials import CredentialError, expand_credentials, password_from_reference, redact_url
 from privsynth.errors import InputError  # noqa: F401  (re-exported: raised here)
+from privsynth.io.credentials import CredentialError, expand_credentials, password_from_reference, redact_url
 
 POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
 
@@ -45,11 +45,13 @@ def connect_url(url: str):
                 key, _, value = piece.partition("=")
                 kwargs[unquote(key)] = unquote(value)
         try:
-            return ibis.postgres.connect(host=parts.hostname or None, port=parts.port, user=unquote(parts.username or "") or None,
-                                         password=password, database=unquote(parts.path.lstrip("/")) or None, **kwargs)
+            return ibis.postgres.connect(host=parts.hostname or None, port=parts.port,
+                                         user=unquote(parts.username or "") or None, password=password,
+                                         database=unquote(parts.path.lstrip("/")) or None, **kwargs)
         except Exception as err:  # noqa: BLE001  (libpq messages can carry connection details)
             raise InputError(f"PostgreSQL {redact_url(url)}: cannot connect ({type(err).__name__})") from None
     try:
         return ibis.connect(expand_credentials(url) if password is not None else url)
     except Exception as err:  # noqa: BLE001
-        raise InputError(f"--input {redact_url(url)!r}: no ibis backend connects to it ({type(err).__name__})") from None
+        raise InputError(f"--input {redact_url(url)!r}: no ibis backend connects to it "
+                         f"({type(err).__name__})") from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from urllib.parse import quote, urlsplit
+
 from privsynth.errors import CredentialError  # noqa: F401  (re-exported: raised here)
 
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -46,7 +47,8 @@ def password_from_reference(password: str) -> str:
         raise CredentialError("a password in a URL must be a ${ENV_VAR} reference, not a literal value")
     value = os.environ.get(match.group(1))
     if value is None:
-        raise CredentialError(f"the connection URL references ${{{match.group(1)}}}, which is not set in the environment")
+        raise CredentialError(f"the connection URL references ${{{match.group(1)}}}, which is not set in the "
+                              "environment")
     return value
 
 

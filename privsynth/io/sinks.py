@@ -54,7 +54,8 @@ def parse_sink(sink: str) -> SinkSpec:
         name = params.get("table")
         if lowered.startswith("duckdb:"):
             if not name or not plain_table_name(name):
-                raise InputError(f"--sink {redact_url(sink)!r}: expected duckdb:PATH?table=NAME with a plain table name")
+                raise InputError(f"--sink {redact_url(sink)!r}: "
+                                 "expected duckdb:PATH?table=NAME with a plain table name")
             return SinkSpec("duckdb", duckdb_path(base), name)
         if not name or not plain_table_name(name):
             raise InputError(f"--sink {redact_url(sink)!r}: expected {scheme}://...?table=NAME with a plain table name")
@@ -64,8 +65,9 @@ def parse_sink(sink: str) -> SinkSpec:
     for suffix in ("parquet", "csv"):
         if lowered.endswith("." + suffix):
             return SinkSpec(suffix, sink)
-    raise InputError(f"--sink {redact_url(sink)!r}: expected duckdb:PATH?table=NAME, postgresql+psycopg://USER@HOST/DB?table=NAME, "
-                     "another ibis backend URL with ?table=NAME, or a .parquet or .csv path")
+    raise InputError(f"--sink {redact_url(sink)!r}: expected duckdb:PATH?table=NAME, "
+                     "postgresql+psycopg://USER@HOST/DB?table=NAME, another ibis backend URL with ?table=NAME, or a "
+                     ".parquet or .csv path")
 
 
 def portable_table(table: pa.Table) -> pa.Table:

@@ -88,5 +88,6 @@ def check_writable_directory(path: str | Path) -> Path:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-", delete=True):
             pass
     except OSError as err:
-        raise InputError(f"output folder {str(path)!r} cannot be written ({err.strerror or type(err).__name__})") from None
+        raise InputError(f"output folder {str(path)!r} cannot be written "
+                         f"({err.strerror or type(err).__name__})") from None
     return path

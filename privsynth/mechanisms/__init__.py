@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+
 from privsynth.errors import UnknownMechanismError  # noqa: F401  (re-exported: raised here)
 from privsynth.mechanisms.catalogue import CATALOGUE
 

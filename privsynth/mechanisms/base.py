@@ -114,7 +114,7 @@ class Release:
         return pa.table(arrays).replace_schema_metadata(meta)
 
     @staticmethod
-    def from_arrow(table: pa.Table) -> "Release":
+    def from_arrow(table: pa.Table) -> Release:
         meta = table.schema.metadata or {}
         names = [n for n in table.column_names if n != WEIGHT_COLUMN]
         points = np.column_stack([table.column(n).to_numpy() for n in names]).astype(np.float64)

@@ -122,7 +122,8 @@ def load(name: str) -> Mechanism:
     if entry is None:
         raise UnknownMechanismError(f"unknown mechanism {name!r}; expected one of {sorted(ENTRIES)}")
     module = importlib.import_module(entry.module)
-    present = {field_name: getattr(module, member) for field_name, member in OPTIONAL.items() if hasattr(module, member)}
+    present = {field_name: getattr(module, member) for field_name, member in OPTIONAL.items()
+               if hasattr(module, member)}
     return Mechanism(entry, module, **present)
 
 
@@ -130,7 +131,8 @@ def describe_mechanisms(default: str) -> str:
     """A plain-text table of the catalogue, in its order, the default marked."""
     rows = [("mechanism", "guarantee", "good for", "paper")]
     for info in CATALOGUE:
-        rows.append((info.name + (" (default)" if info.name == default else ""), info.guarantee, info.good_for, info.paper))
+        rows.append((info.name + (" (default)" if info.name == default else ""), info.guarantee, info.good_for,
+                     info.paper))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(r[:3], widths)), r[3]]).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 5)

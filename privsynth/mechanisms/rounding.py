@@ -60,7 +60,8 @@ def round_release(release: Release, domain: Domain, rows: int | None, rng: np.ra
     for start in range(0, rows, ROUNDING_CHUNK_ROWS):
         chosen = release.points[picks[start: start + ROUNDING_CHUNK_ROWS]]
         for j in range(domain.n_attributes):
-            codes[start: start + chosen.shape[0], j] = sample_levels(chosen[:, domain.offsets[j]: domain.offsets[j + 1]], rng)
+            codes[start: start + chosen.shape[0],
+                  j] = sample_levels(chosen[:, domain.offsets[j]: domain.offsets[j + 1]], rng)
     return codes
 
 
@@ -80,7 +81,8 @@ def unsupported_levels(structural: dict[int, tuple[int, ...]], measurements: tup
         if m is None:
             continue
         scale = m.scale * (np.sqrt(2.0) if m.noise == "laplace" else 1.0)  # the noise's standard deviation
-        empty = tuple(level for level in levels if level < len(m.noisy_counts) and m.noisy_counts[level] < sigmas * scale)
+        empty = tuple(level for level in levels if level < len(m.noisy_counts)
+                      and m.noisy_counts[level] < sigmas * scale)
         if empty:
             out[j] = empty
     return out

@@ -127,18 +127,19 @@ class PrivacyCost:
         return converted if self.pure_epsilon is None else min(self.pure_epsilon, converted)
 
     @staticmethod
-    def pure(epsilon: float, guarantee: str, notes: tuple[str, ...] = ()) -> "PrivacyCost":
-        return PrivacyCost(rho=rho_from_pure_epsilon(epsilon), pure_epsilon=float(epsilon), guarantee=guarantee, notes=notes)
+    def pure(epsilon: float, guarantee: str, notes: tuple[str, ...] = ()) -> PrivacyCost:
+        return PrivacyCost(rho=rho_from_pure_epsilon(epsilon), pure_epsilon=float(epsilon), guarantee=guarantee,
+                           notes=notes)
 
     @staticmethod
-    def zcdp(rho: float, guarantee: str, notes: tuple[str, ...] = (), extra_delta: float = 0.0) -> "PrivacyCost":
+    def zcdp(rho: float, guarantee: str, notes: tuple[str, ...] = (), extra_delta: float = 0.0) -> PrivacyCost:
         rho = _check_positive("rho", rho)
         if not (math.isfinite(extra_delta) and 0.0 <= extra_delta < 1.0):
             raise ValueError(f"extra_delta must be a number in [0, 1), got {extra_delta!r}")
         return PrivacyCost(rho=rho, pure_epsilon=None, guarantee=guarantee, notes=notes, extra_delta=float(extra_delta))
 
     @staticmethod
-    def not_private(guarantee: str, notes: tuple[str, ...] = ()) -> "PrivacyCost":
+    def not_private(guarantee: str, notes: tuple[str, ...] = ()) -> PrivacyCost:
         return PrivacyCost(rho=math.inf, pure_epsilon=None, is_dp=False, guarantee=guarantee, notes=notes)
 
     def report(self, delta: float) -> dict:

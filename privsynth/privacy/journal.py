@@ -60,7 +60,7 @@ class JournalHeader:
     format: str = FORMAT
     version: int = VERSION
 
-    def differences(self, other: "JournalHeader") -> list[str]:
+    def differences(self, other: JournalHeader) -> list[str]:
         """The names of the fields that differ, except post_seed (drawn per journal); no value is named."""
         mine, theirs = asdict(self), asdict(other)
         return [name for name in mine if name != "post_seed" and mine[name] != theirs[name]]
@@ -77,7 +77,7 @@ class DrawCall:
         return {"kind": self.kind, "params": [list(p) for p in self.params]}
 
     @staticmethod
-    def from_json(doc: dict) -> "DrawCall":
+    def from_json(doc: dict) -> DrawCall:
         return DrawCall(doc["kind"], tuple((k, _tuple(v)) for k, v in doc["params"]))
 
     def describe(self) -> str:
@@ -191,7 +191,7 @@ class NoiseJournal:
 
     @staticmethod
     def open(place: JournalPlace, header: JournalHeader,
-             after_append: Callable[[int], None] = _no_step) -> "NoiseJournal":
+             after_append: Callable[[int], None] = _no_step) -> NoiseJournal:
         """Open (or create) the journal of ``header.release_key``. An existing journal of anything else
         (another format, release, purpose, sampler or seed) is refused with the reason, before any draw; its
         post-processing seed is kept. A torn last record is cut off."""

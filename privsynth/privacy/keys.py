@@ -81,7 +81,7 @@ def noise_stream_key(secret: bytes, seed: int, release_key: str) -> str:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     if not isinstance(release_key, str) or not release_key:
         raise ValueError("a noise stream key needs the release key it belongs to")
-    message = f"privsynth-noise-stream-v3\x00{seed}\x00{release_key}".encode("utf-8")
+    message = f"privsynth-noise-stream-v3\x00{seed}\x00{release_key}".encode()
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 

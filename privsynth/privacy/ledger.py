@@ -72,7 +72,8 @@ from privsynth.privacy.ledger_store import (
     resolve_ledger_url,
 )
 from privsynth.privacy.spending import (
-    WHY_EPSILONS_DO_NOT_SUBTRACT, check_budget_delta,
+    WHY_EPSILONS_DO_NOT_SUBTRACT,
+    check_budget_delta,
     check_cost,
     check_epsilon,
     epsilon_spent,
@@ -98,7 +99,7 @@ class BudgetLedger:
     def __reduce__(self):
         return (BudgetLedger, (self._url,))
 
-    def __enter__(self) -> "BudgetLedger":
+    def __enter__(self) -> BudgetLedger:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -203,7 +204,8 @@ class BudgetLedger:
             now = now_iso()
             if existing is None:
                 conn.execute(
-                    BUDGETS.insert().values(dataset=dataset, epsilon=epsilon, delta=delta, created_at=now, updated_at=now)
+                    BUDGETS.insert().values(dataset=dataset, epsilon=epsilon, delta=delta, created_at=now,
+                                            updated_at=now)
                 )
             else:
                 conn.execute(
@@ -357,7 +359,8 @@ class BudgetLedger:
                                                       CHARGES.c.release_key == release_key)
             ).first()
         if charged is None:
-            raise LedgerError(f"dataset {dataset!r}: no charge is recorded for this release; charge before drawing noise")
+            raise LedgerError(f"dataset {dataset!r}: no charge is recorded for this release; charge before drawing "
+                              "noise")
         raise NoiseAlreadyDrawnError(
             f"dataset {dataset!r}: noise was already drawn for this release, but its stored copy is gone "
             "(a run killed after drawing, or another release store); drawing again would be a second release "
@@ -446,5 +449,6 @@ class _Budget:
 
 # The ledger's names, wherever they are defined (records and storage are modules of their own).
 __all__ = ["BudgetExceededError", "BudgetLedger", "BudgetNotSetError", "BudgetStatus", "ChargeReceipt", "ChargeRecord",
-           "LEDGER_URL_ENV", "LedgerError", "NoiseAlreadyDrawnError", "NonPrivateChargeError", "ReleaseKeyConflictError",
-           "UnknownDatasetError", "default_ledger_url", "display_url", "format_status", "resolve_ledger_url"]
+           "LEDGER_URL_ENV", "LedgerError", "NoiseAlreadyDrawnError", "NonPrivateChargeError",
+           "ReleaseKeyConflictError", "UnknownDatasetError", "default_ledger_url", "display_url", "format_status",
+           "resolve_ledger_url"]

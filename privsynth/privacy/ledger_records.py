@@ -8,6 +8,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from privsynth.errors import (  # noqa: F401  (re-exported: the ledger's refusals)
+    BudgetExceededError,
+    BudgetNotSetError,
+    LedgerError,
+    NoiseAlreadyDrawnError,
+    NonPrivateChargeError,
+    ReleaseKeyConflictError,
+    UnknownDatasetError,
+)
 from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost
 from privsynth.privacy.spending import (
     WHY_EPSILONS_DO_NOT_SUBTRACT,
@@ -18,16 +27,6 @@ from privsynth.privacy.spending import (
     total_pure_epsilon,
     total_rho,
 )
-from privsynth.errors import (  # noqa: F401  (re-exported: the ledger's refusals)
-    BudgetExceededError,
-    BudgetNotSetError,
-    LedgerError,
-    NoiseAlreadyDrawnError,
-    NonPrivateChargeError,
-    ReleaseKeyConflictError,
-    UnknownDatasetError,
-)
-
 
 MAX_NAME = 200
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -102,7 +102,7 @@ def new_release_secret() -> str:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def create_private_sqlite(database: Path) -> None:
@@ -157,5 +157,5 @@ def advisory_lock_key(scope: str, name: str = "") -> int:
     """
     if scope not in ("dataset", "secret"):
         raise ValueError(f"unknown ledger lock scope {scope!r}")
-    digest = hashlib.sha256(f"privsynth-ledger-lock/{scope}/{name}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"privsynth-ledger-lock/{scope}/{name}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)

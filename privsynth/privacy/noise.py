@@ -31,6 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import numpy as np
+
 from privsynth.errors import BudgetNotChargedError  # noqa: F401  (re-exported: raised here)
 
 

@@ -75,7 +75,8 @@ def bound_coverage(report: dict, real: np.ndarray, synthetic: np.ndarray, domain
         groups = entry.get("level_groups")
         real_tv = _tv(_proportions(real, domain, marginal, groups), _proportions(synthetic, domain, marginal, groups))
         checks.append({"columns": [domain.names[a] for a in marginal], "k": len(marginal),
-                       "tv_bound": entry["tv_bound"], "real_tv": real_tv, "covered": bool(real_tv <= entry["tv_bound"] + 1e-12)})
+                       "tv_bound": entry["tv_bound"], "real_tv": real_tv,
+                       "covered": bool(real_tv <= entry["tv_bound"] + 1e-12)})
     out: dict = {"checks": checks}
     for k in (1, 2):
         mine = [c for c in checks if c["k"] == k]

@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from privsynth.mechanisms.base import Measurement, Release
+from privsynth.report.shares import release_holds
 from privsynth.report.uncertainty import (
     ASSUMPTION,
     CONFIDENCE,
@@ -35,7 +36,6 @@ from privsynth.report.uncertainty import (
     marginal_statements,
     synthetic_at,
 )
-from privsynth.report.shares import release_holds
 from privsynth.schema import Schema
 from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema.workload import marginal_counts, merge_levels, relaxed_marginal, total_variation
@@ -348,9 +348,9 @@ def render_report(report: dict, figures: dict | None = None) -> str:
     found = report.get("discovery")
     if found:
         lines += ["", "## The discovered schema (this run had none)", "",
-                  f"Discovery spent {100 * float(found['share_of_run'] or 0):.0f}% of the run's budget (DP column facts, "
-                  "categories, bounds, codes); the schema is `schema.yaml` in this folder, reusable at no new cost. "
-                  f"Dropped: {', '.join(found['dropped']) or 'none'}."]
+                  f"Discovery spent {100 * float(found['share_of_run'] or 0):.0f}% of the run's budget (DP column "
+                  "facts, categories, bounds, codes); the schema is `schema.yaml` in this folder, reusable at no new "
+                  f"cost. Dropped: {', '.join(found['dropped']) or 'none'}."]
         if found["out_of_domain"]:
             lines += ["", "Columns with values outside the discovered categories: discovery's DP estimate (share of "
                       "present values, what discovery expected) and what the release holds (`<out-of-domain>` share "

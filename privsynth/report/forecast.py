@@ -89,15 +89,15 @@ def forecast(mechanism_name: str, cost, epsilon: float, delta: float | None, dom
         typical = TYPICAL_INDEPENDENT_TV.get(order.k, 0.0)
         if mechanism_name in ADAPTIVE:
             if order.k == 1 and order.expected_tv_from_noise > 0.02:
-                warnings.append(f"even single columns get about {order.expected_tv_from_noise:.3f} of error from noise: "
-                                "expect a release close to the independent-columns model at best")
+                warnings.append(f"even single columns get about {order.expected_tv_from_noise:.3f} of error from "
+                                "noise: expect a release close to the independent-columns model at best")
             elif order.k >= 2 and order.expected_tv_from_noise > typical:
                 # Not a warning: an adaptive mechanism never measures every k-way marginal at once. But the
                 # forecast must not call this noise small either.
                 notes.append(f"measured all at once, noise alone would put more error on {order.k}-way marginals than "
-                             f"the independent-columns model typically makes ({typical:.2f}); {mechanism_name} measures "
-                             f"only those it selects and infers the rest, so its {order.k}-way accuracy rests on that "
-                             "selection (the internal audit on public or generated data shows it)")
+                             f"the independent-columns model typically makes ({typical:.2f}); {mechanism_name} "
+                             f"measures only those it selects and infers the rest, so its {order.k}-way accuracy rests "
+                             "on that selection (the internal audit on public or generated data shows it)")
             continue
         if order.k >= 2 and order.expected_tv_from_noise > typical:
             warnings.append(
@@ -125,7 +125,8 @@ def format_forecast(f: Forecast) -> str:
              f" (rho {f.rho:.4g}) on about {f.public_rows:,} rows (stated, public):"]
     for o in f.orders:
         lines.append(f"  {o.k}-way: {o.marginals} marginals of {o.mean_cells:.0f} cells on average; measured all at "
-                     f"once, each cell gets {o.noise} noise of scale {o.noise_per_cell:.3g}: {_tv_text(o.expected_tv_from_noise)}")
+                     f"once, each cell gets {o.noise} noise of scale {o.noise_per_cell:.3g}: "
+                     f"{_tv_text(o.expected_tv_from_noise)}")
     lines.append(f"  memory: one-hot width {f.width}; largest 3-way marginal {f.largest_marginal_cells:,} cells; the "
                  f"engine returns at most {f.histogram_rows_at_most:,} histogram rows")
     if f.cost:
@@ -133,10 +134,11 @@ def format_forecast(f: Forecast) -> str:
                      f"{f.cost['seconds_bound']:.0f} s with every model at its size cap), peak about "
                      f"{f.cost['memory_mb']:.0f} MB; {f.cost['basis']}")
     if f.mechanism in ADAPTIVE:
-        lines.append(f"  {f.mechanism} is adaptive: it measures the marginals it selects, each with more budget than the "
-                     "all-at-once figures, so expect less error than them on 2- and 3-way marginals")
+        lines.append(f"  {f.mechanism} is adaptive: it measures the marginals it selects, each with more budget than "
+                     "the all-at-once figures, so expect less error than them on 2- and 3-way marginals")
     lines += [f"  warning: {w}" for w in f.warnings] + [f"  note: {n}" for n in f.notes]
     if not f.warnings and not f.notes:
         lines.append("  no warning: the noise is small against typical marginal errors")
-    lines.append("  (Gaussian: Bun & Steinke 2016; Laplace: Dwork et al. 2006; adaptive measurement: McKenna et al. 2022)")
+    lines.append("  (Gaussian: Bun & Steinke 2016; Laplace: Dwork et al. 2006; adaptive measurement: McKenna et al. "
+                 "2022)")
     return "\n".join(lines)

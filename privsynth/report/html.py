@@ -88,13 +88,13 @@ def render_html(report: dict, figures: dict, root: Path) -> str:
         from privsynth.report.dp_report import beyond_text, share_text
 
         body.append("<h2>What the release holds</h2>")
-        body.append("<p>Per column, the share of &lt;out-of-domain&gt; and missing values in the release: its own noisy "
-                    "1-way counts with a 95% error bar, the synthetic table's share beside it. Values beyond a column's "
-                    "bounds are clipped into its edge bins (the release cannot tell them apart): discovery's DP estimate, "
-                    "where this run drew the bounds.</p>")
+        body.append("<p>Per column, the share of &lt;out-of-domain&gt; and missing values in the release: its own "
+                    "noisy 1-way counts with a 95% error bar, the synthetic table's share beside it. Values beyond a "
+                    "column's bounds are clipped into its edge bins (the release cannot tell them apart): discovery's "
+                    "DP estimate, where this run drew the bounds.</p>")
         body.append(table(["column", "&lt;out-of-domain&gt;", "missing", "beyond the bounds"],
-                          [[escape(h["column"]), escape(share_text(h["out_of_domain"])), escape(share_text(h["missing"])),
-                            escape(beyond_text(h["beyond_bounds"]))] for h in holds]))
+                          [[escape(h["column"]), escape(share_text(h["out_of_domain"])),
+                            escape(share_text(h["missing"])), escape(beyond_text(h["beyond_bounds"]))] for h in holds]))
     body.append("<h2>Pairs of columns</h2>")
     rows = sorted(report["pairs"], key=lambda p: (p["status"] != "bound", -p.get("tv_bound", 0.0)))
     body.append(table(["pair", "95% TV bound"], [[escape(" x ".join(p["columns"])), _bound_cell(p)] for p in rows]))

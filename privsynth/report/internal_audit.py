@@ -32,7 +32,8 @@ NOT_PRIVATE_NOTICE = (
 def _check_codes(codes: np.ndarray, domain: Domain, what: str) -> np.ndarray:
     codes = np.asarray(codes)
     if codes.ndim != 2 or codes.shape[1] != domain.n_attributes:
-        raise ValueError(f"{what}: expected a 2-d code array with {domain.n_attributes} columns, got shape {codes.shape}")
+        raise ValueError(f"{what}: expected a 2-d code array with {domain.n_attributes} columns, got shape "
+                         f"{codes.shape}")
     if codes.shape[0] == 0:
         raise ValueError(f"{what}: needs at least one row to form marginal distributions")
     if codes.dtype.kind not in "iu":
@@ -354,8 +355,9 @@ def render_markdown(audit: dict, plot_paths, *, relative_to: str | Path | None =
     ]
     for k, stats in sorted(audit["marginals"].items(), key=lambda kv: int(kv[0])):
         worst = " x ".join(stats.get("worst_marginal", []))
-        lines.append(f"| {k} | {stats['n_marginals']} | {stats['mean_tv']:.4f} | {stats.get('independent_mean_tv', float('nan')):.4f} | "
-                     f"{stats['max_tv']:.4f} ({_md_cell(worst)}) | {stats['max_abs_cell_error']:.4f} |")
+        lines.append(f"| {k} | {stats['n_marginals']} | {stats['mean_tv']:.4f} | "
+                     f"{stats.get('independent_mean_tv', float('nan')):.4f} | {stats['max_tv']:.4f} "
+                     f"({_md_cell(worst)}) | {stats['max_abs_cell_error']:.4f} |")
     lines += ["", "The independent model (the product of the real 1-way marginals) is the yardstick: a release "
               "above it on 2- and 3-way marginals has learnt no dependence between columns."]
     subset = audit.get("marginal_subset") or {}
@@ -377,7 +379,8 @@ def render_markdown(audit: dict, plot_paths, *, relative_to: str | Path | None =
         ]
     lines += ["", "## Columns", "", "| column | levels | TV | largest gap (real vs synthetic) |", "|---|---:|---:|---|"]
     for name, dist in audit["columns"].items():
-        lines.append(f"| {_md_cell(name)} | {len(dist['labels'])} | {dist['tv']:.4f} | {_md_cell(_largest_gap(dist))} |")
+        lines.append(f"| {_md_cell(name)} | {len(dist['labels'])} | {dist['tv']:.4f} "
+                     f"| {_md_cell(_largest_gap(dist))} |")
     paths = [Path(p) for p in plot_paths]
     if paths:
         lines += ["", "## Column distributions", ""]
@@ -394,10 +397,12 @@ def render_markdown(audit: dict, plot_paths, *, relative_to: str | Path | None =
 
 def headline(audit: dict) -> str:
     """One short line for the CLI, e.g. ``audit (internal): mean TV 1-way 0.012, 2-way 0.034, 3-way 0.061``."""
-    parts = [f"{k}-way {v['mean_tv']:.3f}" + (f" (independent {v['independent_mean_tv']:.3f})" if "independent_mean_tv" in v else "")
+    parts = [f"{k}-way {v['mean_tv']:.3f}"
+             + (f" (independent {v['independent_mean_tv']:.3f})" if "independent_mean_tv" in v else "")
              for k, v in sorted(audit["marginals"].items(), key=lambda kv: int(kv[0]))]
     line = "audit (internal): mean TV " + ", ".join(parts)
     tstr = audit.get("tstr")
     if tstr:
-        line += f"; TSTR acc {tstr['tstr_accuracy']:.3f} (real {tstr['trtr_accuracy']:.3f}, majority {tstr['majority_baseline']:.3f})"
+        line += (f"; TSTR acc {tstr['tstr_accuracy']:.3f} (real {tstr['trtr_accuracy']:.3f}, majority "
+                 f"{tstr['majority_baseline']:.3f})")
     return line

@@ -5,8 +5,8 @@ is discovered by ``privsynth.discovery`` (the code path of ``privsynth schema dr
 column facts (type, whole numbers, identifiers), categories by thresholded noisy counts, bounds and
 edges or coded values from noisy histograms. The stage charges its share of the run's rho to the
 ledger BEFORE any value is read, claims the draw (every draw is kept in the release store's noise journal
-as it is drawn, so a discovery killed half-way resumes where it stopped, charged once), and writes ``schema.yaml`` (every DP fact marked
-with its cost) and ``discovery.json`` (public: what was spent, per column what was decided and the
+as it is drawn, so a discovery killed half-way resumes where it stopped, charged once), and writes ``schema.yaml``
+(every DP fact marked with its cost) and ``discovery.json`` (public: what was spent, per column what was decided and the
 DP share of its values that fell outside the discovered domain). A resumed run reuses its folder's
 ``schema.yaml`` without a new charge; a later run may pass it as ``--schema`` at no cost.
 
@@ -24,13 +24,14 @@ import yaml
 from privsynth.discovery.beyond import BeyondBounds
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.public import PublicFacts
+from privsynth.errors import ParameterError
 from privsynth.io import atomic_write_bytes, atomic_write_json
 from privsynth.privacy.accounting import PrivacyCost
-from privsynth.errors import ParameterError
 from privsynth.schema import Schema, parse_schema
 
 SHARE_PER_COLUMN = 0.03  # discovery's share of the run's rho per column it reads (by need) ...
-MIN_SHARE = 0.2  # ... at least this much of it (a narrow table's few marginals need little; misplaced bounds cost more) ...
+# ... at least this much of it (a narrow table's few marginals need little; misplaced bounds cost more) ...
+MIN_SHARE = 0.2
 MAX_SHARE = 0.35  # ... at most this much of it
 
 
@@ -116,8 +117,8 @@ def _discover(ctx) -> DiscoveryOutcome:
     from privsynth.discovery.dp_pass import to_read
     from privsynth.discovery.draft import DraftOptions, declared_drafts
     from privsynth.discovery.writer import render
-    from privsynth.privacy.keys import release_key
     from privsynth.privacy.charged import charge_then_noise
+    from privsynth.privacy.keys import release_key
 
     plan, parameters = ctx.plan, ctx.plan.parameters
     name = default_name(parameters.input) if parameters.input else plan.dataset

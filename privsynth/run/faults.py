@@ -38,8 +38,8 @@ def fault_point(name: str) -> None:
 
     With ``PRIVSYNTH_FAULT_INJECT=<name>`` the process dies on the spot with ``os._exit(137)``, as a
     SIGKILL or an out-of-memory kill would; with ``kill:<name>`` it sends itself SIGKILL. Besides
-    ``FAULT_POINTS``, ``draw_point`` names a point after each kept noise draw (``mechanism_draw:8``). With ``PRIVSYNTH_FAULT_INJECT=raise:<name>`` it raises
-    :class:`InjectedFault` instead (for in-process tests).
+    ``FAULT_POINTS``, ``draw_point`` names a point after each kept noise draw (``mechanism_draw:8``). With
+    ``PRIVSYNTH_FAULT_INJECT=raise:<name>`` it raises :class:`InjectedFault` instead (for in-process tests).
     """
     wanted = os.environ.get(FAULT_ENV)
     if not wanted:

@@ -68,7 +68,8 @@ def plan_fine_decoding(schema: Schema, share: float, epsilon: float, delta: floa
     the schema has no numeric or temporal column, or the mechanism is not DP."""
     full = build(epsilon)
     full_cost = cost_of(full)
-    columns = tuple(c.name for c in schema.kept_columns if c.type not in ("categorical", "boolean") and c.values is None)
+    columns = tuple(c.name for c in schema.kept_columns if c.type not in ("categorical", "boolean")
+                    and c.values is None)
     if not (0 < share < 1) or not columns or not full_cost.is_dp:
         return full, None
     if full_cost.pure_epsilon is not None:

@@ -12,11 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from privsynth.errors import ParameterError  # noqa: F401  (re-exported: raised here)
 from privsynth.io.credentials import check_no_literal_password
 from privsynth.mechanisms import DEFAULT_MECHANISM, MECHANISM_MODULES
 from privsynth.privacy.accounting import DEFAULT_DELTA
 from privsynth.schema.limits import check_safe_path
-from privsynth.errors import ParameterError  # noqa: F401  (re-exported: raised here)
 
 # aim measured most accurate on Adult at epsilon 0.3, 1 and 3 (benchmarks/README.md, bench_peers.py): the default.
 
@@ -36,12 +36,15 @@ class RunParameters(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     input: str | None = Field(None, description="CSV/Parquet path or URL, duckdb:PATH?table=NAME, or a SQLAlchemy URL "
-                                                "with ?table=NAME (password as ${ENV_VAR}). Empty: the bundled Adult example.")
-    schema_file: str | None = Field(None, description="YAML schema of the input (public metadata). Empty with an input: "
-                                                      "the run discovers one under DP; empty without: the bundled Adult "
-                                                      "example's.")
+                                                "with ?table=NAME (password as ${ENV_VAR}). Empty: the bundled Adult "
+                                                "example.")
+    schema_file: str | None = Field(None,
+                                    description="YAML schema of the input (public metadata). Empty with an input: "
+                                                      "the run discovers one under DP; empty without: the bundled "
+                                                      "Adult example's.")
     # A Literal of the registered names: the UI's form shows a drop-down, not a free-text box.
-    mechanism: MechanismName = Field(DEFAULT_MECHANISM, description="The private mechanism (see `privsynth mechanisms`).")
+    mechanism: MechanismName = Field(DEFAULT_MECHANISM,
+                                     description="The private mechanism (see `privsynth mechanisms`).")
     epsilon: float = Field(1.0, gt=0, allow_inf_nan=False, description="Privacy budget epsilon for this release (> 0).")
     delta: float = Field(DEFAULT_DELTA, gt=0, lt=1, allow_inf_nan=False,
                          description="delta of the (epsilon, delta) statement; keep it well below 1/n. "
@@ -49,13 +52,16 @@ class RunParameters(BaseModel):
                                      "checked (privacy.json warns from the DP estimate of n).")
     rows: int | None = Field(None, ge=1, description="Synthetic rows to write. Empty: the release's DP estimate of n.")
     public_rows: int | None = Field(None, ge=1, description="The table's row count if it is PUBLIC knowledge (private "
-                                                              "sampling's guarantee needs it); never read from the data.")
+                                                              "sampling's guarantee needs it); never read from the "
+                                                              "data.")
     seed: int | None = Field(None, ge=0, description="TESTING ONLY: reproducible noise (numpy, not hardened against "
                                                        "floating-point attacks). Empty: OpenDP's secure samplers.")
     allow_seed_with_budget: bool = Field(False, description="Accept --seed on a dataset that has a privacy budget.")
     output: str | None = Field(None, description="Run folder: a path, or an fsspec URL (s3://, gs://, ...) for workers "
                                                  "without a shared disk. Empty: `runs/<run-id>` in the working folder.")
-    sink: str | None = Field(None, description="Also write the synthetic table here: duckdb:PATH?table=NAME, or a .parquet/.csv path.")
+    sink: str | None = Field(None,
+                             description="Also write the synthetic table here: duckdb:PATH?table=NAME, or a "
+                                         ".parquet/.csv path.")
     dataset: str | None = Field(None, description="Dataset name in the budget ledger. Empty: the schema's name; "
                                                   "without a schema, the input's file or table name (people.csv: "
                                                   "people; the Python API's DataFrame: dataframe).")
@@ -67,16 +73,18 @@ class RunParameters(BaseModel):
                                          "budget). The owner's explicit choice: such a run's outcome depends on an "
                                          "exact check of the records and is NOT covered by the DP guarantee (its "
                                          "privacy.json and console say so).")
-    credentials_block: str | None = Field(None, description="Prefect runs only: the name of a Prefect Secret block that "
+    credentials_block: str | None = Field(None,
+                                          description="Prefect runs only: the name of a Prefect Secret block that "
                                           "holds the database password. The worker reads it at run time into "
                                           "`PRIVSYNTH_DB_PASSWORD` and `PGPASSWORD` (write URLs as "
                                           "`user:${PRIVSYNTH_DB_PASSWORD}@host`); the password is never a parameter.",
                                           max_length=200)
-    mechanism_options: dict[str, Any] = Field(default_factory=dict, description="Extra settings of the mechanism's config.")
+    mechanism_options: dict[str, Any] = Field(default_factory=dict,
+                                              description="Extra settings of the mechanism's config.")
     fine_decoding: float = Field(0.05, ge=0, lt=1, allow_inf_nan=False,
-                                 description="Share of the budget for DP sub-bin counts of numeric and temporal columns, so "
-                                             "synthetic values follow the data inside a bin (0: uniform inside the bin). "
-                                             "The total charged is unchanged.")
+                                 description="Share of the budget for DP sub-bin counts of numeric and temporal "
+                                             "columns, so synthetic values follow the data inside a bin (0: uniform "
+                                             "inside the bin). The total charged is unchanged.")
     public: list[str] = Field(default_factory=list, description="Without a schema: data contracts whose facts are "
                               "PUBLIC (a dbt schema.yml, a Great Expectations suite, a Frictionless table schema, or "
                               "db: for the source database's catalogue); used first, never charged.")
@@ -91,7 +99,8 @@ class RunParameters(BaseModel):
                                                       "column it reads, at most 35%).")
     audit: bool = Field(False, description="Also write the INTERNAL (not DP) audit against the real data to "
                                            "internal-audit/ (never sent to Prefect).")
-    audit_target: str | None = Field(None, description="Column for the audit's train-on-synthetic / test-on-real score.")
+    audit_target: str | None = Field(None,
+                                     description="Column for the audit's train-on-synthetic / test-on-real score.")
     audit_location: str | None = Field(None, description="A PRIVATE folder (path or fsspec URL) for the internal "
                                                          "audit instead of DIR/internal-audit/; required with a remote "
                                                          "run folder, where the audit is never uploaded beside the "

@@ -8,16 +8,17 @@ import glob
 import math
 from dataclasses import dataclass
 from pathlib import Path
+
 from pydantic import ValidationError
 
 from privsynth.engine.sources import SourceSpec, parse_source
+from privsynth.errors import InfeasibleRequestError, ParameterError
 from privsynth.io import InputError, check_writable_directory, parse_sink
 from privsynth.mechanisms.base import MechanismConfig
 from privsynth.mechanisms.catalogue import Mechanism, mechanism_config
 from privsynth.mechanisms.catalogue import load as load_mechanism
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run.fine_decoding import FineDecoding, plan_fine_decoding
-from privsynth.errors import InfeasibleRequestError, ParameterError
 from privsynth.run.parameters import RunParameters, bundled_example, describe_validation_error
 from privsynth.schema import Schema, load_schema
 from privsynth.schema.encoding import domain_of
@@ -116,7 +117,8 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
                                  "release carries no DP estimate of the row count")
     from privsynth.io.storage import is_remote
 
-    output = check_writable_directory(parameters.output) if parameters.output and not is_remote(parameters.output) else None
+    output = (check_writable_directory(parameters.output) if parameters.output and not is_remote(parameters.output)
+              else None)
     if parameters.sink:
         try:
             parse_sink(parameters.sink)  # the same parser write_sink uses, before any data is read
@@ -127,9 +129,11 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
         raise ParameterError(f"audit_target {parameters.audit_target!r} is not a kept column of schema {schema.name!r}")
     check_audit_location(parameters)
     if parameters.audit_target is not None and not parameters.audit:
-        raise ParameterError("audit_target needs audit=True (--audit): the train-on-synthetic score reads the real data")
+        raise ParameterError("audit_target needs audit=True (--audit): "
+                             "the train-on-synthetic score reads the real data")
     dataset = parameters.dataset or (schema.name if schema is not None else default_dataset(parameters))
-    cost = discovery.total if discovery is not None else fine.total if fine is not None else mechanism.privacy_cost(config)
+    cost = (discovery.total if discovery is not None
+            else fine.total if fine is not None else mechanism.privacy_cost(config))
     return RunPlan(parameters=parameters, source=source, schema=schema,
                    schema_path=str(schema_path) if schema_path else "<discovered by this run>", mechanism=mechanism,
                    mechanism_config=config, output=output, dataset=dataset, cost=cost, bundled_example=bundled,
@@ -192,7 +196,8 @@ def _checked(parameters: RunParameters, make):
     try:
         return make()
     except ValidationError as err:
-        raise ParameterError(describe_validation_error(err, prefix=f"mechanism {parameters.mechanism} option ")) from None
+        raise ParameterError(describe_validation_error(err,
+                                                       prefix=f"mechanism {parameters.mechanism} option ")) from None
     except TypeError as err:
         raise ParameterError(f"mechanism {parameters.mechanism}: {err}") from None
     except InfeasibleRequestError:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from privsynth.errors import RunFolderError  # noqa: F401  (re-exported: raised here)
 from privsynth.io.atomic import atomic_write_json, json_default, sha256_file
 from privsynth.io.storage import RemoteFolder, is_remote
-from privsynth.errors import RunFolderError  # noqa: F401  (re-exported: raised here)
 
 MANIFEST = "manifest.json"
 PACKAGES = ("privsynth", "numpy", "scipy", "pandas", "pyarrow", "cvxpy", "highspy", "opendp", "prefect",
@@ -76,7 +76,7 @@ class RunFolder:
     remote: RemoteFolder | None = None
 
     @staticmethod
-    def open_at(location: str | Path, run_key: dict, run_id: str) -> "RunFolder":
+    def open_at(location: str | Path, run_key: dict, run_id: str) -> RunFolder:
         """``open`` for a local path or an fsspec URL (``privsynth.io.storage``): a remote run folder is
         worked on in a local folder and mirrored after every stage, artifacts before the manifest."""
         if not is_remote(location):
@@ -102,7 +102,7 @@ class RunFolder:
             shutil.rmtree(self.path, ignore_errors=True)
 
     @staticmethod
-    def open(path: str | Path, run_key: dict, run_id: str) -> "RunFolder":
+    def open(path: str | Path, run_key: dict, run_id: str) -> RunFolder:
         """Open a fresh folder, or resume one that holds an earlier attempt of the *same* run.
 
         A non-empty folder that holds anything else is refused, so nothing already written is lost.
@@ -118,11 +118,13 @@ class RunFolder:
             try:
                 manifest = json.loads(manifest_path.read_text())
             except (OSError, json.JSONDecodeError):
-                raise RunFolderError(f"output folder {str(path)!r} holds an unreadable manifest.json; choose another --output") from None
+                raise RunFolderError(f"output folder {str(path)!r} holds an unreadable manifest.json; choose another "
+                                     "--output") from None
             if manifest.get("run_key") != run_key:
                 if "mechanism" in manifest.get("stages", {}) or manifest.get("finished"):
-                    raise RunFolderError(f"output folder {str(path)!r} holds a different run ({manifest.get('run_id')}) "
-                                         "with a release; choose an empty or new --output folder")
+                    raise RunFolderError(f"output folder {str(path)!r} holds a different run "
+                                         f"({manifest.get('run_id')}) with a release; choose an empty or new --output "
+                                         "folder")
                 # A run that failed before its release (bad input, refused budget) holds nothing worth
                 # keeping: its public leftovers are cleared and the folder is reused, unless the folder
                 # also holds files that are not its artifacts (the user's own: never deleted).
@@ -149,7 +151,7 @@ class RunFolder:
         return folder
 
     @staticmethod
-    def load(path: str | Path) -> "RunFolder":
+    def load(path: str | Path) -> RunFolder:
         path = Path(path)
         return RunFolder(path, json.loads((path / MANIFEST).read_text()))
 

@@ -75,7 +75,8 @@ class RunSpend:
                            "share": self.share(p)} for p in self.parts],
                 "composition": ("the parts are pure epsilon-DP and their epsilons add" if self.pure_parts else
                                 "the parts compose in zCDP (their rho adds)") + "; the epsilon is the whole run's, by "
-                               "the ledger's rule, at this delta: it is what `privsynth budget show` counts for this run"}
+                               "the ledger's rule, at this delta: it is what `privsynth budget show` counts for this "
+                               "run"}
 
 
 def cost_from_report(report: Mapping) -> PrivacyCost:

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.engine.datasource import ValidationFailedError
+from privsynth.errors import PrivsynthError, RefusalError
 from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_table
 from privsynth.io.storage import RemoteFolder, is_remote
 from privsynth.mechanisms.base import Measurement, Release
@@ -42,7 +43,6 @@ from privsynth.run.faults import fault_point
 from privsynth.run.releases import measurements_from_table
 from privsynth.run.spent import spend_line, truthful_refusal, with_run_spend
 from privsynth.run.validate import stage_validate
-from privsynth.errors import PrivsynthError, RefusalError
 from privsynth.schema import Schema
 from privsynth.schema.encoding import (
     Domain,
@@ -202,7 +202,8 @@ def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
         facts["sink"] = write_sink(table, ctx.plan.parameters.sink)
     fault_point("during_rounding")
     ctx.folder.record("rounding", ["synthetic.parquet", "synthetic-validation.json"], **facts)
-    ctx.progress(f"rounding: wrote {table.num_rows} synthetic rows" + (f" and {facts['sink']}" if "sink" in facts else ""))
+    ctx.progress(f"rounding: wrote {table.num_rows} synthetic rows"
+                 + (f" and {facts['sink']}" if "sink" in facts else ""))
     return facts
 
 
@@ -217,8 +218,8 @@ def validate_synthetic(ctx: RunContext, table: pa.Table) -> bool:
 
     try:
         report = gx_validate(table.to_pandas(), ctx.schema, synthetic=True)
-        doc = {"validated_with": "great_expectations", "suite": f"privsynth-{ctx.schema.name}-synthetic", **report.to_json(),
-               "not_run_by_gx": engine_only(ctx.schema)}
+        doc = {"validated_with": "great_expectations", "suite": f"privsynth-{ctx.schema.name}-synthetic",
+               **report.to_json(), "not_run_by_gx": engine_only(ctx.schema)}
         problem = "; ".join(report.failure_message().splitlines())
     except RuntimeError as err:  # GX itself failed: its message names no value (gx_run)
         doc = {"validated_with": "great_expectations", "success": False, "error": str(err)}

@@ -71,7 +71,7 @@ class Domain:
         return {"names": list(self.names), "sizes": list(self.sizes)}
 
     @staticmethod
-    def from_json(data: dict) -> "Domain":
+    def from_json(data: dict) -> Domain:
         return Domain(tuple(data["names"]), tuple(int(s) for s in data["sizes"]))
 
 
@@ -117,7 +117,8 @@ def _column_codes(col: Column, series: pd.Series) -> np.ndarray:
         if not_date.any() and col.on_unreadable == "missing":
             in_unit = np.where(not_date, np.nan, in_unit)
         elif not_date.any():
-            raise ValueError(f"column {col.name!r} has value(s) that are not {_plural(col.type)} (the schema says {col.type})")
+            raise ValueError(f"column {col.name!r} has value(s) that are not {_plural(col.type)} (the schema says "
+                             f"{col.type})")
         missing = np.isnan(in_unit)
     elif col.type in ("integer", "float") and col.on_unreadable == "missing":
         number = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -274,7 +275,8 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
     safe = np.where(in_domain, codes, 0)
     if col.values is not None:  # a coded column: exactly its values
         coded = np.asarray(col.values, dtype=np.float64)[safe]
-        values = pd.array(coded.astype(np.int64), dtype="Int64") if col.type == "integer" else pd.array(coded, dtype="Float64")
+        values = pd.array(coded.astype(np.int64), dtype="Int64") if col.type == "integer" else pd.array(coded,
+                                                                                                        dtype="Float64")
         values[~in_domain] = pd.NA
         return pd.Series(values)
     lo, hi = edges[safe], edges[safe + 1]

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import PurePath
 
-from privsynth.schema import Schema, SchemaError
 from privsynth.errors import LimitError  # noqa: F401  (re-exported: raised here)
+from privsynth.schema import Schema, SchemaError
 
 DEFAULTS = {"PRIVSYNTH_MAX_COLUMNS": 500, "PRIVSYNTH_MAX_LEVELS": 2_000, "PRIVSYNTH_MAX_WIDTH": 20_000,
             "PRIVSYNTH_MAX_INPUT_COLUMNS": 10_000}

@@ -19,8 +19,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from privsynth.schema import temporal
 from privsynth.errors import SchemaError  # noqa: F401  (re-exported: raised here)
+from privsynth.schema import temporal
 
 ColumnType = Literal["categorical", "integer", "float", "boolean", "date", "timestamp"]
 MISSING_LABEL = "<missing>"
@@ -123,7 +123,7 @@ class Column(BaseModel):
         return out
 
     @model_validator(mode="after")
-    def _check(self) -> "Column":
+    def _check(self) -> Column:
         where = f"column {self.name!r}"
         if self.drop:
             return self
@@ -144,7 +144,8 @@ class Column(BaseModel):
             if self.bounds is not None or self.bins is not None:
                 raise ValueError(f"{where}: a categorical column takes 'categories', not 'bounds' or 'bins'")
             if self.on_out_of_domain == "clip":
-                raise ValueError(f"{where}: on_out_of_domain 'clip' applies to numeric columns; use 'fail' or 'category'")
+                raise ValueError(f"{where}: on_out_of_domain 'clip' applies to numeric columns; use 'fail' or "
+                                 "'category'")
         elif self.type == "boolean":
             if self.categories is not None or self.bounds is not None or self.bins is not None:
                 raise ValueError(f"{where}: a boolean column takes no categories, bounds or bins")
@@ -152,22 +153,26 @@ class Column(BaseModel):
                 raise ValueError(f"{where}: on_out_of_domain 'clip' applies to numeric columns")
         else:
             if self.categories is not None:
-                raise ValueError(f"{where}: {_article(self.type)} {self.type} column takes 'bounds' and 'bins', not 'categories'")
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column takes 'bounds' and 'bins', not "
+                                 "'categories'")
             edges_field = "'bins' edges or 'bin_by'" if self.type in temporal.TEMPORAL_TYPES else "'bins' edges"
             if self.bounds is None:
-                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] and {edges_field}")
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] "
+                                 f"and {edges_field}")
             low, high = self.bounds
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise ValueError(f"{where}: bounds must be finite with low < high, got {list(self.bounds)}")
             if self.bins is None:
-                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] and {edges_field}")
+                raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs public 'bounds' [low, high] "
+                                 f"and {edges_field}")
             edges = self.bins
             if len(edges) < 2:
                 raise ValueError(f"{where}: bins needs at least two edges")
             if any(not math.isfinite(e) for e in edges) or any(b <= a for a, b in zip(edges, edges[1:])):
                 raise ValueError(f"{where}: bin edges must be finite and strictly increasing, got {list(edges)}")
             if edges[0] != low or edges[-1] != high:
-                raise ValueError(f"{where}: the first and last bin edges must equal the bounds {list(self.bounds)}, got {edges[0]} and {edges[-1]}")
+                raise ValueError(f"{where}: the first and last bin edges must equal the bounds {list(self.bounds)}, "
+                                 f"got {edges[0]} and {edges[-1]}")
             if self.type in ("integer", "date", "timestamp") and any(float(e) != int(e) for e in edges):
                 unit = {"integer": "integer", "date": "whole-day", "timestamp": "whole-second"}[self.type]
                 raise ValueError(f"{where}: {_article(self.type)} {self.type} column needs {unit} bin edges")
@@ -198,7 +203,8 @@ class Column(BaseModel):
         else:
             edges = self.bins or ()
             fmt = (lambda x: temporal.format_unit(x, self.type)) if self.type in temporal.TEMPORAL_TYPES else _fmt
-            levels = [f"[{fmt(a)}, {fmt(b)}{']' if i == len(edges) - 2 else ')'}" for i, (a, b) in enumerate(zip(edges, edges[1:]))]
+            levels = [f"[{fmt(a)}, {fmt(b)}{']' if i == len(edges) - 2 else ')'}" for i,
+                      (a, b) in enumerate(zip(edges, edges[1:]))]
         if self.nullable:
             levels.append(MISSING_LABEL)
         if self.on_out_of_domain == "category":
@@ -237,7 +243,7 @@ class Schema(BaseModel):
     columns: tuple[Column, ...]
 
     @model_validator(mode="after")
-    def _check(self) -> "Schema":
+    def _check(self) -> Schema:
         names = [c.name for c in self.columns]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -261,7 +267,7 @@ class Schema(BaseModel):
         raise KeyError(f"schema {self.name!r} has no column {name!r}")
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "Schema":
+    def from_yaml(cls, path: str | Path) -> Schema:
         """Read and validate a YAML schema file (``load_schema``)."""
         return load_schema(path)
 
@@ -335,7 +341,8 @@ def draft_schema_from_data(frame, name: str, max_categories: int = 50, n_bins: i
             kind = "integer" if series.dtype.kind in "iu" else "float"
             if kind == "integer":
                 edges = sorted({int(round(e)) for e in edges})
-            columns.append({"name": col, "type": kind, "bounds": [edges[0], edges[-1]], "bins": edges, "nullable": nullable})
+            columns.append({"name": col, "type": kind, "bounds": [edges[0], edges[-1]], "bins": edges,
+                            "nullable": nullable})
         elif series.dtype.kind == "M":
             stamps = series.dropna()
             whole_days = bool((stamps == stamps.dt.normalize()).all())

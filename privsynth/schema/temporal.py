@@ -19,7 +19,7 @@ import pandas as pd
 
 SECONDS_PER_DAY = 86_400
 EPOCH_DATE = _dt.date(1970, 1, 1)
-EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 BIN_UNITS = ("year", "quarter", "month", "week", "day")
 TEMPORAL_TYPES = ("date", "timestamp")
 MAX_GENERATED_EDGES = 100_001  # bin_by 'day' over 270 years; more bins than any schema limit allows
@@ -39,8 +39,8 @@ def _as_datetime(value: object) -> _dt.datetime:
     else:
         raise ValueError(f"expected an ISO date string, got {type(value).__name__}")
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.timezone.utc)
-    return moment.astimezone(_dt.timezone.utc)
+        moment = moment.replace(tzinfo=_dt.UTC)
+    return moment.astimezone(_dt.UTC)
 
 
 def to_unit(value: object, kind: str) -> float:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 
@@ -42,7 +41,8 @@ def cell_index(codes: np.ndarray, domain: Domain, marginal: Marginal) -> np.ndar
     return np.ravel_multi_index(tuple(codes[:, a] for a in marginal), dims)
 
 
-def marginal_counts(codes: np.ndarray, domain: Domain, marginal: Marginal, weights: np.ndarray | None = None) -> np.ndarray:
+def marginal_counts(codes: np.ndarray, domain: Domain, marginal: Marginal,
+                    weights: np.ndarray | None = None) -> np.ndarray:
     """Counts (or summed weights) per cell of one marginal."""
     return np.bincount(cell_index(codes, domain, marginal), weights=weights,
                        minlength=domain.size_of(marginal)).astype(np.float64)
@@ -67,7 +67,7 @@ class Histogram:
             raise ValueError("histogram counts must be non-negative")
 
     @staticmethod
-    def of_codes(codes: np.ndarray) -> "Histogram":
+    def of_codes(codes: np.ndarray) -> Histogram:
         """The histogram of per-record codes (n x d)."""
         codes = np.asarray(codes)
         if codes.shape[0] == 0:
@@ -76,7 +76,7 @@ class Histogram:
         return Histogram(unique, counts.astype(np.int64))
 
     @staticmethod
-    def merge(parts: Iterable["Histogram"]) -> "Histogram":
+    def merge(parts: Iterable[Histogram]) -> Histogram:
         parts = list(parts)
         if not parts:
             raise ValueError("merge needs at least one histogram")
@@ -85,7 +85,8 @@ class Histogram:
         if codes.shape[0] == 0:
             return parts[0]
         unique, inverse = np.unique(codes, axis=0, return_inverse=True)
-        return Histogram(unique, np.bincount(inverse.ravel(), weights=weights, minlength=unique.shape[0]).astype(np.int64))
+        return Histogram(unique, np.bincount(inverse.ravel(), weights=weights,
+                                             minlength=unique.shape[0]).astype(np.int64))
 
     @property
     def n(self) -> int:
@@ -102,7 +103,7 @@ class Histogram:
             yield np.repeat(self.codes[start:stop], self.counts[start:stop], axis=0)
 
 
-StatisticsInput = Union[Histogram, Iterable[np.ndarray]]
+StatisticsInput = Histogram | Iterable[np.ndarray]
 
 
 def merge_levels(table: np.ndarray, level_groups: Sequence[Sequence[int] | np.ndarray | None]) -> np.ndarray:
@@ -120,7 +121,8 @@ def merge_levels(table: np.ndarray, level_groups: Sequence[Sequence[int] | np.nd
     return out
 
 
-def accumulate_marginals(data: StatisticsInput, domain: Domain, marginals: Sequence[Marginal]) -> tuple[dict[Marginal, np.ndarray], int]:
+def accumulate_marginals(data: StatisticsInput, domain: Domain,
+                         marginals: Sequence[Marginal]) -> tuple[dict[Marginal, np.ndarray], int]:
     """Counts of every marginal and the number of rows (both private), from a Histogram or from
     per-record code batches (one streaming pass). Mechanisms get their marginals only through here."""
     if isinstance(data, Histogram):

@@ -46,5 +46,6 @@ def read_written(col: Column, series: pd.Series) -> pd.Series:
     text = series.astype(object).where(series.notna(), None)
     if col.type == "date":
         return pd.to_datetime(text, format=col.format, errors="coerce")
-    cleaned = text.map(lambda v: v.replace(",", "").replace("$", "").replace("%", "").strip() if isinstance(v, str) else v)
+    cleaned = text.map(lambda v: v.replace(",", "").replace("$", "").replace("%",
+                                                                             "").strip() if isinstance(v, str) else v)
     return pd.to_numeric(cleaned, errors="coerce")

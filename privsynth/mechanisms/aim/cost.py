@@ -121,7 +121,7 @@ def forecast_cost(config, domain: Domain) -> CostForecast:
 
     parts = {"start": c["START"] + config.iterations_per_round * fit_step(one_way_cells, d)}
     bound = dict(parts)
-    for name, fill, out in (("expected", TREE_FILL, parts), ("bound", 1.0, bound)):
+    for _name, fill, out in (("expected", TREE_FILL, parts), ("bound", 1.0, bound)):
         fits = select = 0.0
         for t, used in enumerate(schedule):
             cells = tree(used, fill)

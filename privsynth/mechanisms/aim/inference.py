@@ -126,7 +126,8 @@ class Marginals:
             sep = self.tree.separator[v]
             table = self.reduced(v, keep)
             denominator = self.reduced(v, sep).reshape(broadcast_shape(sep, keep, self.sizes))
-            table = self._conditionals[key] = np.divide(table, denominator, out=np.zeros_like(table), where=denominator > 0)
+            table = self._conditionals[key] = np.divide(table, denominator, out=np.zeros_like(table),
+                                                        where=denominator > 0)
         return table
 
     def marginal(self, r: Attrs) -> np.ndarray:

@@ -124,11 +124,11 @@ def _spanning_tree(cliques: list[Clique]) -> list[list[int]]:
     return adjacency
 
 
-_TREES: dict[tuple, "JunctionTree"] = {}
+_TREES: dict[tuple, JunctionTree] = {}
 _TREES_KEPT = 8
 
 
-def junction_tree(sizes: Sequence[int], model_cliques: Sequence[Clique]) -> "JunctionTree":
+def junction_tree(sizes: Sequence[int], model_cliques: Sequence[Clique]) -> JunctionTree:
     """The junction tree over ``model_cliques``, shared with earlier calls that gave the same maximal
     cliques (the tree is a function of those), so that what was planned on it (``plans``) is reused
     across AIM rounds that did not change the structure."""
@@ -170,7 +170,8 @@ class JunctionTree:
         for v in self.order[1:]:
             self.children[self.parent[v]].append(v)
         self.separator: list[Clique] = [
-            () if self.parent[v] < 0 else tuple(a for a in nodes[v] if a in nodes[self.parent[v]]) for v in range(len(nodes))]
+            () if self.parent[v] < 0 else tuple(a for a in nodes[v] if a in nodes[self.parent[v]])
+                                        for v in range(len(nodes))]
         self.depth = [0] * len(nodes)
         for v in self.order[1:]:
             self.depth[v] = self.depth[self.parent[v]] + 1

@@ -37,10 +37,11 @@ Ramdas, Rogers & Wu 2023), the argument of the AIM paper's privacy theorem.
 
 Candidates of a round are those whose addition keeps the model (mbi's junction tree size) under
 ``max_model_size_mb * rho_used / rho``, plus every marginal inside a clique of the model's junction
-tree (as mbi's AIM); ``selection.py`` states why scoring only part of the pool keeps the law. When the workload's closure holds more than ``max_candidates`` marginals (wide
-tables: 26,289 for a 54-column 3-way workload), each round scores a uniform random subset of that many,
-drawn independently of the data: the exponential mechanism's guarantee holds for any candidate set
-fixed before the scores are computed, and the sensitivity stays max_r w_r over the whole closure.
+tree (as mbi's AIM); ``selection.py`` states why scoring only part of the pool keeps the law. When the workload's
+closure holds more than ``max_candidates`` marginals (wide tables: 26,289 for a 54-column 3-way workload), each round
+scores a uniform random subset of that many, drawn independently of the data: the exponential mechanism's guarantee
+holds for any candidate set fixed before the scores are computed, and the sensitivity stays max_r w_r over the whole
+closure.
 
 Post-processing (no privacy cost): the graphical model (``model.py``) fitted to all noisy
 measurements by mirror descent, warm started across rounds; the estimate of n is the inverse-variance
@@ -112,7 +113,8 @@ class Config(MechanismConfig):
                                                      "attributes up to 16 attributes, then max(1.5 d, 1024 / d)")
     max_model_size_mb: float = Field(
         8.0, description="cap on the junction tree size in MB (paper: 80; smaller is faster, see benchmarks/README.md)")
-    iterations_per_round: int = Field(100, description="mirror-descent iterations after each measurement (warm started)")
+    iterations_per_round: int = Field(100,
+                                      description="mirror-descent iterations after each measurement (warm started)")
     final_iterations: int = Field(500, description="mirror-descent iterations of the final fit")
     tolerance: float = Field(1e-4, description="a fit after a round stops early when the loss falls by less than "
                                                "this fraction over 25 iterations (0 = never)")
@@ -181,7 +183,8 @@ class Config(MechanismConfig):
                 raise ValueError(f"marginal_weights: {marginal} is listed twice")
             seen.add(key)
             if not (math.isfinite(weight) and weight >= 0):
-                raise ValueError(f"marginal_weights: the weight of {marginal} must be a finite number >= 0, got {weight}")
+                raise ValueError(f"marginal_weights: the weight of {marginal} must be a finite number >= 0, got "
+                                 f"{weight}")
         return v
 
 
@@ -216,7 +219,8 @@ def check_config(config: Config, domain: Domain) -> None:
                          f"max_seconds={config.max_seconds:g}; settings that fit: {fitting_options(config, domain)}, "
                          "or raise max_seconds")
     check_memory(NAME, forecast.memory_mb * 2**20, config.max_memory_gb,
-                 f"a junction tree up to {forecast.tree_mb:.0f} MB, count tables, {forecast.release_rows:,} records drawn",
+                 f"a junction tree up to {forecast.tree_mb:.0f} MB, count tables, {forecast.release_rows:,} records "
+                 "drawn",
                  "lower max_model_size_mb, max_release_mb or sample_rows")
 
 
@@ -228,7 +232,8 @@ def fitting_options(config: Config, domain: Domain) -> str:
                                           if c < rounds_cap(config, d)]),
                           ("max_model_size_mb", [m for m in (64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.5)
                                                  if m < config.max_model_size_mb]),
-                          ("iterations_per_round", [i for i in (75, 50, 30, 20, 10) if i < config.iterations_per_round]),
+                          ("iterations_per_round",
+                           [i for i in (75, 50, 30, 20, 10) if i < config.iterations_per_round]),
                           ("max_candidates", [c for c in (500, 250, 100) if c < config.max_candidates])):
         for value in values:
             if forecast_cost(config.model_copy(update={field: value}), domain).seconds <= config.max_seconds:
@@ -361,8 +366,9 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         one_way.append(NoisyMarginal((a,), y, sigma))
         rho_used += gaussian_rho(sigma)
     initial_rho = rho_used
-    compression = compress_levels([m.values for m in one_way],
-                                  [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d)
+    compression = compress_levels(
+        [m.values for m in one_way],
+        [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d)
     sizes = compression.sizes
     counts = CountCache(statistics.on_levels(compression))     # PRIVATE: count tables on merged levels
     measured = [compressed_one_way(m, compression) for m in one_way]
@@ -380,7 +386,8 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         names = list(pool)
         estimates = model.marginals().many(names)
         scores = selection_scores(pool, counts.get(names), estimates, sigma)
-        pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, 2.0 * delta_q / eps)]
+        # the lambda is called inside select_eligible, in this round: it sees this round's eligible and names
+        pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, 2.0 * delta_q / eps)]  # noqa: B023
         y = noise.add_gaussian(counts.get([pick])[pick], sigma)
         measured.append(NoisyMarginal(pick, y, sigma))
         log.append(RoundLog(pick, sigma, eps, step.rho, step.last))

@@ -3,10 +3,10 @@
 A discrete Markov random field whose potentials live on the measured cliques (as in private-pgm /
 mbi, McKenna et al. 2019): the structure (junction tree, its maximal cliques, and the model size in
 MB that AIM caps) is mbi's triangulation (``junction.py``); estimation and sampling are numpy code in
-this module, inference on many marginals at once in ``inference.py``. Why not mbi's own estimator (``mbi.estimation.MirrorDescent``): its jitted step
-is compiled per set of measured cliques (on Adult, 1-way plus eight 3-way measurements: 11.5 s for
-the first 100-iteration fit, 0.07 s for a second fit with the same cliques) and AIM changes that set
-every round; and its out-of-model marginals (``MarkovRandomField.project``, variable elimination)
+this module, inference on many marginals at once in ``inference.py``. Why not mbi's own estimator
+(``mbi.estimation.MirrorDescent``): its jitted step is compiled per set of measured cliques (on Adult, 1-way plus eight
+3-way measurements: 11.5 s for the first 100-iteration fit, 0.07 s for a second fit with the same cliques) and AIM
+changes that set every round; and its out-of-model marginals (``MarkovRandomField.project``, variable elimination)
 took about 1.3 s per 3-way query, while AIM scores several hundred candidates per round. The numpy code below
 does the same mirror descent (Armijo line search, McKenna et al. 2019 Alg. 1), warm started across
 rounds, and answers every candidate from one calibration per round.
@@ -109,7 +109,8 @@ class GraphicalModel:
             target = next((c for c in self.model_cliques if set(c_old) <= set(c)), None)
             if target is None:
                 continue
-            self.potentials[target] = self.potentials[target] + theta.reshape(broadcast_shape(c_old, target, self.sizes))
+            self.potentials[target] = self.potentials[target] + theta.reshape(broadcast_shape(c_old, target,
+                                                                                              self.sizes))
 
     # ---------------------------------------------------------------- inference
 
@@ -290,7 +291,8 @@ class GraphicalModel:
         terms.sort(key=lambda t: not t[5])          # a term over the whole model clique first: no broadcast copy
         return terms, constant
 
-    def _loss_and_grad(self, mu: dict[Clique, np.ndarray], objective: tuple[list, float]) -> tuple[float, dict[Clique, np.ndarray]]:
+    def _loss_and_grad(self, mu: dict[Clique, np.ndarray],
+                       objective: tuple[list, float]) -> tuple[float, dict[Clique, np.ndarray]]:
         terms, loss = objective
         grad: dict[Clique, np.ndarray] = {}
         for c, keep, shape, w, y, whole in terms:

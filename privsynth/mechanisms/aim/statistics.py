@@ -33,7 +33,7 @@ class CountCache:
     """PRIVATE: count tables already read, kept across rounds up to ``COUNT_CACHE_CELLS`` cells (the
     oldest dropped first: a wide table's pools are fresh random subsets, rarely asked again)."""
 
-    def __init__(self, statistics: "AimStatistics", max_cells: int = COUNT_CACHE_CELLS) -> None:
+    def __init__(self, statistics: AimStatistics, max_cells: int = COUNT_CACHE_CELLS) -> None:
         self.statistics = statistics
         self.max_cells = max_cells
         self.tables: dict[Marginal, np.ndarray] = {}
@@ -65,7 +65,8 @@ def cover_cells(distinct_records: int) -> int:
     return int(min(1 << 22, max(1 << 12, distinct_records // 4)))
 
 
-def covering_sets(marginals: Sequence[Marginal], sizes: Sequence[int], cap: int) -> list[tuple[Marginal, list[Marginal]]]:
+def covering_sets(marginals: Sequence[Marginal], sizes: Sequence[int],
+                  cap: int) -> list[tuple[Marginal, list[Marginal]]]:
     """Attribute sets of at most ``cap`` cells that together hold every marginal, each with the
     marginals it serves: the largest marginal not yet served starts a set, which then takes, one at a
     time, the attribute that serves the most further marginals, while it fits. Public structure only."""
@@ -94,7 +95,8 @@ def covering_sets(marginals: Sequence[Marginal], sizes: Sequence[int], cap: int)
             mask |= 1 << best
             size *= sizes[best]
         attrs = tuple(sorted(chosen))
-        served = sorted({q for a in attrs for q in by_attribute.get(a, ()) if q in remaining and remaining[q] & ~mask == 0})
+        served = sorted({q for a in attrs for q in by_attribute.get(a, ()) if q in remaining
+                         and remaining[q] & ~mask == 0})
         for q in served:
             del remaining[q]
         plans.append((attrs, served))
@@ -156,7 +158,7 @@ class AimStatistics:
                 out[r] = np.ascontiguousarray(sum_to(table, attrs, r))
         return {r: out[r] for r in wanted}
 
-    def on_levels(self, compression: Compression) -> "AimStatistics":
+    def on_levels(self, compression: Compression) -> AimStatistics:
         """The same records with every level replaced by its merged level (the histogram is shared)."""
         return AimStatistics(self.histogram, Domain(self.domain.names, compression.sizes),
                              tuple(np.asarray(g, dtype=np.int64) for g in compression.groups))

@@ -122,7 +122,8 @@ def smallest_superset(tables: dict[Attrs, np.ndarray], keep: Attrs) -> Attrs:
 GROUPING_CELLS = 4096
 
 
-def combine(parts: Sequence[tuple[np.ndarray, Attrs]], sizes: Sequence[int], op=np.multiply) -> tuple[np.ndarray, Attrs]:
+def combine(parts: Sequence[tuple[np.ndarray, Attrs]], sizes: Sequence[int],
+            op=np.multiply) -> tuple[np.ndarray, Attrs]:
     """``op`` (multiply or add) of labelled tables broadcast over the union of their attributes, as a
     new array. Parts that all lack one attribute are combined on the smaller table first
     (recursively), so k parts cost fewer than k passes over the union."""

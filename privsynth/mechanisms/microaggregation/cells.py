@@ -97,7 +97,8 @@ def bingham_envelope(a: np.ndarray) -> tuple[float, np.ndarray, float]:
     return b, omega, log_m
 
 
-def sample_bingham(b_matrix: np.ndarray, noise: NoiseSource, batch: int = 32, max_proposals: int = 1_000_000) -> np.ndarray:
+def sample_bingham(b_matrix: np.ndarray, noise: NoiseSource, batch: int = 32,
+                   max_proposals: int = 1_000_000) -> np.ndarray:
     """One unit vector u with density proportional to exp(u^T B u) on the sphere (exact rejection sampler).
 
     Proposals are angular central Gaussian draws y / ||y||, y ~ N(0, Omega^{-1}) (``noise.gaussian``);
@@ -172,7 +173,8 @@ def cooccurrence_l1_sensitivity(n_attributes: int) -> float:
     return n_attributes * (n_attributes + 1) / 2.0
 
 
-def private_pca_laplace(cooccurrence: np.ndarray, domain: Domain, t: int, epsilon: float, noise: NoiseSource) -> np.ndarray:
+def private_pca_laplace(cooccurrence: np.ndarray, domain: Domain, t: int, epsilon: float,
+                        noise: NoiseSource) -> np.ndarray:
     """Top-t eigenvectors of C + E, E symmetric with Lap(q(q+1)/(2 epsilon)) on every free upper-triangle entry.
 
     Guarantee: epsilon-DP under add/remove-one-record neighbours (Laplace mechanism on the upper triangle
@@ -262,7 +264,8 @@ def cell_counts(cells: np.ndarray, s: int, weights: np.ndarray | None = None) ->
     return np.bincount(cells, weights=w, minlength=s).astype(np.float64)
 
 
-def cell_sums(codes: np.ndarray, domain: Domain, cells: np.ndarray, s: int, weights: np.ndarray | None = None) -> np.ndarray:
+def cell_sums(codes: np.ndarray, domain: Domain, cells: np.ndarray, s: int,
+              weights: np.ndarray | None = None) -> np.ndarray:
     """Per-cell sums of the one-hot rows (s x width), straight from the codes (each row times its weight)."""
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
     flat = np.zeros(s * domain.width, dtype=np.float64)
@@ -300,7 +303,8 @@ def threshold_counts(noisy_counts: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def simplex_l1_projection(v: np.ndarray) -> np.ndarray:
-    """pi_{Delta,1}: clip negatives and renormalise (an L1-nearest point of the simplex); uniform if nothing is positive."""
+    """pi_{Delta,1}: clip negatives and renormalise (an L1-nearest point of the simplex);
+    uniform if nothing is positive."""
     clipped = np.clip(v, 0.0, None)
     total = clipped.sum()
     if not total > 0.0:

@@ -130,7 +130,8 @@ class Config(MechanismConfig):
     @classmethod
     def _split(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
         if any(not (math.isfinite(x) and x > 0) for x in v) or not math.isclose(sum(v), 1.0, abs_tol=1e-9):
-            raise ValueError(f"budget_split (PCA, weights, centroids) must be three numbers > 0 summing to 1, got {v!r}")
+            raise ValueError("budget_split (PCA, weights, centroids) must be three numbers > 0 summing to 1, "
+                             f"got {v!r}")
         return v
 
     @field_validator("damping")
@@ -162,7 +163,7 @@ class Config(MechanismConfig):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "Config":
+    def _check(self) -> Config:
         if self.variant == "k_anonymous" and not self.allow_non_private:
             raise ValueError(
                 "variant 'k_anonymous' is NOT differentially private (it is only floor(n/k)-anonymous: block "
@@ -249,7 +250,8 @@ def _histogram_of(data: StatisticsInput, domain: Domain) -> Histogram:
     """The canonical histogram: distinct codes sorted, counts summed, zero counts dropped."""
     empty = Histogram(np.zeros((0, domain.n_attributes), dtype=_code_dtype(domain)), np.zeros(0, dtype=np.int64))
     if isinstance(data, Histogram):
-        parts = [Histogram(check_codes(data.codes, domain).astype(_code_dtype(domain)), np.asarray(data.counts, dtype=np.int64))]
+        parts = [Histogram(check_codes(data.codes, domain).astype(_code_dtype(domain)),
+                           np.asarray(data.counts, dtype=np.int64))]
     else:
         parts, pending = [], 0
         for batch in data:
@@ -270,7 +272,8 @@ _COOCCURRENCE_ELEMENTS = 4_000_000
 def collect_statistics(data: StatisticsInput, domain: Domain, config: Config) -> MicroaggregationStatistics:
     """C and the records' histogram, from a ``Histogram`` or per-record code batches (same result)."""
     hist = _histogram_of(data, domain)
-    c = mm.cooccurrence_counts(hist.codes.astype(np.int64), domain, hist.counts, chunk=max(1, _COOCCURRENCE_ELEMENTS // domain.width))
+    c = mm.cooccurrence_counts(hist.codes.astype(np.int64), domain, hist.counts,
+                               chunk=max(1, _COOCCURRENCE_ELEMENTS // domain.width))
     return MicroaggregationStatistics(cooccurrence=c, codes=hist.codes, counts=hist.counts)
 
 
@@ -332,7 +335,8 @@ def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dic
     out = {
         "mechanism": NAME, "differentially_private": True, "cells": int(cells),
         "count_noise_scale": count_scale, "centroid_noise_scale": centroid_scale,
-        "pca_noise_scale": (mm.cooccurrence_l1_sensitivity(q) / eps_pca) if (config.t and config.pca == "laplace") else None,
+        "pca_noise_scale": ((mm.cooccurrence_l1_sensitivity(q) / eps_pca)
+                            if (config.t and config.pca == "laplace") else None),
         "memory_bytes": memory,
     }
     words = (f"{cells} lattice cells, every one released: Laplace({count_scale:.3g}) on each cell's record count "
@@ -426,7 +430,8 @@ def run(statistics: MicroaggregationStatistics, domain: Domain, config: Config, 
 
     "dp": pure epsilon-DP under add/remove neighbours (see the module docstring); "k_anonymous": not DP.
     """
-    if statistics.codes.shape[1] != domain.n_attributes or statistics.cooccurrence.shape != (domain.width, domain.width):
+    if (statistics.codes.shape[1] != domain.n_attributes
+            or statistics.cooccurrence.shape != (domain.width, domain.width)):
         raise ValueError("statistics do not match the domain")
     if config.variant == "k_anonymous":
         if statistics.n == 0:

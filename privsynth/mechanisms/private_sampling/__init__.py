@@ -1,9 +1,9 @@
 """Private sampling (paper 004) with the practical limits of paper 002, in one place.
 
 Modules: ``mechanism`` (config, accounting, statistics, release), ``solvers`` (shrinkage LP and proximal
-QP), ``walsh`` (Walsh features on the cube), ``bounds`` (the privacy accountant), ``space`` (the random reduced space), ``feasibility`` (the
-user-facing report behind ``privsynth feasibility``). This package re-exports the mechanism's module
-contract (see ``privsynth.mechanisms.base``), so ``get_mechanism("private_sampling")`` returns it.
+QP), ``walsh`` (Walsh features on the cube), ``bounds`` (the privacy accountant), ``space`` (the random reduced space),
+``feasibility`` (the user-facing report behind ``privsynth feasibility``). This package re-exports the mechanism's
+module contract (see ``privsynth.mechanisms.base``), so ``get_mechanism("private_sampling")`` returns it.
 """
 
 from privsynth.mechanisms.private_sampling.mechanism import (

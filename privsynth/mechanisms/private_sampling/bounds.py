@@ -104,7 +104,8 @@ def eta_lemma_12_1(n: float, m: int, p: int, d: int, delta: float, Delta: float,
     else:
         threshold = well_conditioning_threshold(m, d)
         if s_min < threshold:
-            raise ValueError(f"s_min={s_min} is below the well-conditioning threshold {threshold}; Lemma 12.1 does not apply")
+            raise ValueError(f"s_min={s_min} is below the well-conditioning threshold {threshold}; Lemma 12.1 does not "
+                             "apply")
         core = 4.0 * Delta ** 1.5 * N ** 0.25 / math.sqrt(delta * n * s_min)
     return factor * core
 

@@ -39,7 +39,8 @@ def feasibility_report(p: int, d: int, n: float, epsilon: float, k_requested: in
         raise ValueError(f"p must be an integer >= 1, got {p!r}")
     if isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= p:
         raise ValueError(f"d must be an integer in [1, p], got {d!r}")
-    if k_requested is not None and (isinstance(k_requested, bool) or not isinstance(k_requested, int) or k_requested < 1):
+    if k_requested is not None and (isinstance(k_requested, bool) or not isinstance(k_requested, int)
+                                    or k_requested < 1):
         raise ValueError(f"k_requested must be an integer >= 1, got {k_requested!r}")
     if not 0 < gamma < 1:
         raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
@@ -72,10 +73,11 @@ def feasibility_report(p: int, d: int, n: float, epsilon: float, k_requested: in
         "Lemma 10.1 constant 4 as the paper states (spec flags a possible factor 4.5)",
     ]
     if not lemma_ok:
-        notes.append("Lemma 12.1 does not apply to this box (needs delta < 1/2, Delta + delta > 2, delta(4 Delta - 3) <= Delta); "
-                     "only the box bound is used")
+        notes.append("Lemma 12.1 does not apply to this box (needs delta < 1/2, Delta + delta > 2, delta(4 Delta - 3) "
+                     "<= Delta); only the box bound is used")
     if m_lower_thm > m_upper_thm:
-        notes.append("the accuracy theorem's m range is empty (lower bound > 2^(p/4)): no accuracy guarantee is possible")
+        notes.append("the accuracy theorem's m range is empty (lower bound > 2^(p/4)): no accuracy guarantee is "
+                     "possible")
     return {
         "inputs": {"p": p, "d": d, "n": float(n), "epsilon": float(epsilon), "k_requested": k_requested,
                    "m": int(m), "delta_box": float(delta_box), "Delta_box": float(Delta_box), "gamma": float(gamma),
@@ -92,7 +94,8 @@ def feasibility_report(p: int, d: int, n: float, epsilon: float, k_requested: in
             "k_bound": bounds.k_bound_theorem_12_2(epsilon, n, m, p, d, delta_box, Delta_box, conservative),
             "k_bound_paper_constant": bounds.k_bound_theorem_12_2(epsilon, n, m, p, d, delta_box, Delta_box, False),
             "eta": bounds.eta_lemma_12_1(n, m, p, d, delta_box, Delta_box, conservative),
-            "n_needed_for_k": bounds.n_needed_theorem_12_2(k_target, epsilon, m, p, d, delta_box, Delta_box, conservative),
+            "n_needed_for_k": bounds.n_needed_theorem_12_2(k_target, epsilon, m, p, d, delta_box, Delta_box,
+                                                           conservative),
         },
         "n_needed": {"k": k_target, "combined": _finite_or_none(n_needed),
                      "any_n_works": n_needed == 0.0},
@@ -109,7 +112,8 @@ def feasibility_report(p: int, d: int, n: float, epsilon: float, k_requested: in
             "probability_at_least": max(0.0, 1 - 4 * gamma - 2.0 ** (-p / 2)),
             "n_needed_theorem_12_4": n_acc,
             "k_needed_theorem_12_4": k_acc,
-            "requires_density_bound": f"||f||_inf <= Delta / 2^p (data not more concentrated than {Delta_box:g} x uniform)",
+            "requires_density_bound": f"||f||_inf <= Delta / 2^p (data not more concentrated than {Delta_box:g} x "
+                                      "uniform)",
             "hypotheses_met_except_density": bool(accuracy_ok),
         },
         "verdict": verdict,
@@ -118,7 +122,8 @@ def feasibility_report(p: int, d: int, n: float, epsilon: float, k_requested: in
     }
 
 
-def feasibility_for_schema(schema: Schema, n: float, epsilon: float, k: int | None = None, d: int = 2, **kwargs) -> dict:
+def feasibility_for_schema(schema: Schema, n: float, epsilon: float, k: int | None = None, d: int = 2,
+                           **kwargs) -> dict:
     """``feasibility_report`` with p = the schema's compact-binary width (the encoding private sampling uses)."""
     p = domain_of(schema).binary_width
     report = feasibility_report(p, d, n, epsilon, k, **kwargs)
@@ -143,18 +148,19 @@ def format_feasibility(report: dict) -> str:
         f"  p = {i['p']} bits, d = {i['d']}, N = {report['walsh_features_N']} Walsh features, n = {i['n']:.6g}, "
         f"epsilon = {i['epsilon']:g}, box [delta, Delta] = [{i['delta_box']:g}, {i['Delta_box']:g}], m = {i['m']}",
         f"  verdict: {report['verdict'].upper()}" + (f" ({'; '.join(report['reasons'])})" if report["reasons"] else ""),
-        f"  rows allowed: {report['k_allowed']} (each costs {report['epsilon_per_row']:.4f}; binding bound: {report['binding_bound']})",
+        f"  rows allowed: {report['k_allowed']} (each costs {report['epsilon_per_row']:.4f}; binding bound: "
+        f"{report['binding_bound']})",
         f"    box bound alone: {report['k_allowed_box']};  Theorem 12.2 alone: {t['k_allowed']} "
         f"(real-valued bound {_g(t['k_bound'])})",
         f"  n needed for {nn['k']} row(s): " + ("any n (the box bound suffices)" if nn["any_n_works"] else
                                                 f"{_g(nn['combined'])} (Theorem 12.2: {_g(t['n_needed_for_k'])})"),
         f"  m the theory asks for: Thm 12.4 >= {_g(mt['theorem_12_4_lower'])} and <= 2^(p/4) = "
         f"{_g(mt['theorem_12_4_upper_2_pow_p_over_4'])}; Prop 9.3 >= {_g(mt['proposition_9_3_lower'])}; "
-        f"rule of thumb e^(2d) N = {_g(mt['rule_of_thumb_e2d_N'])}; in practice ~2N = {mt['well_conditioned_in_practice']} "
-        f"is well conditioned",
-        f"  accuracy theorem (all marginals within {acc['marginal_error_bound']:g} w.p. >= {acc['probability_at_least']:.3g}): "
-        f"needs n >= {_g(acc['n_needed_theorem_12_4'])}, k >= {_g(acc['k_needed_theorem_12_4'])}; "
-        f"hypotheses met: {acc['hypotheses_met_except_density']}",
+        f"rule of thumb e^(2d) N = {_g(mt['rule_of_thumb_e2d_N'])}; in practice ~2N = "
+        f"{mt['well_conditioned_in_practice']} is well conditioned",
+        f"  accuracy theorem (all marginals within {acc['marginal_error_bound']:g} w.p. >= "
+        f"{acc['probability_at_least']:.3g}): needs n >= {_g(acc['n_needed_theorem_12_4'])}, k >= "
+        f"{_g(acc['k_needed_theorem_12_4'])}; hypotheses met: {acc['hypotheses_met_except_density']}",
     ]
     if report["verdict"] == "infeasible":
         lines.append("  options: fewer rows, a larger epsilon, a narrower box, or another mechanism "

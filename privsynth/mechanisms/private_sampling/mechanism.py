@@ -68,6 +68,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from privsynth.errors import InfeasibleRequestError  # noqa: F401  (re-exported: raised here)
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.mechanisms.private_sampling import bounds
 from privsynth.mechanisms.private_sampling.solvers import fit_density, released_density
@@ -84,7 +85,6 @@ from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain, check_codes, one_hot, to_binary
 from privsynth.schema.workload import Histogram, StatisticsInput
-from privsynth.errors import InfeasibleRequestError  # noqa: F401  (re-exported: raised here)
 
 NAME = "private_sampling"
 
@@ -147,7 +147,7 @@ class Config(MechanismConfig):
         return value
 
     @model_validator(mode="after")
-    def _check(self) -> "Config":
+    def _check(self) -> Config:
         if not self.box_upper + self.box_lower > 2.0:
             raise ValueError(f"box_upper + box_lower must exceed 2 (so the uniform density is strictly inside the "
                              f"shrinkage box [2 delta, Delta - delta]); got box_lower={self.box_lower}, "
@@ -229,9 +229,11 @@ def check_feasible(config: Config) -> FeasibilityReport:
         notes.append("n_public is the user's declaration (public, never read from the data); a dataset with fewer "
                      "rows is padded with the uniform density on the reduced space, so the guarantee holds for any n")
     if binding == "box":
-        notes.append("binding bound: the box [delta/m, Delta/m] (one row costs ln(Delta/delta)); a larger n does not help")
+        notes.append("binding bound: the box [delta/m, Delta/m] (one row costs ln(Delta/delta)); a larger n does not "
+                     "help")
     else:
-        notes.append("binding bound: Theorem 12.2 (Lemma 10.1 constant 18, conservative)" if config.conservative_constant
+        notes.append("binding bound: Theorem 12.2 (Lemma 10.1 constant 18, conservative)"
+                     if config.conservative_constant
                      else "binding bound: Theorem 12.2 with the paper's Lemma 10.1 constant 4")
     requested = config.k
     if k_allowed == 0 or (requested is not None and requested > k_allowed):

@@ -35,6 +35,7 @@ from typing import Literal
 import numpy as np
 import scipy.linalg as la
 from scipy.optimize import linprog
+
 from privsynth.errors import SolverError  # noqa: F401  (re-exported: raised here)
 
 LPSolver = Literal["ipm", "highs", "cvxpy"]
@@ -105,7 +106,7 @@ def shrinkage_lp_ipm(M: np.ndarray, b: np.ndarray, delta: float, Delta: float, t
     y = np.zeros(N)
     rhs_norm = 1.0 + float(np.max(np.abs(rhs)))
     best = (math.inf, 1.0)
-    for iteration in range(max_iter):
+    for _iteration in range(max_iter):
         r_p = rhs - A_mul(s)
         r_u = w - s - v
         r_d = cost - AT_mul(y) - z + zeta
@@ -125,12 +126,14 @@ def shrinkage_lp_ipm(M: np.ndarray, b: np.ndarray, delta: float, Delta: float, t
         normal[np.diag_indices(N)] += 1e-14 * (1.0 + np.trace(normal) / N)
         factor = la.cho_factor(normal)
 
+        # solve reads this iteration's iterates and factor (B023): it is called in this iteration only.
         def solve(r_sz: np.ndarray, r_vz: np.ndarray) -> tuple[np.ndarray, ...]:
-            r_vz = r_vz - zeta * r_u
-            r_hat = r_d - r_sz / s + r_vz / v
-            dy = la.cho_solve(factor, r_p + A_mul(D * r_hat))
-            ds = D * (AT_mul(dy) - r_hat)
-            return ds, r_u - ds, dy, (r_sz - z * ds) / s, (r_vz + zeta * ds) / v
+            r_vz = r_vz - zeta * r_u  # noqa: B023  (called in this iteration only)
+            r_hat = r_d - r_sz / s + r_vz / v  # noqa: B023  (called in this iteration only)
+            dy = la.cho_solve(factor, r_p + A_mul(D * r_hat))  # noqa: B023  (called in this iteration only)
+            ds = D * (AT_mul(dy) - r_hat)  # noqa: B023  (called in this iteration only)
+            return (ds, r_u - ds, dy,  # noqa: B023  (called in this iteration only)
+                    (r_sz - z * ds) / s, (r_vz + zeta * ds) / v)  # noqa: B023  (called in this iteration only)
 
         def max_step(x: np.ndarray, dx: np.ndarray) -> float:
             neg = dx < 0
@@ -185,7 +188,8 @@ def shrinkage_feasible(M: np.ndarray, b: np.ndarray, lam: float, lower: float, u
 
 # ------------------------------------------------------------------------------------- step 5
 
-def projection_qp_cvxpy(M: np.ndarray, target: np.ndarray, lower: float, upper: float, tol: float = 1e-10) -> np.ndarray:
+def projection_qp_cvxpy(M: np.ndarray, target: np.ndarray, lower: float, upper: float,
+                        tol: float = 1e-10) -> np.ndarray:
     """Reference: argmin ||q - 1||^2 s.t. (1/m) M^T q = target, lower <= q <= upper, with Clarabel."""
     import cvxpy as cp
 
@@ -271,7 +275,8 @@ def projection_qp_newton(M: np.ndarray, target: np.ndarray, lower: float, upper:
                 break
             alpha *= 0.5
             if alpha < 1e-12:
-                raise SolverError("semismooth Newton line search failed (is the equality system infeasible on the box?)")
+                raise SolverError("semismooth Newton line search failed "
+                                  "(is the equality system infeasible on the box?)")
         y, z, q, grad, value = y_new, z_new, q_new, grad_new, value_new
     raise SolverError(f"semismooth Newton did not reach residual {tol:g} in {max_iter} iterations")
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privsynth.errors import ReducedSpaceError  # noqa: F401  (re-exported: raised here)
 from privsynth.mechanisms.private_sampling import bounds
 from privsynth.mechanisms.private_sampling.walsh import (
     n_walsh,
@@ -16,7 +17,6 @@ from privsynth.mechanisms.private_sampling.walsh import (
     walsh_features,
 )
 from privsynth.schema.encoding import Domain, from_binary
-from privsynth.errors import ReducedSpaceError  # noqa: F401  (re-exported: raised here)
 
 
 @dataclass(frozen=True, repr=False)
@@ -31,7 +31,8 @@ class ReducedSpace:
     attempts: int
 
     def __repr__(self) -> str:
-        return f"ReducedSpace(m={self.signs.shape[0]}, p={self.signs.shape[1]}, s_min={self.s_min:.4g}, attempts={self.attempts})"
+        return (f"ReducedSpace(m={self.signs.shape[0]}, p={self.signs.shape[1]}, s_min={self.s_min:.4g}, "
+                f"attempts={self.attempts})")
 
 
 def smallest_singular_value(gram: np.ndarray) -> float:

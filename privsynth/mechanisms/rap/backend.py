@@ -245,7 +245,8 @@ def to_relaxed(theta: np.ndarray, domain: Domain, parametrization: str) -> np.nd
 
 
 def project(state: AdamState, plan: MarginalPlan, target: np.ndarray, weight: np.ndarray, domain: Domain,
-            settings: ProjectionSettings, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8) -> tuple[int, float]:
+            settings: ProjectionSettings, beta1: float = 0.9, beta2: float = 0.999,
+            eps: float = 1e-8) -> tuple[int, float]:
     """Minimise sum weight * (A(X) - target)^2 over X on the block simplex with Adam, in place.
 
     softmax: X = softmax(theta) per block, exact gradient through the softmax.

@@ -39,8 +39,8 @@ they cost the same rho0 but carry less noise per unit of information, which matt
 
 Projection (post-processing): Adam on n' relaxed rows, each attribute block a probability vector via
 a softmax parametrisation (default; 0.436 vs 0.501 for the paper's sparsemax lazy projection, reading
-(B) of the spec, on Adult at eps 1) or sparsemax; squared L2 loss over every measured answer (RAP Alg. 1), warm started across rounds,
-stopped when the loss falls by less than ``tolerance`` (relative) over 25 steps or after
+(B) of the spec, on Adult at eps 1) or sparsemax; squared L2 loss over every measured answer (RAP Alg. 1), warm started
+across rounds, stopped when the loss falls by less than ``tolerance`` (relative) over 25 steps or after
 ``max_iterations`` (default 100: fewer Adam steps per round fit less of the measurement noise and
 measured better at eps 0.3, 1 and 3 than 200, see benchmarks/README.md).
 
@@ -99,14 +99,19 @@ class Config(MechanismConfig):
     rounds: int = Field(12, description="T, adaptive rounds")
     picks_per_round: int = Field(6, description="K, queries (cells or marginals) measured per round")
     n_hat_share: float = Field(0.01, description="share of rho spent on the noisy total count")
-    init_one_way_share: float = Field(0.0, description="share of rho for one Gaussian measurement of all 1-way marginals (0 = off)")
-    init_two_way_share: float = Field(0.0, description="share of rho for one Gaussian measurement of all 2-way marginals (0 = off)")
-    init_perturbation: float = Field(0.5, description="std of the Gaussian jitter on the initial logits when initialising from measured marginals")
+    init_one_way_share: float = Field(
+        0.0, description="share of rho for one Gaussian measurement of all 1-way marginals (0 = off)")
+    init_two_way_share: float = Field(
+        0.0, description="share of rho for one Gaussian measurement of all 2-way marginals (0 = off)")
+    init_perturbation: float = Field(
+        0.5, description="std of the Gaussian jitter on the initial logits when initialising from measured marginals")
     synthetic_rows: int = Field(1000, description="n', relaxed rows")
-    max_iterations: int = Field(100, description="Adam steps per round at most (few steps regularise: see benchmarks/README.md)")
+    max_iterations: int = Field(
+        100, description="Adam steps per round at most (few steps regularise: see benchmarks/README.md)")
     learning_rate: float = Field(0.05, description="Adam learning rate")
     parametrization: Literal["softmax", "sparsemax"] = "softmax"
-    clip_targets: bool = Field(False, description="clip noisy proportions to [0, 1] before projecting (post-processing)")
+    clip_targets: bool = Field(False,
+                               description="clip noisy proportions to [0, 1] before projecting (post-processing)")
     tolerance: float = Field(1e-3, description="early stop when the loss falls by less than this fraction per 25 steps")
 
     @field_validator("workload_size")
@@ -145,7 +150,7 @@ class Config(MechanismConfig):
         return v
 
     @model_validator(mode="after")
-    def _shares_leave_room(self) -> "Config":
+    def _shares_leave_room(self) -> Config:
         spent = self.n_hat_share + self.init_one_way_share + self.init_two_way_share
         if spent >= 0.9:
             raise ValueError(f"n_hat_share + init_one_way_share + init_two_way_share = {spent:.3g} must stay "
@@ -217,7 +222,8 @@ def privacy_cost(config: Config) -> PrivacyCost:
     if b.rho_one_way > 0:
         init += f"all 1-way marginals in one Gaussian measurement (L2 sensitivity sqrt(d)) at {b.rho_one_way:.6g}, "
     if b.rho_two_way > 0:
-        init += f"all 2-way marginals in one Gaussian measurement (L2 sensitivity sqrt(d(d-1)/2)) at {b.rho_two_way:.6g}, "
+        init += ("all 2-way marginals in one Gaussian measurement (L2 sensitivity sqrt(d(d-1)/2)) at "
+                 f"{b.rho_two_way:.6g}, ")
     return PrivacyCost.zcdp(
         b.rho,
         guarantee=f"RAP: {b.rho:.6g}-zCDP (add/remove one record): noisy total count at {b.rho_n:.6g}, {init}then "
@@ -226,8 +232,9 @@ def privacy_cost(config: Config) -> PrivacyCost:
         notes=(
             f"rho = rho_allowance(epsilon={config.epsilon}, delta={config.delta}): the largest rho whose tight "
             "zCDP conversion fits the requested (epsilon, delta)",
-            f"selection granularity: {config.selection}; workload: {'all' if config.workload_size is None else config.workload_size} "
-            f"{config.k}-way marginals (seed {config.workload_seed}); candidates: {config.candidates}",
+            f"selection granularity: {config.selection}; workload: "
+            f"{'all' if config.workload_size is None else config.workload_size} {config.k}-way marginals (seed "
+            f"{config.workload_seed}); candidates: {config.candidates}",
             "defaults were tuned on the real Adult data (non-private tuning, as in the paper)",
         ),
     )

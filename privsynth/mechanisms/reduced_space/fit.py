@@ -11,8 +11,8 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from privsynth.mechanisms.reduced_space.config import Config, ObjectiveName
 from privsynth.errors import LPFailedError  # noqa: F401  (re-exported: raised here)
+from privsynth.mechanisms.reduced_space.config import Config, ObjectiveName
 
 
 def fit_lp(A: sp.spmatrix, y: np.ndarray, objective: Literal["l1", "linf"], time_limit_s: float = 300.0) -> np.ndarray:
@@ -104,7 +104,7 @@ def _clean_weights(h: np.ndarray) -> np.ndarray:
     return h / h.sum()
 
 
-def fit_weights(A: sp.spmatrix, y: np.ndarray, config: "Config") -> np.ndarray:
+def fit_weights(A: sp.spmatrix, y: np.ndarray, config: Config) -> np.ndarray:
     """Dispatch to the configured objective."""
     if config.objective == "l2":
         return fit_least_squares(A, y, config.iterations)

@@ -167,7 +167,7 @@ def draw_reduced_space(domain: Domain, m: int, sampler: Sampler | None, rng: np.
 
 
 def space_sampler(noisy_counts: np.ndarray, domain: Domain, marginals: tuple[Marginal, ...],
-                  scale: float, space: "SpaceName") -> Sampler | None:
+                  scale: float, space: SpaceName) -> Sampler | None:
     """The public density Omega* is drawn from, computed from the noisy counts only."""
     if space == "uniform":
         return None

@@ -221,8 +221,8 @@ def format_results(results: Sequence[AuditResult]) -> str:
               "lb@release", "lb/claim", "runs/table", "s")
     rows = [header]
     for r in results:
-        rows.append((r.target, r.scope, r.variant, f"{r.claim_at_release:.3f} @ {r.release_delta:g}", f"{r.best.delta:g}",
-                     f"{r.claim_at_best:.3f}",
+        rows.append((r.target, r.scope, r.variant, f"{r.claim_at_release:.3f} @ {r.release_delta:g}",
+                     f"{r.best.delta:g}", f"{r.claim_at_best:.3f}",
                      f"{r.best.lower:.3f} ({r.best.estimate:.3f}, {r.best.upper:.3f})",
                      f"{r.at_release.lower:.3f}", f"{r.tightness:.2f}", str(r.runs), f"{r.seconds:.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

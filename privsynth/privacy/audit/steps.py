@@ -41,15 +41,18 @@ class NoisyStatistic:
 StatisticsOf = Callable[[Histogram], list[NoisyStatistic]]
 
 
-def _differing(reference: list[NoisyStatistic], alternative: list[NoisyStatistic]) -> list[tuple[str, float, np.ndarray, np.ndarray]]:
+def _differing(reference: list[NoisyStatistic],
+               alternative: list[NoisyStatistic]) -> list[tuple[str, float, np.ndarray, np.ndarray]]:
     """(noise, scale, v on D, v on D') restricted to the coordinates where the tables differ."""
-    if [(s.noise, s.scale, s.values.shape) for s in reference] != [(s.noise, s.scale, s.values.shape) for s in alternative]:
+    if [(s.noise, s.scale, s.values.shape) for s in reference] != [(s.noise, s.scale, s.values.shape)
+                                                                   for s in alternative]:
         raise ValueError("the step noises different statistics on D and D' (shape, kind or scale)")
     out = []
     for a, b in zip(reference, alternative):
         diff = np.asarray(a.values, np.float64) != np.asarray(b.values, np.float64)
         if diff.any():
-            out.append((a.noise, a.scale, np.asarray(a.values, np.float64)[diff], np.asarray(b.values, np.float64)[diff]))
+            out.append((a.noise, a.scale, np.asarray(a.values, np.float64)[diff],
+                        np.asarray(b.values, np.float64)[diff]))
     if not out:
         raise ValueError("D and D' give the same statistics: the canary is invisible to this step")
     return out

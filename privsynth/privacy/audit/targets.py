@@ -119,7 +119,8 @@ def _aim(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
 
 def _rap(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
     config = get_mechanism("rap").Config(epsilon=epsilon, **RAP_CONFIG)
-    return mechanism_target("rap", config, neighbours(copies=copies), canary_mass, "canary count in the synthetic table")
+    return mechanism_target("rap", config, neighbours(copies=copies), canary_mass,
+                            "canary count in the synthetic table")
 
 
 def _reduced_space(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
