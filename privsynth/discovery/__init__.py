@@ -26,6 +26,7 @@ from privsynth.discovery.categories import (
     dp_categories,
     threshold,
 )
+from privsynth.discovery.column_release import categorical_release
 from privsynth.discovery.declared import (
     IDENTIFIER_TOKENS,
     DeclaredColumn,
@@ -40,7 +41,6 @@ from privsynth.discovery.draft import (
     DEFAULT_BINS,
     ColumnDraft,
     DraftOptions,
-    categorical_release,
     declared_drafts,
     draft_cost,
 )

@@ -22,16 +22,14 @@ import numpy as np
 
 from privsynth.discovery import facts as F
 from privsynth.discovery.bounds import Bounds
+from privsynth.discovery.column_release import categorical_release, round_one_bounds, round_two_edges
 from privsynth.discovery.draft import (
     NUMERIC,
     TEMPORAL,
     ColumnDraft,
     DraftOptions,
-    categorical_release,
     needs,
     public_bounds,
-    round_one_bounds,
-    round_two_edges,
     set_kind,
 )
 

@@ -10,7 +10,6 @@ need (``budget``) and written in the file; every DP value is labelled with its c
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,10 +17,8 @@ from typing import Any
 import numpy as np
 
 from privsynth.discovery import bounds as B
-from privsynth.discovery import points as P
-from privsynth.discovery import zoom as Z
-from privsynth.discovery.beyond import BeyondBounds, beyond_bounds
-from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION, dp_categories, merged_spellings
+from privsynth.discovery.beyond import BeyondBounds
+from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.declared import DeclaredColumn
 from privsynth.discovery.public import PublicColumn, PublicFacts, from_flags
 from privsynth.errors import ParameterError
@@ -247,7 +244,7 @@ def apply_public(d: ColumnDraft, options: DraftOptions) -> None:
     elif p.bounds is not None and kind == "integer" and None not in p.bounds:
         low, high = public_bounds(d.column, options)
         if high - low <= B.SMALL_INTEGER_DOMAIN:
-            _numeric_entry(d, B.FineResult(low, high, tuple(np.arange(low, high + 1.0)), True), dp=())
+            numeric_entry(d, B.FineResult(low, high, tuple(np.arange(low, high + 1.0)), True), dp=())
             _settle(d, f"PUBLIC bounds ({p.origin('bounds')}): one level per value")
     if not d.entry.get("settled") and d.column.kind in (*NUMERIC, *TEMPORAL):
         _public_bounds(d, p, options)
@@ -308,7 +305,7 @@ def needs(d: ColumnDraft, options: DraftOptions) -> str | None:
     return "edges" if public_bounds(c, options) is not None else "bounds"
 
 
-def _numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> None:
+def numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> None:
     c = d.column
     from privsynth.schema import temporal
 
@@ -350,98 +347,6 @@ def calendar_unit(low: float, high: float, kind: str) -> str | None:
     if days <= 40 * 366:
         return "year"
     return None
-
-
-def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: float, delta_tau: float, noise,
-                        present: float | None = None) -> None:
-    """The DP category list (``dp_categories``); ``present``: a DP estimate of the column's present values (the
-    facts'), from which the share that falls in <out-of-domain> is estimated (post-processing)."""
-    from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL
-
-    release = dp_categories([str(v) for v in values], counts, rho, delta_tau, noise)
-    if present is not None and present > 0:
-        d.ood_share = min(1.0, max(0.0, 1.0 - release.kept_mass / present))
-    d.spent["categories"] = rho
-    d.comments = [x for x in d.comments if not x.startswith("TODO")]
-    cats = [v for v in merged_spellings(release) if v.strip() not in (MISSING_LABEL, OUT_OF_DOMAIN_LABEL)]
-    if not cats:
-        # Kept, never dropped for want of budget (nothing is dropped silently): every present value is
-        # <out-of-domain>, so the release still holds the column's missing and present shares.
-        d.entry["categories"] = []
-        d.entry["on_out_of_domain"] = "category"
-        d.entry["dp_released"] = [*(["type"] if "type" in d.entry.get("dp_released", []) else []), "categories"]
-        d.comments.append(f"kept with no category: no value passed the threshold of the DP histogram (rho {rho:.4g}; "
-                          f"{release.tau:.0f} rows at this budget), so every present value becomes <out-of-domain>; "
-                          "to keep its values, list its public categories here and pass this file as --schema, give "
-                          "a data contract (--public), or a larger epsilon")
-        return
-    d.entry["categories"] = cats
-    d.entry["on_out_of_domain"] = "category"
-    d.entry["dp_released"] = [*(["type"] if "type" in d.entry.get("dp_released", []) else []), "categories"]
-    d.comments.append(f"DP (rho {rho:.4g}): categories are the values whose noisy count passed the threshold "
-                      f"({release.tau:.0f} rows at this budget); every other value becomes <out-of-domain>. Add "
-                      "public categories it missed")
-    if d.ood_share is not None:
-        d.comments.append(f"DP estimate: about {100 * d.ood_share:.1f}% of its present values fall in <out-of-domain>; "
-                          "to keep them, add them to categories here and pass this file as --schema, or give a data "
-                          "contract (--public)")
-
-
-def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, noise,
-                     has_values: bool = True) -> B.Bounds:
-    """Round 1 of a numeric or temporal column: its DP bounds. Where no cell passes the threshold the column is
-    kept (never dropped for want of budget): the fullest coarse cell where it stands out of the noise and
-    ``has_values`` (its DP facts do not show a column of missing values), else [0, 1]."""
-    c = d.column
-    edges = B.year_edges(c.kind) if c.kind in TEMPORAL else B.log_edges()
-    noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), rho, noise)
-    d.spent["bounds"] = rho
-    d.bounds_histogram = (edges, noisy, sigma)
-    found = B.coarse_bounds(noisy, sigma, edges, integer=c.kind != "float")
-    if found is None:
-        # Kept, never dropped for want of budget: the fullest coarse cell of the same noisy histogram
-        # (post-processing) is the best guess of where the values lie.
-        found = B.fullest_cell(noisy, sigma, edges, integer=c.kind != "float") if has_values else None
-        where = "that histogram's fullest coarse cell, a guess" if found is not None else \
-            "[0, 1]: neither its DP facts nor that histogram show where its values lie"
-        found = found or B.UNIT_SPAN
-        d.comments.append(f"no cell of the DP histogram for its bounds (rho {rho:.4g}) passed the threshold: its "
-                          f"bounds are {where}; give public bounds (--public, a schema) or a larger epsilon for "
-                          "better ones")
-    return found
-
-
-def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, coarse: B.Bounds,
-                    bins: int, noise, public: bool) -> None:
-    """Round 2: a hierarchy of histograms over a fine public grid inside the bounds, read out
-    (``bounds.read_out``) as a coded column's values or as bin edges; the bounds are never narrowed."""
-    c = d.column
-    integer = c.kind != "float"
-    if c.kind in TEMPORAL:
-        cell_edges = B.calendar_edges(coarse.low, coarse.high, c.kind, B.CALENDAR_CELLS)
-    else:
-        cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
-    cands = P.candidates(coarse.low, coarse.high, integer) if c.kind in NUMERIC else ()  # public: bounds alone
-    rho_points = P.POINTS_RHO_SHARE * rho if cands else 0.0
-    levels, fine = Z.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
-                                      c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC)
-    points = P.find_points(values, counts, cands, rho_points, noise, float(levels[-1].noisy.sum())) if cands else ()
-    if points and fine.codes is None and not fine.small_domain:
-        fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer))
-    d.spent["edges"] = rho
-    if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
-        top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code
-        d.beyond = beyond_bounds(d.bounds_histogram, coarse, levels, fine.low, top, integer)
-    _numeric_entry(d, fine, ("bins",) if public else ("bounds", "bins"))
-    d.comments = [x for x in d.comments if not x.startswith("TODO")]
-    what = (f"a coded column: the {len(fine.codes)} whole numbers whose noisy count passed the threshold, exactly"
-            if fine.codes is not None else
-            f"calendar bins ({d.entry['bin_by']})" if "bin_by" in d.entry else f"{len(fine.edges) - 1} DP quantile bins"
-            + (f", {len(points)} of them points written exactly ({', '.join(f'{p:g}' for p in points)})"
-               if points and fine.codes is None else ""))
-    src = "PUBLIC bounds" if public else f"DP bounds (rho {d.spent.get('bounds', 0):.4g}, the widest span with signal)"
-    d.comments.append(f"{src}; {what} from DP histograms on a fine public grid (rho {rho:.4g}); values outside "
-                      "the domain are clipped to it")
 
 
 def declared_drafts(columns: list[DeclaredColumn], options: DraftOptions, text_source: bool) -> list[ColumnDraft]:

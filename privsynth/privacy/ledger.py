@@ -70,6 +70,7 @@ from privsynth.privacy.ledger_store import (
     new_release_secret,
     now_iso,
     resolve_ledger_url,
+    unknown_dataset_message,
 )
 from privsynth.privacy.spending import (
     WHY_EPSILONS_DO_NOT_SUBTRACT,
@@ -410,7 +411,7 @@ class BudgetLedger:
                 budget = self._budget_row(conn, name, lock=False)
                 records = self._charge_rows(conn, name)
                 if budget is None and not records:
-                    raise UnknownDatasetError(self._unknown_message(conn, name))
+                    raise UnknownDatasetError(unknown_dataset_message(conn, name))
                 result.append(status_of(name, budget, records))
             return result
 
@@ -428,17 +429,8 @@ class BudgetLedger:
         with self._transaction(None) as conn:
             records = self._charge_rows(conn, dataset)
             if not records and self._budget_row(conn, dataset, lock=False) is None:
-                raise UnknownDatasetError(self._unknown_message(conn, dataset))
+                raise UnknownDatasetError(unknown_dataset_message(conn, dataset))
             return records
-
-    @staticmethod
-    def _unknown_message(conn: Connection, dataset: str) -> str:
-        known = sorted(
-            set(conn.execute(sa.select(BUDGETS.c.dataset)).scalars())
-            | set(conn.execute(sa.select(CHARGES.c.dataset).distinct()).scalars())
-        )
-        listing = ", ".join(repr(k) for k in known[:20]) if known else "none"
-        return f"the ledger has no budget or charge for dataset {dataset!r} (known datasets: {listing})"
 
 
 @dataclass(frozen=True)

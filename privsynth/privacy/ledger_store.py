@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from privsynth.io.atomic import create_file
 from privsynth.io.credentials import expand_credentials
@@ -99,6 +99,16 @@ SECRETS = sa.Table(
 def new_release_secret() -> str:
     """A fresh release-key secret: 32 bytes from the OS CSPRNG, hex. Called once per ledger."""
     return secrets.token_hex(32)
+
+
+def unknown_dataset_message(conn: Connection, dataset: str) -> str:
+    """The refusal for a dataset the ledger does not know, naming the ones it does (at most 20)."""
+    known = sorted(
+        set(conn.execute(sa.select(BUDGETS.c.dataset)).scalars())
+        | set(conn.execute(sa.select(CHARGES.c.dataset).distinct()).scalars())
+    )
+    listing = ", ".join(repr(k) for k in known[:20]) if known else "none"
+    return f"the ledger has no budget or charge for dataset {dataset!r} (known datasets: {listing})"
 
 
 def now_iso() -> str:
