@@ -148,3 +148,31 @@ def test_a_run_charges_the_allowance_and_records_the_measurement(tmp_path, monke
     # a constant: 2014 is in the bin but holds no row; it appears only if the noise of its sub-bin count passes
     # twice its scale (2.3% of runs), and then for a small share of rows
     assert (table["y"].astype(int) == 2013).mean() >= 0.9
+
+
+def test_a_bin_is_cut_only_as_finely_as_its_noise_allows():
+    from privsynth.schema.encoding import FINE_GROUP_SNR, fine_groups
+
+    assert fine_groups(1e6, 16, 70.0) == 16  # a large table: every sub-bin
+    assert fine_groups(50.0, 16, 70.0) == 1  # noise only: the bin is uniform
+    assert fine_groups(1240.0, 16, 72.0) == 1 and fine_groups(3000.0, 16, 72.0) == 4 and fine_groups(3000.0, 11, 72.0) == 8
+    for total, subs, scale in [(1240.0, 16, 72.0), (9000.0, 13, 40.0), (300.0, 8, 10.0)]:
+        k = fine_groups(total, subs, scale)
+        assert total / k >= FINE_GROUP_SNR * scale * math.sqrt(subs / k)  # each group stands out of its noise
+        finer = [j for j in (2 * k, subs) if k < j <= subs]
+        assert all(total / j < FINE_GROUP_SNR * scale * math.sqrt(subs / j) for j in finer)  # the finest that does
+
+
+def test_a_smooth_bin_under_heavy_noise_is_not_piled_onto_the_sub_bins_noise_lifted():
+    """A flat bin of a small table (80 rows per sub-bin, noise sd 72): sub-bin by sub-bin, the few counts the noise
+    lifted over the floor took the whole bin; merged into groups the noise can tell apart, both halves of the bin
+    keep their half of the rows."""
+    schema = parse_schema({"name": "t", "columns": [{"name": "x", "type": "float", "bounds": [0, 16], "bins": [0, 16]}]})
+    edges = sub_edges(schema.column("x"))
+    halves = []
+    for seed in range(20):
+        noisy = 80.0 + np.random.default_rng(seed).normal(0.0, 72.0, len(edges) - 1)
+        fine = {"x": {"edges": edges.tolist(), "noisy_counts": noisy.tolist(), "scale": 72.0}}
+        out = decode_codes(np.zeros((4000, 1), dtype=np.int32), schema, np.random.default_rng(seed), fine)
+        halves.append(float((out["x"].astype(float) < 8.0).mean()))
+    assert max(abs(h - 0.5) for h in halves) < 0.3 and abs(np.mean(halves) - 0.5) < 0.08

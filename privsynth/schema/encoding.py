@@ -182,7 +182,9 @@ def encode_codes(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
 
 POINT_WIDTH = 1e-9  # a float bin at most this wide (relative) decodes to its lower edge
 SUB_BINS = 16  # fine decoding: at most this many sub-bins per bin
-FINE_FLOOR = 2.0  # fine decoding: noisy sub-bin counts below this many noise scales weigh nothing
+FINE_FLOOR = 2.0  # fine decoding: a group's noisy count below this many noise deviations weighs nothing
+FINE_GROUP_SNR = 2 * FINE_FLOOR  # fine decoding: groups whose expected count is this many deviations (each
+# passes the floor with probability 97.7%: a real group is seldom lost, an empty one seldom kept)
 
 
 def sub_edges(col: Column) -> np.ndarray:
@@ -221,31 +223,47 @@ def fine_schema(schema: Schema) -> Schema | None:
     return schema.model_copy(update={"columns": tuple(columns)})
 
 
+def fine_groups(total: float, sub_bins: int, scale: float) -> int:
+    """How many equal groups of a bin's ``sub_bins`` its noisy sub-bin counts can tell apart (post-processing):
+    the most groups, of 1, 2, 4, ... up to ``sub_bins``, whose expected count (``total`` / groups) stands
+    FINE_GROUP_SNR noise deviations (``scale`` per sub-bin, summed over a group's sub-bins) out of the noise.
+    A bin of a large table keeps every sub-bin; a small table's bin is cut only as finely as its noise
+    allows, so a few sub-bins that passed by noise alone no longer take the whole bin."""
+    candidates = {1, sub_bins, *(2 ** j for j in range(1, max(sub_bins, 1).bit_length()) if 2 ** j < sub_bins)}
+    fits = [k for k in candidates if total / k >= FINE_GROUP_SNR * scale * math.sqrt(sub_bins / k)]
+    return max(fits, default=1)
+
+
 def _fine_draws(col: Column, safe: np.ndarray, fine: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) of a sub-bin drawn for each bin code (post-processing of the DP counts in ``fine``): a
-    sub-bin whose noisy count passes twice the noise scale weighs its count; what the other sub-bins hold
-    together, when it passes twice the noise of their sum, is spread over them by width
-    (uniform when none passes). A thin spread-out tail is not piled onto the one sub-bin whose noise
-    happened to pass, and an empty remainder (a constant, a column of zeros) stays empty."""
+    """(lo, hi) of a part of its bin drawn for each bin code (post-processing of the DP counts in ``fine``).
+    The bin's sub-bins are merged into as many equal groups as the noise can tell apart (``fine_groups``);
+    a group whose noisy count passes FINE_FLOOR deviations weighs its count; what the other groups hold
+    together, when it passes FINE_FLOOR deviations of its noise, is spread over them by width (uniform when
+    none passes). A thin spread-out tail is not piled onto the one group whose noise happened to pass, and
+    an empty remainder (a constant, a column of zeros) stays empty."""
     edges = np.asarray(col.bins, dtype=np.float64)
     sub = np.asarray(fine["edges"], dtype=np.float64)
     noisy = np.asarray(fine["noisy_counts"], dtype=np.float64)
     lo, hi = edges[safe].copy(), edges[safe + 1].copy()
     first = np.searchsorted(sub, edges, side="left")  # sub-bins of bin i: first[i] .. first[i+1]-1
     first[-1] = len(sub) - 1  # the last bin's sub-bins run to the end (whole columns: [b, b + 1] too)
-    floor = FINE_FLOOR * float(fine.get("scale", 0.0))
+    scale = float(fine.get("scale", 0.0))
     for i in np.unique(safe):
         rows = np.flatnonzero(safe == i)
         y = noisy[first[i]:first[i + 1]]
-        widths = np.diff(sub[first[i]:first[i + 1] + 1])
-        passing = y > floor
-        w = np.where(passing, y, 0.0)
-        rest = float(y.sum() - w.sum())  # the other sub-bins' noisy total: noise sd scale * sqrt(their number)
-        if (~passing).any() and rest > floor * math.sqrt(int((~passing).sum())):
+        parts = np.array_split(np.arange(len(y)), fine_groups(float(y.sum()), len(y), scale))
+        starts = np.asarray([first[i] + int(part[0]) for part in parts] + [first[i + 1]])
+        g = np.asarray([float(y[part].sum()) for part in parts])
+        size = np.asarray([len(part) for part in parts], dtype=np.float64)
+        widths = np.diff(sub[starts])
+        passing = g > FINE_FLOOR * scale * np.sqrt(size)
+        w = np.where(passing, g, 0.0)
+        rest = float(g.sum() - w.sum())  # the other groups' noisy total: noise sd scale * sqrt(their sub-bins)
+        if (~passing).any() and rest > FINE_FLOOR * scale * math.sqrt(float(size[~passing].sum())):
             w = w + np.where(passing, 0.0, rest * widths / widths[~passing].sum())
         p = w / w.sum() if w.sum() > 0 else widths / widths.sum()
-        pick = first[i] + rng.choice(len(p), size=len(rows), p=p)
-        lo[rows], hi[rows] = sub[pick], sub[pick + 1]
+        pick = rng.choice(len(p), size=len(rows), p=p)
+        lo[rows], hi[rows] = sub[starts[pick]], sub[starts[pick + 1]]
     return lo, hi
 
 
