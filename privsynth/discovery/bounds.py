@@ -357,17 +357,23 @@ def trim_empty_ends(level: Level, low: float, high: float, integer: bool,
     return (new_low, new_high) if new_low < new_high else (low, high)
 
 
+def outer_octaves(bounds: Bounds) -> tuple[float, float]:
+    """(the end of the octave holding the low bound, the start of the octave holding the high bound)."""
+    high_floor = bounds.high / 2.0 if bounds.high > 0 else bounds.high * 2.0 if bounds.high < 0 else bounds.high
+    low_ceiling = bounds.low * 2.0 if bounds.low > 0 else bounds.low / 2.0 if bounds.low < 0 else bounds.low
+    return low_ceiling, high_floor
+
+
 def within_outer_octaves(low: float, high: float, bounds: Bounds) -> tuple[float, float]:
     """Trimmed bounds kept inside round 1's outermost octaves: a trim may cut empty space inside the octave
     round 1 found the data in (a latitude in [32, 64)), never an octave it found significant (a tail)."""
-    high_floor = bounds.high / 2.0 if bounds.high > 0 else bounds.high * 2.0 if bounds.high < 0 else bounds.high
-    low_ceiling = bounds.low * 2.0 if bounds.low > 0 else bounds.low / 2.0 if bounds.low < 0 else bounds.low
+    low_ceiling, high_floor = outer_octaves(bounds)
     new_low, new_high = min(low, low_ceiling), max(high, high_floor)
     return (new_low, new_high) if new_low < new_high else (bounds.low, bounds.high)
 
 
 def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
-             octave_grid: bool = True) -> FineResult:
+             octave_grid: bool = True, keep_ends: tuple[bool, bool] = (False, False)) -> FineResult:
     """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values
     (``coded_values``), else ``bins`` edges where the noisy CDF of the finest level with signal crosses
     i/bins (equal widths when the noise leaves too little to place them). DP bounds on the octave grid
@@ -383,6 +389,7 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
         low, high = within_outer_octaves(*trim_empty_ends(level, low, high, integer, TRIM_SIGMAS), bounds)
     elif not public:
         low, high = trim_empty_ends(levels[-1], low, high, integer, 1.0)
+    low, high = (bounds.low if keep_ends[0] else low), (bounds.high if keep_ends[1] else high)
     n_hat = float(levels[-1].noisy.sum())
     chosen = levels[-1]
     for level in levels:
@@ -399,3 +406,43 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     if len(out) < 2:
         out = [low, low + 1.0]
     return FineResult(out[0], out[-1], tuple(out), False)
+
+
+TRIM_CHECK_SIGMAS = 3.0  # a trim that leaves this many deviations of round 1's octave count outside is undone
+
+
+def _interval_mass(edges: np.ndarray, noisy: np.ndarray, sigma: float, u: float, v: float,
+                   overlapping: bool = False) -> tuple[float, float, int]:
+    """The noisy mass of the cells lying inside [u, v] (``overlapping``: of every cell that meets it), its noise
+    deviation and the number of cells."""
+    tol = 1e-9 * max(1.0, abs(u), abs(v))
+    if overlapping:
+        inside = (edges[1:] > u + tol) & (edges[:-1] < v - tol)
+    else:
+        inside = (edges[:-1] >= u - tol) & (edges[1:] <= v + tol)
+    k = int(inside.sum())
+    return float(noisy[inside].sum()), sigma * math.sqrt(k), k
+
+
+def trims_that_cut_mass(round_one: tuple[np.ndarray, np.ndarray, float], level: Level, bounds: Bounds,
+                        low: float, high: float) -> tuple[bool, bool]:
+    """Whether round 2's trim of each end of round 1's DP bounds to ``low`` / ``high`` left mass outside
+    (post-processing). Round 1 counted each outermost octave (``within_outer_octaves``) as one cell; round 2's
+    cells inside the kept part of that octave should hold that count. When round 1's count exceeds what
+    round 2 kept by TRIM_CHECK_SIGMAS deviations of the difference, the trim cut a thin tail (income's
+    octave [4, 8) spread over 16 cells of 40 rows under noise 100: no run of them passes a trim's bar, but
+    round 1 counted its 660 rows), and that end keeps round 1's bound: clipping a tail costs its whole mass,
+    an empty stretch kept costs only the noise drawn into it."""
+    edges1, noisy1, sigma1 = round_one
+    outer = outer_octaves(bounds)
+    out = []
+    for trimmed, octave, kept in ((low > bounds.low, (bounds.low, outer[0]), (low, outer[0])),
+                                  (high < bounds.high, (outer[1], bounds.high), (outer[1], high))):
+        if not trimmed:
+            out.append(False)
+            continue
+        count, sd1, k1 = _interval_mass(edges1, noisy1, sigma1, *octave)
+        held, sd2, _ = _interval_mass(level.edges, level.noisy, level.sigma, *kept, overlapping=True)
+        out.append(k1 > 0 and count - held > TRIM_CHECK_SIGMAS * math.hypot(sd1, sd2))
+    return out[0], out[1]
+

@@ -92,6 +92,10 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     rho_points = P.POINTS_RHO_SHARE * rho if cands else 0.0
     levels, fine = Z.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
                                       c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC)
+    if not public and c.kind in NUMERIC and d.bounds_histogram is not None and fine.codes is None:
+        keep = B.trims_that_cut_mass(d.bounds_histogram, levels[0], coarse, fine.low, fine.high)
+        if any(keep):  # a trim cut a tail round 1 counted: that end keeps round 1's bound (post-processing)
+            fine = B.read_out(levels, integer, bins, coarse, octave_grid=c.kind in NUMERIC, keep_ends=keep)
     points = P.find_points(values, counts, cands, rho_points, noise, float(levels[-1].noisy.sum())) if cands else ()
     if points and fine.codes is None and not fine.small_domain:
         fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer))
