@@ -168,7 +168,8 @@ def compose(costs: list[PrivacyCost]) -> PrivacyCost:
     if not all(c.is_dp for c in costs):
         return PrivacyCost.not_private("composition includes a non-DP release")
     rho = sum(c.rho for c in costs)
-    pure = sum(c.pure_epsilon for c in costs) if all(c.pure_epsilon is not None for c in costs) else None
+    pures = [c.pure_epsilon for c in costs if c.pure_epsilon is not None]
+    pure = sum(pures) if len(pures) == len(costs) else None
     notes = tuple(n for c in costs for n in c.notes)
     return PrivacyCost(rho=rho, pure_epsilon=pure, guarantee="; ".join(c.guarantee for c in costs if c.guarantee),
                        notes=notes, extra_delta=math.fsum(c.extra_delta for c in costs))

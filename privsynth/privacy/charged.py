@@ -54,7 +54,7 @@ def charge_then_noise(ledger, dataset: str, key: str, cost: PrivacyCost, descrip
         try:
             _claim(ledger, dataset, key, resumable=opened is not None and opened.resumed)
         except NoiseAlreadyDrawnError:
-            if opened is not None and not opened.resumed:
+            if journal is not None and opened is not None and not opened.resumed:
                 journal.remove()  # made just now for a release that was drawn without one: never replayed
             raise
         step("noise_drawn")

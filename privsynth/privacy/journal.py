@@ -33,12 +33,16 @@ import struct
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from privsynth.errors import NoiseJournalError
 from privsynth.io.atomic import OWNER_ONLY_FILE
 from privsynth.io.home import make_private_dir
+
+if TYPE_CHECKING:  # for its type only: the journal imports no storage backend
+    from privsynth.io.storage import RemoteFolder
 
 FORMAT = "privsynth-noise-journal"
 VERSION = 1
@@ -135,27 +139,38 @@ class JournalPlace:
     """A release's journal: a local file, and (for a remote release store) its copy at the store's URL."""
 
     path: Path
-    remote: object | None = None  # privsynth.io.storage.RemoteFolder
-    remote_name: str | None = None
+    remote: RemoteFolder | None = None
+    remote_name: str | None = None  # the journal's name in ``remote`` (set with it)
+
+    def _remote(self) -> tuple[RemoteFolder, str] | None:
+        """The remote copy's folder and name; None for a local release store."""
+        if self.remote is None:
+            return None
+        if self.remote_name is None:
+            raise ValueError("a remote journal place needs the journal's name")
+        return self.remote, self.remote_name
 
     def fetch(self) -> None:
         """Bring the remote copy down (a dead worker's journal), unless a local one is already here."""
-        if self.remote is None or self.path.exists() or not self.remote.exists(self.remote_name):
+        remote = self._remote()
+        if remote is None or self.path.exists() or not remote[0].exists(remote[1]):
             return
         make_private_dir(self.path.parent)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_ONLY_FILE)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(self.remote.read_bytes(self.remote_name))
+            handle.write(remote[0].read_bytes(remote[1]))
 
     def upload(self) -> None:
-        if self.remote is not None:
-            self.remote.write_bytes(self.remote_name, self.path.read_bytes())
+        remote = self._remote()
+        if remote is not None:
+            remote[0].write_bytes(remote[1], self.path.read_bytes())
 
     def remove(self) -> None:
         """The release is stored: its journal is spent (the stored release is what a re-run reuses)."""
         self.path.unlink(missing_ok=True)
-        if self.remote is not None and self.remote.exists(self.remote_name):
-            self.remote.fs.rm(self.remote._path(self.remote_name))
+        remote = self._remote()
+        if remote is not None and remote[0].exists(remote[1]):
+            remote[0].fs.rm(remote[0]._path(remote[1]))
 
 
 SELECTIONS = frozenset({"noisy_max", "noisy_top_k", "choice"})
@@ -222,6 +237,9 @@ class NoiseJournal:
             records = []
             for payload in payloads[1:]:
                 meta, array = decode(payload)
+                if array is None:  # every record after the header is written with its result (append)
+                    raise NoiseJournalError("a record of this release's noise journal holds no result; nothing was "
+                                            "drawn")
                 records.append((DrawCall.from_json(meta["call"]), array))
             return NoiseJournal(place, found, records, fd, after_append, resumed=True)
         except BaseException:

@@ -37,6 +37,7 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -285,7 +286,7 @@ class BudgetLedger:
                 )
             if budget is not None:
                 self._check_fits(dataset, budget, records, cost)
-            values = dict(
+            values: dict[str, Any] = dict(  # the charge's row (its columns' values), as inserted
                 dataset=dataset,
                 release_key=key,
                 rho=float(cost.rho) if cost.is_dp else None,
@@ -296,9 +297,11 @@ class BudgetLedger:
                 created_at=now_iso(),
                 extra_delta=float(cost.extra_delta) if cost.is_dp else 0.0,
             )
-            charge_id = conn.execute(CHARGES.insert().values(**values)).inserted_primary_key[0]
+            inserted = conn.execute(CHARGES.insert().values(**values)).inserted_primary_key
+            if inserted is None:  # a single-row insert reports its primary key
+                raise RuntimeError("the ledger's database did not report the new charge's id; nothing was charged")
             record = ChargeRecord(
-                charge_id=int(charge_id),
+                charge_id=int(inserted[0]),
                 **{**values, "rho": math.inf if not cost.is_dp else values["rho"]},
             )
             return ChargeReceipt(record, False, status_of(dataset, budget, [*records, record]))
@@ -391,7 +394,7 @@ class BudgetLedger:
                     return bytes.fromhex(value)
         if row is None:
             with self._transaction(None) as conn:
-                row = conn.execute(sa.select(SECRETS.c.value).where(SECRETS.c.name == "release-key")).first()
+                row = conn.execute(sa.select(SECRETS.c.value).where(SECRETS.c.name == "release-key")).one()
         return bytes.fromhex(row[0])
 
     def status(self, dataset: str | None = None) -> list[BudgetStatus]:

@@ -144,7 +144,7 @@ class NoiseSource(ABC):
         self._check_scale(scale)
         scores = self._check_scores(scores, "noisy_max")
         return int(self._recorded("noisy_max", {"scale": float(scale), "size": scores.size},
-                                  lambda: np.int64(self._noisy_max(scores, float(scale)))))
+                                  lambda: np.asarray(self._noisy_max(scores, float(scale)), dtype=np.int64)))
 
     def noisy_top_k(self, scores: np.ndarray, scale: float, k: int) -> np.ndarray:
         """k distinct indices by peeling report-noisy-max (Gumbel); costs k noisy_max calls."""

@@ -78,18 +78,19 @@ def total_extra_delta(costs: Sequence[PrivacyCost]) -> float:
 
 def total_pure_epsilon(costs: Sequence[PrivacyCost]) -> float | None:
     """Pure composition: epsilons add; None unless every part is pure."""
-    if any(not c.is_dp or c.pure_epsilon is None for c in costs):
-        return None
-    return math.fsum(c.pure_epsilon for c in costs)
+    pures = [c.pure_epsilon for c in costs if c.is_dp and c.pure_epsilon is not None]
+    return math.fsum(pures) if len(pures) == len(costs) else None
 
 
 def _splits(costs: Sequence[PrivacyCost]) -> Iterator[tuple[float, float]]:
     """(pure epsilon sum, zCDP rho sum) for each way of accounting the k largest pure charges in
     pure epsilon and everything else in zCDP, k = 0 .. number of pure charges."""
-    pure = sorted((c for c in costs if c.pure_epsilon is not None), key=lambda c: c.pure_epsilon, reverse=True)
+    # (pure epsilon, rho) of each pure charge, largest epsilon first (a stable sort: ties keep their order)
+    pure = sorted(((c.pure_epsilon, c.rho) for c in costs if c.pure_epsilon is not None), key=lambda p: p[0],
+                  reverse=True)
     zcdp_only = [c.rho for c in costs if c.pure_epsilon is None]
     for k in range(len(pure) + 1):
-        yield math.fsum(c.pure_epsilon for c in pure[:k]), math.fsum([*zcdp_only, *(c.rho for c in pure[k:])])
+        yield math.fsum(eps for eps, _ in pure[:k]), math.fsum([*zcdp_only, *(rho for _, rho in pure[k:])])
 
 
 def epsilon_spent(costs: Sequence[PrivacyCost], delta: float | None) -> float:
@@ -136,9 +137,10 @@ def fits_budget(costs: Sequence[PrivacyCost], epsilon: float, delta: float | Non
 def rho_allowance(epsilon: float, delta: float) -> float:
     """The largest total rho with epsilon_from_rho(rho, delta) <= epsilon (tight conversion, inverted)."""
     epsilon = check_epsilon(epsilon)
-    delta = check_budget_delta(delta)
-    if delta is None:
+    checked_delta = check_budget_delta(delta)
+    if checked_delta is None:
         raise ValueError("rho_allowance needs a delta")
+    delta = checked_delta
 
     def excess(rho: float) -> float:
         return epsilon_from_rho(rho, delta) - epsilon

@@ -78,7 +78,10 @@ def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain
     noise, receipt = charge_then_noise(ledger, dataset, key, cost, f"{mechanism.NAME} release",
                                        require_budget=require_budget, seed=seed, step=_phase_and_fault,
                                        journal=journal, after_draw=lambda n: fault_point(draw_point("mechanism", n)))
-    replayed = len(noise.journal.records) if noise.journal is not None else 0
+    opened = noise.journal
+    if opened is None:  # charge_then_noise attaches the journal it is given
+        raise RuntimeError("the release's noise source has no journal")
+    replayed = len(opened.records)
     line = resume_line(noise, run_id, "mechanism")
     if line is not None:
         say(line)
@@ -86,7 +89,7 @@ def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain
         release, privacy = _draw_release(mechanism, config, statistics, domain, noise, receipt, cost, delta, dataset,
                                          fine, schema, fine_counts)
     finally:
-        noise.journal.close()
+        opened.close()
     fault_point("mechanism_drawn")  # every draw kept, the release not stored yet
     store.put(key, release, column_names, privacy)
     journal.remove()  # the stored release is what a re-run reuses now

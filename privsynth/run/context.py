@@ -49,11 +49,14 @@ class RunContext:
 
     @property
     def schema(self) -> Schema:
+        """The run's schema: the plan's, or the discovered one once ``complete_plan`` has run."""
+        if self.plan.schema is None:
+            raise RuntimeError("the run's schema is not known before its discover stage")
         return self.plan.schema
 
     @property
     def domain(self) -> Domain:
-        return domain_of(self.plan.schema)
+        return domain_of(self.schema)
 
     def handle(self):
         """The engine's source of the input (``privsynth.engine.datasource.open_data``), opened once."""

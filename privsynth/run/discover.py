@@ -150,6 +150,9 @@ def _discover(ctx) -> DiscoveryOutcome:
             noise, _ = charge_then_noise(ctx.ledger, plan.dataset, key, cost, "discovery (the run's schema)",
                                          require_budget=not plan.unlimited, seed=parameters.seed, journal=journal,
                                          after_draw=lambda n: fault_point(draw_point("discovery", n)))
+            draws = noise.journal
+            if draws is None:  # charge_then_noise attaches the journal it is given
+                raise RuntimeError("the discovery's noise source has no journal")
             line = resume_line(noise, ctx.run_id, "discover")
             if line is not None:
                 ctx.progress(line)
@@ -157,7 +160,7 @@ def _discover(ctx) -> DiscoveryOutcome:
                 measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds,
                         noise)
             finally:
-                noise.journal.close()
+                draws.close()
         text = render(drafts, options, opened.description, text_source,
                       PrivacyCost.zcdp(rho, "discovery") if read else None, plan.dataset,
                       title=f"SCHEMA DISCOVERED by run {ctx.run_id} (its discover stage); reusable as --schema at "

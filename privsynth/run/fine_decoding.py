@@ -52,7 +52,11 @@ class FineDecoding:
     def scale(self) -> float:
         """Gaussian sigma (zCDP) or Laplace scale (pure) of each sub-bin count."""
         m = len(self.columns)
-        return m / self.epsilon if self.pure else math.sqrt(m / (2.0 * self.rho))
+        if not self.pure:
+            return math.sqrt(m / (2.0 * self.rho))
+        if self.epsilon is None:  # plan_fine_decoding sets it for every pure measurement
+            raise ValueError("a pure fine decoding needs its epsilon")
+        return m / self.epsilon
 
     def describe(self) -> dict:
         return {"share": self.share, "columns": list(self.columns),
@@ -75,6 +79,8 @@ def plan_fine_decoding(schema: Schema, share: float, epsilon: float, delta: floa
     if full_cost.pure_epsilon is not None:
         config = build((1.0 - share) * full_cost.pure_epsilon)
         mech = cost_of(config)
+        if mech.pure_epsilon is None:  # a pure mechanism's config at a smaller epsilon
+            raise ValueError("the mechanism's config at the reduced epsilon is not pure epsilon-DP")
         eps_d = full_cost.pure_epsilon - mech.pure_epsilon
         rho_d = eps_d**2 / 2.0
         total = PrivacyCost.pure(full_cost.pure_epsilon, _guarantee(mech, share), mech.notes + (_note(share),))
@@ -105,6 +111,8 @@ def sub_bin_counts(data: Any, schema: Schema, *, drop_faulty_records: bool = Fal
     from privsynth.engine.datasource import open_data
 
     fine = fine_schema(schema)
+    if fine is None:  # plan_fine_decoding plans none for such a schema
+        raise ValueError("sub-bin counts need a kept numeric or temporal column")
     source = open_data(data, fine)
     source.drop_faulty_records = drop_faulty_records
     try:

@@ -124,8 +124,8 @@ def plan_run(parameters: RunParameters, *, schema: Schema | None = None, in_memo
             parse_sink(parameters.sink)  # the same parser write_sink uses, before any data is read
         except InputError as err:
             raise ParameterError(str(err).removeprefix("--")) from None
-    kept = [c.name for c in schema.kept_columns] if schema is not None else None
-    if parameters.audit_target is not None and kept is not None and parameters.audit_target not in kept:
+    if (parameters.audit_target is not None and schema is not None
+            and parameters.audit_target not in [c.name for c in schema.kept_columns]):
         raise ParameterError(f"audit_target {parameters.audit_target!r} is not a kept column of schema {schema.name!r}")
     check_audit_location(parameters)
     if parameters.audit_target is not None and not parameters.audit:

@@ -139,13 +139,13 @@ def precheck_budget(ledger, dataset: str, cost: PrivacyCost, *, unlimited: bool,
     if not cost.is_dp:
         raise NonPrivateChargeError(f"dataset {dataset!r} has a privacy budget; a release with no DP guarantee "
                                     "cannot be charged to it")
-    if status.delta is None and cost.pure_epsilon is None:
+    needed = cost.pure_epsilon if status.delta is None else cost.epsilon_at(status.delta)
+    if needed is None:  # a pure-DP budget and a zCDP cost
         raise BudgetExceededError(
             f"dataset {dataset!r} has a pure-DP budget (no delta) and this mechanism is zCDP; set the budget with a "
             f"delta (`privsynth budget set {dataset} --epsilon E`, delta defaults to 1e-9) or use a pure-DP mechanism "
             "(nothing was read or charged)")
     costs = [record.cost() for record in ledger.history(dataset)] + [cost]
-    needed = cost.pure_epsilon if status.delta is None else cost.epsilon_at(status.delta)
     if not fits_budget(costs, status.epsilon, status.delta):
         raise BudgetExceededError(
             f"dataset {dataset!r}: this run needs epsilon {needed:.4g} but one more run may spend at most epsilon "

@@ -23,6 +23,13 @@ from privsynth.errors import PrivsynthError
 from privsynth.privacy.accounting import PrivacyCost
 
 
+def _pure(epsilon: float | None) -> float:
+    """The pure epsilon of a part or charge where every one is pure (checked by the caller)."""
+    if epsilon is None:
+        raise ValueError("a pure sum over a part or charge that is not pure epsilon-DP")
+    return epsilon
+
+
 @dataclass(frozen=True)
 class SpentPart:
     """One part of a run's cost: its name and its zCDP rho (pure epsilon too, where the part is pure)."""
@@ -51,8 +58,8 @@ class RunSpend:
     def share(self, part: SpentPart) -> float:
         """A part's share of what adds: the pure epsilon when every part is pure, else the rho."""
         if self.pure_parts:
-            total = math.fsum(p.pure_epsilon for p in self.parts)
-            return part.pure_epsilon / total if total > 0 else 0.0
+            total = math.fsum(_pure(p.pure_epsilon) for p in self.parts)
+            return _pure(part.pure_epsilon) / total if total > 0 else 0.0
         return part.rho / self.rho if self.rho > 0 else 0.0
 
     def parts_text(self) -> str:
@@ -104,7 +111,8 @@ def run_spend(charges: Sequence[tuple[str, PrivacyCost]], delta: float,
         from privsynth.run.charge import epsilon_statement
 
         statement = epsilon_statement(costs[0], delta)
-    elif all(c.pure_epsilon is not None for c in costs) and math.isclose(epsilon, sum(c.pure_epsilon for c in costs)):
+    elif (all(c.pure_epsilon is not None for c in costs)
+          and math.isclose(epsilon, sum(_pure(c.pure_epsilon) for c in costs))):
         statement = f"pure epsilon {epsilon:.4g}; rho {rho:.4g} (zCDP)"
     else:
         statement = f"epsilon {epsilon:.4g} at delta {delta:g}; rho {rho:.4g} (zCDP)"
@@ -115,7 +123,7 @@ def run_spend(charges: Sequence[tuple[str, PrivacyCost]], delta: float,
             parts += list(inner)
         else:
             parts.append(SpentPart(name, float(cost.rho), cost.pure_epsilon))
-    pure = math.fsum(c.pure_epsilon for c in costs) if all(c.pure_epsilon is not None for c in costs) else None
+    pure = math.fsum(_pure(c.pure_epsilon) for c in costs) if all(c.pure_epsilon is not None for c in costs) else None
     return RunSpend(epsilon, delta, rho, statement, tuple(parts), pure)
 
 

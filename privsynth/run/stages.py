@@ -346,11 +346,14 @@ def run_discover(ctx: RunContext, runner: Runner):
     """The discover stage; a refusal it raises after its own charge (e.g. no column kept) names that charge."""
     from privsynth.run.spent import discovery_charged_since, ledger_charges
 
+    discovery = ctx.plan.discovery
+    if discovery is None:  # plan_run plans a discovery for every run without a schema
+        raise RuntimeError("a run with a schema has no discover stage")
     before = ledger_charges(ctx.ledger, ctx.plan.dataset)
     try:
         return runner("discover", stage_discover, ctx)
     except PrivsynthError as err:
-        charged = discovery_charged_since(ctx.ledger, ctx.plan.dataset, before, ctx.plan.discovery.rho)
+        charged = discovery_charged_since(ctx.ledger, ctx.plan.dataset, before, discovery.rho)
         refusal = truthful_refusal(err, charged, ctx.plan.dataset)
         if refusal is err:
             raise

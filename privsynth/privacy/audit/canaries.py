@@ -40,7 +40,7 @@ class Neighbours:
                     groups: tuple[tuple[int, ...] | None, ...] = ()) -> int:
         """The flat cell of ``marginal`` (row-major, as ``privsynth.schema.workload``) that holds the canary;
         with ``groups`` (a measurement's ``level_groups``) on the merged levels of ``sizes``."""
-        levels = [self.canary[a] if not groups or groups[i] is None else groups[i][self.canary[a]]
+        levels = [self.canary[a] if not groups or (group := groups[i]) is None else group[self.canary[a]]
                   for i, a in enumerate(marginal)]
         dims = sizes if sizes is not None else tuple(self.domain.sizes[a] for a in marginal)
         return int(np.ravel_multi_index(tuple(levels), dims))

@@ -31,30 +31,39 @@ from privsynth.privacy.noise import NoiseSource, SeededNoise, make_noise_source
 from privsynth.schema.workload import Histogram
 
 NoiseFactory = Callable[[str], NoiseSource]
+
+
+@dataclass(frozen=True)
+class DescribedNoise:
+    """A noise factory with the words an audit result gives for its sampler (``AuditResult.sampler``)."""
+
+    make: NoiseFactory
+    description: str
+
+    def __call__(self, key: str) -> NoiseSource:
+        return self.make(key)
 # The delta' grid: where a few thousand runs have power (1e-2 .. 5e-2) down to where they have none.
 AUDIT_DELTAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 5e-2)
 AUTHORIZATION = "privacy audit: synthetic neighbouring tables, no ledger"
 
 
-def seeded_noise(seed: int = 0) -> NoiseFactory:
+def seeded_noise(seed: int = 0) -> DescribedNoise:
     """Per-run seeded numpy streams (distinct keys give independent streams), authorized."""
     def make(key: str) -> NoiseSource:
         # The audit's tables are synthetic and public: its streams need no secret key.
         noise = SeededNoise(seed, f"privsynth-audit/{key}")
         noise.authorize(AUTHORIZATION)
         return noise
-    make.description = f"SeededNoise (numpy PCG64), seed {seed}, one stream per run"
-    return make
+    return DescribedNoise(make, f"SeededNoise (numpy PCG64), seed {seed}, one stream per run")
 
 
-def secure_noise() -> NoiseFactory:
+def secure_noise() -> DescribedNoise:
     """OpenDP's samplers (production noise), one source per run, authorized."""
     def make(key: str) -> NoiseSource:
         noise = make_noise_source(None, f"privsynth-audit/{key}")
         noise.authorize(AUTHORIZATION)
         return noise
-    make.description = "SecureNoise (OpenDP samplers), fresh per run"
-    return make
+    return DescribedNoise(make, "SecureNoise (OpenDP samplers), fresh per run")
 
 
 class ScaledNoise(NoiseSource):
@@ -111,12 +120,11 @@ class ScaledNoise(NoiseSource):
         raise NotImplementedError
 
 
-def scaled(factory: NoiseFactory, factor: float) -> NoiseFactory:
+def scaled(factory: NoiseFactory, factor: float) -> DescribedNoise:
     """The factory's sources with every privacy noise scale times ``factor`` (a broken variant)."""
     def make(key: str) -> NoiseSource:
         return ScaledNoise(factory(key), factor)
-    make.description = f"{getattr(factory, 'description', 'noise')}; BROKEN: noise scale x {factor:g}"
-    return make
+    return DescribedNoise(make, f"{getattr(factory, 'description', 'noise')}; BROKEN: noise scale x {factor:g}")
 
 
 # (table, runs, noise factory, tag for the keys) -> one score per run

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -50,11 +51,12 @@ from privsynth.schema.workload import Histogram, merge_levels
 
 Builder = Callable[..., AuditTarget]
 
-# Small configs: few rounds and iterations (post-processing only: no effect on the claim).
+# Small configs: few rounds and iterations (post-processing only: no effect on the claim). Each is the keyword
+# options of its mechanism's Config (values of mixed types: the pydantic model checks them).
 # aim without domain compression: at 60 records its 3-sigma threshold (~37) would merge every level of
 # every attribute into one, leaving later rounds nothing to measure (the merge is post-processing).
-AIM_CONFIG = dict(k=2, max_rounds=4, iterations_per_round=5, final_iterations=10, sample_rows=100,
-                  compress_threshold=0.0)
+AIM_CONFIG: dict[str, Any] = dict(k=2, max_rounds=4, iterations_per_round=5, final_iterations=10, sample_rows=100,
+                                  compress_threshold=0.0)
 RAP_CONFIG = dict(k=2, rounds=2, picks_per_round=1, synthetic_rows=50, max_iterations=30)
 REDUCED_SPACE_CONFIG: dict = {}
 # t = 0 (one cell, no PCA): with t > 0 on 60 records most lattice cells fall under the count threshold
