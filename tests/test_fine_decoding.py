@@ -155,7 +155,8 @@ def test_a_bin_is_cut_only_as_finely_as_its_noise_allows():
 
     assert fine_groups(1e6, 16, 70.0) == 16  # a large table: every sub-bin
     assert fine_groups(50.0, 16, 70.0) == 1  # noise only: the bin is uniform
-    assert fine_groups(1240.0, 16, 72.0) == 1 and fine_groups(3000.0, 16, 72.0) == 4 and fine_groups(3000.0, 11, 72.0) == 8
+    assert fine_groups(1240.0, 16, 72.0) == 1
+    assert fine_groups(3000.0, 16, 72.0) == 4 and fine_groups(3000.0, 11, 72.0) == 8
     for total, subs, scale in [(1240.0, 16, 72.0), (9000.0, 13, 40.0), (300.0, 8, 10.0)]:
         k = fine_groups(total, subs, scale)
         assert total / k >= FINE_GROUP_SNR * scale * math.sqrt(subs / k)  # each group stands out of its noise
@@ -167,7 +168,8 @@ def test_a_smooth_bin_under_heavy_noise_is_not_piled_onto_the_sub_bins_noise_lif
     """A flat bin of a small table (80 rows per sub-bin, noise sd 72): sub-bin by sub-bin, the few counts the noise
     lifted over the floor took the whole bin; merged into groups the noise can tell apart, both halves of the bin
     keep their half of the rows."""
-    schema = parse_schema({"name": "t", "columns": [{"name": "x", "type": "float", "bounds": [0, 16], "bins": [0, 16]}]})
+    column = {"name": "x", "type": "float", "bounds": [0, 16], "bins": [0, 16]}
+    schema = parse_schema({"name": "t", "columns": [column]})
     edges = sub_edges(schema.column("x"))
     halves = []
     for seed in range(20):
