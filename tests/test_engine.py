@@ -453,7 +453,8 @@ def test_a_date_that_does_not_parse_or_is_outside_the_bounds_is_a_value_free_err
         frame.loc[2, column] = value
         message = _histogram_refusal(frame, DATES, tmp_path / "d.csv")
         assert f"column {column!r}" in message and fault in message, message
-        assert SECRET not in message and "2021" not in message and "\n" not in message
+        shown = message.replace(str(tmp_path), "<tmp>")  # the test's folder may hold "2021" by chance
+        assert SECRET not in shown and "2021" not in shown and "\n" not in message
 
 
 def test_date_columns_refuse_numbers_and_numeric_columns_refuse_dates(tmp_path):

@@ -704,9 +704,9 @@ def test_refusing_a_failing_record_is_the_owners_option_and_says_it_is_not_cover
                                                               "covered by the DP guarantee") as err:
         privsynth.synthesize(bad, _bounded_schema(), epsilon=1.0, output=tmp_path / "run", unlimited=True,
                              refuse_invalid_records=True, ledger=ledger, **FAST)
-    assert "75" not in str(err.value)
+    assert "75" not in str(err.value).replace(str(tmp_path), "<tmp>")  # the test's folder may hold "75" by chance
     public = (tmp_path / "run" / "validation.json").read_text()
-    shown = HEX64.sub("<hash>", public)  # the schema's hash may hold "75" by chance
+    shown = HEX64.sub("<hash>", public.replace(str(tmp_path), "<tmp>"))  # the schema's hash may hold "75" by chance
     assert "unexpected" not in shown and "75" not in shown  # the exact report is owner-only
     ok = privsynth.synthesize(toy_frame(300).assign(size=40), _bounded_schema(), epsilon=1.0, output=tmp_path / "ok",
                               unlimited=True, refuse_invalid_records=True, ledger=ledger, **FAST)
