@@ -152,6 +152,20 @@ def test_every_date_format_reads_only_valid_dates():
     assert out["%d.%m.%Y"].notna().tolist() == [False, False, False, False, True, False, False]
 
 
+def test_a_stored_double_s_decimals_are_read_totally():
+    """The decimals a typed float column is written with (its precision, decided under DP like a text
+    column's): a decimal's binary round-off is no decimal, and a hostile value is NULL, never an error."""
+    import ibis
+
+    from privsynth.engine.values import decimals_of
+
+    values = [6.9, 7.0, 2.881, 2.7478, 0.1 + 0.2, 1 / 3, -12.5, 1e300, float("inf"), float("-inf"), float("nan"),
+              None, 9.2233720368547758e18, 123456.78]
+    table = ibis.memtable(pd.DataFrame({"v": pd.array(values, dtype="Float64")}))
+    out = [None if pd.isna(k) else int(k) for k in table.select(k=decimals_of(table.v, 5)).to_pandas()["k"]]
+    assert out == [1, 0, 3, 4, 1, 5, 1, None, None, None, None, None, None, 2]
+
+
 def test_a_name_never_decides_alone(tmp_path):
     """Issue 35.4: a two-level column named "street" was dropped as an identifier by its name. With a DP pass
     the column's facts decide: kept where few values repeat, dropped where nearly every row has its own."""

@@ -12,7 +12,8 @@ the class histogram has L2 sensitivity 1 under add/remove-one; with N(0, sigma^2
 sigma = 1/sqrt(2 rho_classes), it is rho_classes-zCDP. The column's number of distinct present values
 moves by at most 1 when a row is added or removed: N(0, sigma^2) noise with sigma = 1/sqrt(2 rho_distinct)
 is rho_distinct-zCDP. So does each bin of the DECIMALS histogram (the numbers by how many decimals they are
-written with; each row in at most one bin): rho_decimals-zCDP. rho is split in three equal parts; everything
+written with, as text or, for a stored double, its shortest decimal form; each row in at most one bin):
+rho_decimals-zCDP. rho is split in three equal parts; everything
 decided from them (``decide``: type, format, precision) is post-processing.
 """
 
@@ -180,7 +181,7 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
     import ibis
 
     from privsynth.engine.backends import backend_error
-    from privsynth.engine.values import clean_text
+    from privsynth.engine.values import clean_text, decimals_of
 
     # Each row's class, decimals bin and cleaned value are computed once, in a projection; the aggregate
     # then only compares small integers (the tests of a value are written once, not once per class).
@@ -198,8 +199,10 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
         column = {key: read_table[f"v{j}"] if key == "text" else read_table[f"{key}{j}"] for key in reads.get(j, {})}
         per_row[f"k{j}"] = row_class(column, declared, read_table[f"v{j}"])
         per_row[f"v{j}"] = read_table[f"v{j}"]
-        if declared == "text":  # a typed source's numbers are not written: no decimals to count
+        if declared == "text":
             per_row[f"p{j}"] = decimals_bin(column)
+        elif declared == "float":  # a stored double: the decimals it is written with (6.9, not 6.900000000000000355)
+            per_row[f"p{j}"] = decimals_of(read_table[f"v{j}"], DECIMALS - 1)
     rows = read_table.select(**per_row)
     aggregates = {}
     for j, (_name, declared) in enumerate(columns):
@@ -207,7 +210,7 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
             # PostgreSQL casts no boolean to BIGINT
             aggregates[f"c{j}_{k}"] = ibis.ifelse(rows[f"k{j}"] == k, 1, 0).sum()
         aggregates[f"c{j}_d"] = rows[f"v{j}"].nunique()
-        if declared == "text":
+        if declared in ("text", "float"):
             for k in range(DECIMALS):
                 aggregates[f"c{j}_p{k}"] = ibis.ifelse(rows[f"p{j}"] == k, 1, 0).sum()
     try:
@@ -289,7 +292,7 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
                                "count): an identifier, dropped", unreadable, missing_share)
         return ColumnFacts(facts.column, "integer", "DP: its numbers are whole (noisy count of fractional values "
                            f"within the noise){form}", unreadable, missing_share, value_format=written)
-    precision = written_precision(facts) if declared == "text" else None
+    precision = written_precision(facts) if declared in ("text", "float") else None
     return ColumnFacts(facts.column, "float", f"DP: {_pct(fraction / present)} of its numbers have a fraction{form}"
                        + (f", written with {precision} decimals" if precision is not None else ""),
                        unreadable, missing_share, value_format=written, precision=precision)

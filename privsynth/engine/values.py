@@ -50,6 +50,24 @@ def is_whole(x: ir.NumericValue) -> ir.BooleanValue:
     return ok & (~small | (safe.floor().cast("float64") == safe))
 
 
+DECIMALS_LIMIT = 1e6  # a stored number's decimals are read below this magnitude (4 decimals stay exact there)
+
+
+def decimals_of(x: ir.NumericValue, most: int) -> ir.IntegerValue:
+    """The fewest decimals k (0 .. most - 1) a stored double is written with (its value times 10^k within a
+    billionth of a whole number: a decimal's binary round-off), ``most`` for more; NULL for a value that is
+    missing, non-finite or beyond DECIMALS_LIMIT. Total: FLOOR only meets values that fit."""
+    x = x.cast("float64")  # a DECIMAL column too
+    ok = finite(x) & (x.abs() < DECIMALS_LIMIT)
+    safe = ibis.ifelse(ok, x, ibis.literal(0.0))
+    tests = []
+    for k in range(most):
+        scaled = safe * float(10 ** k)
+        nearest = (scaled + 0.5).floor().cast("float64")
+        tests.append(((scaled - nearest).abs() <= 1e-9 * ibis.greatest(scaled.abs(), 1.0), k))
+    return ibis.ifelse(ok, ibis.cases(*tests, else_=most), ibis.null("int64"))
+
+
 # ---------------------------------------------------------------- formats: what text reads as what, total
 
 # The text forms read as numbers and moments. A backend's own cast is applied only to text that matches
