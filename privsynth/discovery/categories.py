@@ -9,6 +9,13 @@ is rho-zCDP, which cannot state a pure delta term: the Gaussian part is charged 
 thresholds' total delta is held to ``THRESHOLD_DELTA_FRACTION`` of the statement's delta, split over
 the categorical columns (the cost's notes and the draft's header say so).
 
+Two looks (``discovery.discover``): each categorical column first looks at FIRST_LOOK_SHARE of its rho
+with half its delta_tau; the rest of every column's rho is pooled for a second look, at the same values,
+by the columns whose first look left present values unfound (``shows_unfound``). The second look's noisy
+counts are averaged with the first's by inverse variance (one Gaussian measurement at the summed rho) and
+thresholded with the other half of delta_tau, so a value seen once is released with probability at most
+delta_tau over both looks, and the column's rho is the sum of its looks'.
+
 A drafted column keeps at most ``MAX_CATEGORIES`` values (the largest noisy counts: post-processing);
 every other value becomes ``<out-of-domain>``, and the column is marked ``dp_released: [categories]``,
 so the run's mostly-in-domain rule, written for public lists, does not apply to it: draft and
@@ -17,8 +24,9 @@ validation agree by construction, whatever the noise did.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import norm
@@ -34,15 +42,34 @@ def threshold(sigma: float, delta_tau: float) -> float:
     return 1.0 + sigma * float(norm.isf(delta_tau))
 
 
+FIRST_LOOK_SHARE = 0.5  # of a categorical column's rho: its first look; the rest is pooled (``shows_unfound``)
+UNFOUND_SIGMAS = 2.0  # a first look leaves values unfound when the present count exceeds the kept mass by this
+
+
 @dataclass(frozen=True)
 class CategoryRelease:
-    """A categorical column's DP release: the values kept, the noise and threshold used."""
+    """A categorical column's DP release: the values kept, the noise and threshold used.
+
+    ``observed`` is PRIVATE: every observed value's noisy count, in the input's order, including values that did
+    not pass the threshold (which values exist is what the threshold protects). It stays in memory for a second
+    look (``dp_categories``'s ``prior``) and is never written, logged or compared."""
 
     categories: tuple[str, ...]
     sigma: float
     tau: float
     kept_mass: float = 0.0  # the kept values' noisy counts, summed (post-processing)
     noisy: tuple[float, ...] = ()  # each kept value's noisy count, in ``categories`` order
+    observed: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
+
+
+def shows_unfound(release: CategoryRelease, present: float | None, present_sd: float) -> bool:
+    """Whether a first look left present values unfound beyond its noise (post-processing): the column's noisy
+    present count (its DP facts, deviation ``present_sd``) exceeds the kept values' noisy total by UNFOUND_SIGMAS
+    deviations of the difference. True when no present count was measured (nothing shows the column complete)."""
+    if present is None:
+        return True
+    kept_sd = release.sigma * math.sqrt(max(len(release.noisy), 1))
+    return present - release.kept_mass > UNFOUND_SIGMAS * math.hypot(present_sd, kept_sd)
 
 
 def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
@@ -58,16 +85,28 @@ def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
 
 
 def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
-                  max_categories: int = MAX_CATEGORIES) -> CategoryRelease:
-    """Gaussian histogram with thresholding over the observed values (see the module docstring)."""
+                  max_categories: int = MAX_CATEGORIES, prior: CategoryRelease | None = None) -> CategoryRelease:
+    """Gaussian histogram with thresholding over the observed values (see the module docstring).
+
+    ``prior``: a first look at the same values (same order). This look's noisy counts are averaged with its,
+    weighted by inverse variance: one Gaussian measurement at the two looks' summed rho (post-processing of
+    both), thresholded at that noise. A value seen once passes each look's threshold with probability at most
+    its ``delta_tau``: the column's thresholds hold delta_tau of both looks together."""
     sigma = gaussian_sigma(rho, 1.0)
-    tau = threshold(sigma, delta_tau)
     counts = np.asarray(counts, dtype=np.float64)
     noisy_counts = noise.add_gaussian(counts, sigma) if len(counts) else np.zeros(0)
+    if prior is not None:
+        if prior.observed.shape != noisy_counts.shape:
+            raise ValueError("a second look must read the values of its first, in the same order")
+        w_prior, w_this = prior.sigma ** -2, sigma ** -2
+        noisy_counts = (w_prior * prior.observed + w_this * noisy_counts) / (w_prior + w_this)
+        sigma = (w_prior + w_this) ** -0.5
+    tau = threshold(sigma, delta_tau)
     keep = noisy_counts > tau
     if keep.sum() > max_categories:  # the largest noisy counts (post-processing)
         cut = np.sort(noisy_counts[keep])[-max_categories]
         keep &= noisy_counts >= cut
     kept = sorted((str(v), float(c)) for v, c, k in zip(values, noisy_counts, keep) if k)
     return CategoryRelease(tuple(v for v, _ in kept), sigma, tau,
-                           float(noisy_counts[keep].sum()) if len(counts) else 0.0, tuple(c for _, c in kept))
+                           float(noisy_counts[keep].sum()) if len(counts) else 0.0, tuple(c for _, c in kept),
+                           noisy_counts)

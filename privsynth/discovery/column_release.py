@@ -15,17 +15,22 @@ from privsynth.discovery import bounds as B
 from privsynth.discovery import points as P
 from privsynth.discovery import zoom as Z
 from privsynth.discovery.beyond import beyond_bounds
-from privsynth.discovery.categories import dp_categories, merged_spellings
+from privsynth.discovery.categories import CategoryRelease, dp_categories, merged_spellings
 from privsynth.discovery.draft import NUMERIC, TEMPORAL, ColumnDraft, numeric_entry
 
 
 def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: float, delta_tau: float, noise,
                         present: float | None = None) -> None:
-    """The DP category list (``dp_categories``); ``present``: a DP estimate of the column's present values (the
-    facts'), from which the share that falls in <out-of-domain> is estimated (post-processing)."""
+    """The DP category list in one look (``dp_categories``), written into the draft (``write_categories``)."""
+    write_categories(d, dp_categories([str(v) for v in values], counts, rho, delta_tau, noise), rho, present)
+
+
+def write_categories(d: ColumnDraft, release: CategoryRelease, rho: float, present: float | None = None) -> None:
+    """A column's DP category list (its looks' release at ``rho`` in all) written into its draft; ``present``: a
+    DP estimate of the column's present values (the facts'), from which the share that falls in <out-of-domain>
+    is estimated (post-processing)."""
     from privsynth.schema import MISSING_LABEL, OUT_OF_DOMAIN_LABEL
 
-    release = dp_categories([str(v) for v in values], counts, rho, delta_tau, noise)
     if present is not None and present > 0:
         d.ood_share = min(1.0, max(0.0, 1.0 - release.kept_mass / present))
     d.spent["categories"] = rho

@@ -6,8 +6,9 @@ module spends at most ``rho`` in three adaptive rounds (zCDP composes adaptively
 
 * round 0, per column whose type, whole-number-ness or identity no public source settles: the DP
   column facts (``facts``), one share of the column's part;
-* round 1: a categorical column's value histogram with thresholds (its categories), a numeric or
-  temporal column's log-scale or yearly histogram (its bounds);
+* round 1: a categorical column's value histogram with thresholds (its categories: a first look at part of
+  its share, then a second look, at the pooled rest, for the columns whose first look left values unfound),
+  a numeric or temporal column's log-scale or yearly histogram (its bounds);
 * round 2: a numeric or temporal column's fine histograms inside its bounds (coded values or edges).
 
 What round 0 decides is applied before round 1 reads anything; a column it drops is not read again, and
@@ -17,12 +18,14 @@ the rho left by columns that need no further round goes to the columns that do.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
 from privsynth.discovery import facts as F
 from privsynth.discovery.bounds import Bounds
-from privsynth.discovery.column_release import categorical_release, round_one_bounds, round_two_edges
+from privsynth.discovery.categories import FIRST_LOOK_SHARE, CategoryRelease, dp_categories, shows_unfound
+from privsynth.discovery.column_release import round_one_bounds, round_two_edges, write_categories
 from privsynth.discovery.draft import (
     NUMERIC,
     TEMPORAL,
@@ -47,12 +50,15 @@ def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
     if columns <= 0 or rho <= 0:
         return "discovery reads no column"
     part = rho / columns
-    tau = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE), 1.0), delta_tau)
+    first = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE) * FIRST_LOOK_SHARE, 1.0), delta_tau / 2.0)
+    both = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE), 1.0), delta_tau / 2.0)
     facts_sigma = gaussian_sigma(part * FACTS_SHARE * F.CLASS_SHARE, 1.0)
     undecided = F.EVIDENCE_SIGMAS * facts_sigma * (len(F.CLASSES) - 1) ** 0.5
-    return (f"rho {rho:.4g} over {columns} columns: a category held by fewer than about {tau:,.0f} rows is lost "
-            f"(<out-of-domain>), and a column with fewer than about {undecided:,.0f} present values keeps its "
-            "declared type; public facts (--public, a schema) or a larger epsilon keep more")
+    return (f"rho {rho:.4g} over {columns} columns: a category held by fewer than about {first:,.0f} rows is lost "
+            f"(<out-of-domain>) unless its column's first look shows values unfound (such columns share the budget "
+            f"the others did not need: about {both:,.0f} rows when every column does), and a column with fewer than "
+            f"about {undecided:,.0f} present values keeps its declared type; public facts (--public, a schema) or a "
+            "larger epsilon keep more")
 
 
 def source_kind(d: ColumnDraft) -> str:
@@ -110,20 +116,23 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
         return
     part = rho / len(read)
     present: dict[str, float] = {}
+    standing: dict[str, tuple[float, float]] = {}
     empty: set[str] = set()
     spent = _round_facts(table, [d for d in read if needs(d, options) == "facts"], part * FACTS_SHARE, noise, present,
-                         empty)
+                         empty, standing)
     later = [d for d in read if needs(d, options) is not None]
     if not later:
         return
     left = (rho - spent) / len(later)
     coarse: dict[str, Bounds] = {}
     cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    looks: dict[str, tuple[list, np.ndarray, CategoryRelease]] = {}
     for d in later:
         need = needs(d, options)
         if need == "categories":
             raw, counts = value_counts(table, d)
-            categorical_release(d, raw, counts, left, delta_tau, noise, present.get(d.column.name))
+            first = dp_categories([str(v) for v in raw], counts, left * FIRST_LOOK_SHARE, delta_tau / 2.0, noise)
+            looks[d.column.name] = (raw, counts, first)
         elif need == "edges":
             coarse[d.column.name] = Bounds(*public_bounds(d.column, options))
         elif need == "bounds":
@@ -132,9 +141,11 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
             found = round_one_bounds(d, values, counts, left * BOUNDS_SHARE, noise,
                                      has_values=d.column.name not in empty)
             coarse[d.column.name] = _within_public(found, d, options)
+    edged = [d for d in later if d.column.name in coarse]
+    _second_looks([d for d in later if d.column.name in looks], looks, left, delta_tau, noise, present, standing,
+                  pool_to_all=not edged)
     # Round 2: what round 1 left (columns settled or dropped there leave theirs) goes to the columns placing
     # edges, in equal parts: the whole of ``rho`` is spent whenever any column reaches round 2.
-    edged = [d for d in later if d.column.name in coarse]
     if not edged:
         return
     unspent = rho - sum(sum(d.spent.values()) for d in read)
@@ -145,10 +156,36 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
         round_two_edges(d, values, counts, unspent / len(edged), coarse[name], options.bins, noise, public=public)
 
 
+def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delta_tau: float, noise,
+                  present: dict[str, float], standing: dict[str, tuple[float, float]], pool_to_all: bool) -> None:
+    """Round 1's categories by need: every categorical column had a first look at FIRST_LOOK_SHARE of its part
+    ``left``; the rest of their parts is pooled and spent on a second look at the columns whose first look left
+    values unfound (``shows_unfound``), in equal parts: a yes/no column found whole gives its budget to a column
+    of rare codes. Where none is short, the pool goes to round 2's edges, or (no edges) back to every column.
+    Adaptive composition: which columns look again depends only on the first looks' noisy counts and the
+    facts' noisy present counts; each look is Gaussian at its rho, and each holds half the column's
+    threshold delta. Writes every categorical column's entry."""
+    if not categorical:
+        return
+    short = {d.column.name for d in categorical
+             if shows_unfound(looks[d.column.name][2], *standing.get(d.column.name, (None, 0.0)))}
+    again = short or ({d.column.name for d in categorical} if pool_to_all else set())
+    first_rho = left * FIRST_LOOK_SHARE
+    each = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical) / len(again) if again else 0.0
+    for d in categorical:
+        raw, counts, release = looks[d.column.name]
+        rho = first_rho
+        if d.column.name in again:
+            release = dp_categories([str(v) for v in raw], counts, each, delta_tau / 2.0, noise, prior=release)
+            rho += each
+        write_categories(d, release, rho, present.get(d.column.name))
+
+
 def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, present: dict[str, float],
-                 empty: set[str]) -> float:
+                 empty: set[str], standing: dict[str, tuple[float, float]]) -> float:
     """Round 0: each column's DP facts at ``rho_each``, applied to its entry; returns the rho spent. Fills
-    ``present`` with each column's DP present count and ``empty`` with the columns whose facts show no value."""
+    ``present`` with each column's DP present count, ``standing`` with that of its classes that stand out of
+    their noise and its noise deviation, and ``empty`` with the columns whose facts show no value."""
     if not reading:
         return 0.0
     counts = F.exact_counts(table, [(d.column.name, source_kind(d)) for d in reading])
@@ -157,6 +194,9 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, pres
         d.spent["facts"] = rho_each
         decided = F.decide(noisy, source_kind(d))
         present[d.column.name] = noisy.present
+        # the classes standing out of their noise: a present count with the noise of a few classes, not fourteen
+        standing[d.column.name] = (noisy.present_standing,
+                                   noisy.sigma_classes * math.sqrt(max(1, len(noisy.standing_classes()))))
         if F.shows_no_value(noisy):
             empty.add(d.column.name)
         if decided.kind is not None and d.column.identifier_reason and not F.few_distinct(noisy):
