@@ -43,7 +43,8 @@ def threshold(sigma: float, delta_tau: float) -> float:
 
 
 FIRST_LOOK_SHARE = 0.5  # of a categorical column's rho: its first look; the rest is pooled (``shows_unfound``)
-UNFOUND_SIGMAS = 2.0  # a first look leaves values unfound when the present count exceeds the kept mass by this
+UNFOUND_SIGMAS = 1.0  # a first look leaves values unfound when the present count exceeds the kept mass by this
+# many deviations: a column flagged in vain only shares the pool, one missed loses a category
 
 
 @dataclass(frozen=True)
