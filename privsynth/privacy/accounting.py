@@ -58,10 +58,11 @@ def gaussian_sigma(rho: float, l2_sensitivity: float = 1.0) -> float:
     Adding N(0, sigma^2) to each coordinate of a statistic of L2 sensitivity Delta_2 is
     Delta_2^2 / (2 sigma^2)-zCDP (Bun & Steinke 2016, Prop. 1.6); this sigma makes that exactly rho.
     m releases of sensitivity 1 at rho each are one release of sensitivity sqrt(m) at m rho.
+    Computed as sqrt(Delta_2^2 / (2 rho)), the form the modules wrote before (same floats).
     """
     rho = _check_positive("rho", rho)
     l2_sensitivity = _check_positive("l2_sensitivity", l2_sensitivity)
-    return l2_sensitivity / math.sqrt(2.0 * rho)
+    return math.sqrt(l2_sensitivity**2 / (2.0 * rho))
 
 
 def gaussian_rho(sigma: float, l2_sensitivity: float = 1.0) -> float:
@@ -96,9 +97,10 @@ def noisy_max_scale(epsilon: float, sensitivity: float = 1.0) -> float:
 
 
 def gumbel_scale(rho: float, sensitivity: float = 1.0) -> float:
-    """Gumbel scale of report-noisy-max that is rho-zCDP: b = 2 Delta / sqrt(8 rho) = Delta / sqrt(2 rho)
-    (``noisy_max_scale`` at eps = ``exponential_epsilon(rho)``)."""
-    return noisy_max_scale(exponential_epsilon(rho), sensitivity)
+    """Gumbel scale of report-noisy-max that is rho-zCDP: ``noisy_max_scale`` at eps = ``exponential_epsilon(rho)``,
+    b = 2 Delta / sqrt(8 rho) = Delta / sqrt(2 rho): the Gaussian sigma at rho, computed as ``gaussian_sigma``
+    (a mechanism measuring and selecting at one rho uses one scale for both)."""
+    return gaussian_sigma(rho, sensitivity)
 
 
 def laplace_scale(epsilon: float, l1_sensitivity: float = 1.0) -> float:
