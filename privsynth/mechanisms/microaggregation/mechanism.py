@@ -335,7 +335,7 @@ def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dic
     out = {
         "mechanism": NAME, "differentially_private": True, "cells": int(cells),
         "count_noise_scale": count_scale, "centroid_noise_scale": centroid_scale,
-        "pca_noise_scale": ((mm.cooccurrence_l1_sensitivity(q) / eps_pca)
+        "pca_noise_scale": (laplace_scale(eps_pca, mm.cooccurrence_l1_sensitivity(q))
                             if (config.t and config.pca == "laplace") else None),
         "memory_bytes": memory,
     }
