@@ -76,7 +76,7 @@ def test_invalid_inputs_are_refused(call):
 
 # Written-out conversions: rho <-> sigma, eps <-> rho, noise scales from eps. Each names what to call instead.
 CONVERSIONS = {
-    "gaussian_sigma (sqrt(D^2 / (2 rho)))": r"sqrt\(\s*[\w.]*\s*/\s*\(\s*2(\.0)?\s*\*",
+    "gaussian_sigma (sqrt(D^2 / (2 rho)))": r"sqrt\(\s*[\w.]*(\s*\*\*\s*2)?\s*/\s*\(\s*2(\.0)?\s*\*",
     "gaussian_sigma (D / sqrt(2 rho))": r"/\s*(math\.|np\.)?sqrt\(\s*2(\.0)?\s*\*\s*[\w.]*rho",
     "gaussian_sigma (1 / sqrt(2 ...))": r"\b1(\.0)?\s*/\s*(math\.|np\.)?sqrt\(\s*2(\.0)?\s*\*",
     "gaussian_rho (D^2 / (2 sigma^2))": r"/\s*\(\s*2(\.0)?\s*\*\s*([\w.]*sigma|[\w.]+\s*\*\*\s*2\b)",
@@ -122,7 +122,8 @@ def written_out_conversions(root: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("code", [
-    "sigma = math.sqrt(1.0 / (2.0 * rho))", "return math.sqrt(m / (2.0 * self.rho))",
+    "sigma = math.sqrt(1.0 / (2.0 * rho))", "return math.sqrt(s**2 / (2.0 * rho))",
+    "return math.sqrt(m / (2.0 * self.rho))",
     "scale = 1.0 / math.sqrt(2.0 * rho0)", "return sensitivity / math.sqrt(2.0 * rho)",
     "return sensitivity**2 / (2.0 * sigma**2)", "if rho <= d / (2.0 * initial**2):", "used = 1 / (2 * s.sigma)",
     "return epsilon**2 / 8.0", "eps = math.sqrt(8.0 * 0.1 * budget)", "rho_d = eps_d**2 / 2.0",

@@ -41,7 +41,7 @@ from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms.aim import mechanism as aim
 from privsynth.mechanisms.base import Release
 from privsynth.mechanisms.microaggregation import cells as mm
-from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost, epsilon_from_rho, gaussian_sigma
+from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost, epsilon_from_rho, gaussian_sigma, laplace_scale
 from privsynth.privacy.audit.canaries import TINY_DOMAIN, Neighbours, neighbours
 from privsynth.privacy.audit.core import AuditTarget, NoiseFactory, loop_runs
 from privsynth.privacy.audit.steps import NoisyStatistic, step_target
@@ -275,8 +275,9 @@ def _microaggregation_laplace(epsilon: float = 1.0, copies: int = 1) -> AuditTar
     def statistics_of(table: Histogram) -> list[NoisyStatistic]:
         stats = micro.collect_statistics(table, nb.domain, config)
         # t = 0: one cell holding every record; its sum of one-hot rows is the diagonal of C.
-        return [NoisyStatistic("laplace", 1.0 / eps_weights, np.array([float(stats.n)])),
-                NoisyStatistic("laplace", mm.sum_l1_sensitivity(q) / eps_centroids, np.diag(stats.cooccurrence))]
+        return [NoisyStatistic("laplace", laplace_scale(eps_weights), np.array([float(stats.n)])),
+                NoisyStatistic("laplace", laplace_scale(eps_centroids, mm.sum_l1_sensitivity(q)),
+                               np.diag(stats.cooccurrence))]
     return step_target("microaggregation: Laplace (t=0)", micro.privacy_cost(config), config.delta, nb,
                        statistics_of, "likelihood ratio of the noisy cell count and cell sums")
 
@@ -286,7 +287,7 @@ def _microaggregation_pca(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
     config = micro.Config(epsilon=epsilon)
     nb = neighbours(copies=copies)
     eps_pca, _, _ = micro.budget_shares(config)
-    scale = mm.cooccurrence_l1_sensitivity(nb.domain.n_attributes) / eps_pca
+    scale = laplace_scale(eps_pca, mm.cooccurrence_l1_sensitivity(nb.domain.n_attributes))
     mask = mm.second_moment_mask(nb.domain)
 
     def statistics_of(table: Histogram) -> list[NoisyStatistic]:
