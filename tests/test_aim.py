@@ -23,6 +23,7 @@ from privsynth.mechanisms.aim.model import (
 )
 from privsynth.mechanisms.base import Measurement
 from privsynth.mechanisms.rounding import round_release
+from privsynth.privacy.accounting import exponential_rho, gaussian_rho
 from privsynth.privacy.noise import SeededNoise
 from privsynth.privacy.spending import rho_allowance
 from privsynth.schema.encoding import Domain
@@ -82,10 +83,10 @@ def test_rho_is_the_tight_allowance_and_reports_the_requested_epsilon(eps):
 
 
 def test_unit_costs_hand_computed():
-    assert aim.gaussian_rho(2.0) == 0.125            # 1 / (2 * 2^2)
-    assert aim.gaussian_rho(10.0) == 0.005
-    assert aim.exponential_rho(0.4) == pytest.approx(0.02, rel=1e-15)   # 0.4^2 / 8
-    assert aim.exponential_rho(2.0) == 0.5
+    assert gaussian_rho(2.0) == 0.125            # 1 / (2 * 2^2)
+    assert gaussian_rho(10.0) == 0.005
+    assert exponential_rho(0.4) == pytest.approx(0.02, rel=1e-15)   # 0.4^2 / 8
+    assert exponential_rho(2.0) == 0.5
 
 
 def test_initial_round_budget_hand_computed():
@@ -97,7 +98,7 @@ def test_initial_round_budget_hand_computed():
     assert aim.initial_epsilon(cfg, dom.n_attributes) == pytest.approx(math.sqrt(8 * 0.1 * rho / t), rel=1e-15)
     # One round: 0.1 of its rho selects, 0.9 measures, together rho / T.
     sigma, eps = aim.initial_sigma(cfg, 4), aim.initial_epsilon(cfg, 4)
-    assert aim.exponential_rho(eps) + aim.gaussian_rho(sigma) == pytest.approx(rho / t, rel=1e-12)
+    assert exponential_rho(eps) + gaussian_rho(sigma) == pytest.approx(rho / t, rel=1e-12)
     assert aim.initial_sigma(aim.Config(epsilon=1.0, max_rounds=10), 4) == pytest.approx(math.sqrt(10 / (1.8 * rho)))
 
 
@@ -471,4 +472,4 @@ def test_default_rounds_parameter_is_four_per_attribute_then_falls_to_one_and_a_
     assert aim.rounds_parameter(cfg, d) == t
     assert aim.rounds_parameter(aim.Config(epsilon=1.0, max_rounds=7), d) == 7
     # The 1-way start never takes more than 60% of rho.
-    assert d * aim.gaussian_rho(aim.initial_sigma(cfg, d)) <= 0.6 * aim.rho_of_config(cfg) * (1 + 1e-12)
+    assert d * gaussian_rho(aim.initial_sigma(cfg, d)) <= 0.6 * aim.rho_of_config(cfg) * (1 + 1e-12)

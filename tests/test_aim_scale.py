@@ -21,6 +21,7 @@ from privsynth.mechanisms.aim.progress import RoundProgress, reporting_progress
 from privsynth.mechanisms.aim.selection import scored_pool, select_eligible
 from privsynth.mechanisms.aim.statistics import AimStatistics, CountCache, covering_sets
 from privsynth.mechanisms.aim.tables import combine, contract, sum_axes
+from privsynth.privacy.accounting import exponential_rho, gaussian_rho
 from privsynth.privacy.noise import SeededNoise
 from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram, marginal_counts, merge_levels
@@ -232,21 +233,21 @@ def test_pruning_drops_only_ineligible_costly_candidates_and_keeps_the_law():
 def test_next_round_hand_computed():
     rho = 1.0
     sigma, eps = schedule.split(0.01)
-    assert (schedule.gaussian_rho(sigma) == pytest.approx(0.009)
-            and schedule.exponential_rho(eps) == pytest.approx(0.001))
+    assert (gaussian_rho(sigma) == pytest.approx(0.009)
+            and exponential_rho(eps) == pytest.approx(0.001))
     # Plenty left, early: the round keeps its budget.
     step = schedule.next_round(rho, 0.5, sigma, eps, rounds_done=3, cap=20)
     assert (step.sigma, step.epsilon, step.last) == (sigma, eps, False) and step.rho == pytest.approx(0.01)
     # Second half of the cap, 0.5 left over 10 rounds > 0.01: raised to 0.05, split 0.9 / 0.1.
     step = schedule.next_round(rho, 0.5, sigma, eps, rounds_done=10, cap=20)
     assert step.rho == pytest.approx(0.05) and not step.last
-    assert (schedule.gaussian_rho(step.sigma) == pytest.approx(0.045)
-            and schedule.exponential_rho(step.epsilon) == pytest.approx(0.005))
+    assert (gaussian_rho(step.sigma) == pytest.approx(0.045)
+            and exponential_rho(step.epsilon) == pytest.approx(0.005))
     # One round left under the cap, or less than two rounds' worth: the last round spends what is left.
     for done, used in ((19, 0.5), (3, 0.985)):
         step = schedule.next_round(rho, used, sigma, eps, rounds_done=done, cap=20)
         assert step.last and step.rho == pytest.approx(rho - used)
-        assert schedule.gaussian_rho(step.sigma) + schedule.exponential_rho(step.epsilon) == pytest.approx(rho - used)
+        assert gaussian_rho(step.sigma) + exponential_rho(step.epsilon) == pytest.approx(rho - used)
 
 
 @pytest.mark.parametrize("cap", [2, 5, 9])

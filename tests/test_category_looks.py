@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 import privsynth
-from privsynth.discovery.bounds import gaussian_sigma
 from privsynth.discovery.categories import CategoryRelease, dp_categories, shows_unfound, threshold
+from privsynth.privacy.accounting import gaussian_sigma
 
 
 class Exact:
@@ -36,14 +36,14 @@ def test_a_second_look_is_one_measurement_at_the_summed_rho():
     values, counts = ["a", "b", "c"], np.array([900.0, 120.0, 40.0])
     first = dp_categories(values, counts, 0.002, 1e-9, Exact())
     second = dp_categories(values, counts, 0.006, 1e-9, Exact(), prior=first)
-    assert second.sigma == pytest.approx(gaussian_sigma(0.008, 1.0))
-    assert second.tau == pytest.approx(threshold(gaussian_sigma(0.008, 1.0), 1e-9))
+    assert second.sigma == pytest.approx(gaussian_sigma(0.008))
+    assert second.tau == pytest.approx(threshold(gaussian_sigma(0.008), 1e-9))
     assert second.observed.tolist() == counts.tolist()  # a weighted mean of unbiased counts: unbiased
     drawn = [dp_categories(values, counts, 0.006, 1e-9, Drawn(s), prior=dp_categories(values, counts, 0.002, 1e-9,
                                                                                           Drawn(10_000 + s)))
              for s in range(3000)]
     spread = np.std([d.observed[0] for d in drawn])
-    assert spread == pytest.approx(gaussian_sigma(0.008, 1.0), rel=0.05)  # the summed rho's noise, not more
+    assert spread == pytest.approx(gaussian_sigma(0.008), rel=0.05)  # the summed rho's noise, not more
     with pytest.raises(ValueError, match="same order"):
         dp_categories(values[:2], counts[:2], 0.006, 1e-9, Exact(), prior=first)
 

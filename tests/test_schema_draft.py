@@ -15,7 +15,7 @@ import privsynth.discovery as sd
 import privsynth.discovery.discover as discover_module
 import privsynth.discovery.facts as facts_module
 from privsynth.cli import EXIT_USAGE, main
-from privsynth.privacy.accounting import DEFAULT_DELTA, epsilon_from_rho
+from privsynth.privacy.accounting import DEFAULT_DELTA, epsilon_from_rho, gaussian_sigma, gumbel_scale
 from privsynth.privacy.ledger import BudgetLedger
 from privsynth.privacy.noise import make_noise_source
 from privsynth.privacy.spending import rho_allowance
@@ -115,12 +115,12 @@ def test_identifier_names(name, flagged):
 
 def test_mechanism_accounting_by_hand():
     # Gaussian histogram: rho = Delta_2^2 / (2 sigma^2) with Delta_2^2 = 2 (a value's count and the total).
-    assert sd.gaussian_sigma(0.5, 2.0) == pytest.approx(math.sqrt(2.0))
-    assert sd.gaussian_sigma(0.02, 2.0) == pytest.approx(1 / math.sqrt(0.02))
+    assert gaussian_sigma(0.5, math.sqrt(2.0)) == pytest.approx(math.sqrt(2.0))
+    assert gaussian_sigma(0.02, math.sqrt(2.0)) == pytest.approx(1 / math.sqrt(0.02))
     # threshold: a count-1 value passes with probability delta_tau: 1 + sigma * z, z = 3 at delta_tau = Phi(-3)
     assert sd.threshold(2.0, norm.sf(3.0)) == pytest.approx(7.0)
     # report-noisy-max with Gumbel scale b is Delta^2 / (2 b^2)-zCDP: rho = 1/8 -> b = 2
-    assert sd.gumbel_scale(0.125) == pytest.approx(2.0)
+    assert gumbel_scale(0.125) == pytest.approx(2.0)
     # quantile utility: values 1,2,3,3; q = 0.5, n = 4: #{x < g} for g = 0,2,3,4 is 0,1,2,4
     scores = sd.quantile_scores(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 2.0]), np.array([0.0, 2.0, 3.0, 4.0]),
                                 0.5)
@@ -139,14 +139,14 @@ def _authorised(seed: int):
 
 def test_threshold_releases_frequent_values_and_never_a_count_one_value():
     rho, delta_tau = 0.001, 1e-12
-    sigma = sd.gaussian_sigma(rho)
+    sigma = gaussian_sigma(rho)
     tau = sd.threshold(sigma, delta_tau)
     assert tau == pytest.approx(1 + sigma * norm.isf(1e-12))
     for seed in range(200):
         release = sd.dp_categories(["big", "rare", "mid"], np.array([5000.0, 1.0, 2.0]), rho, delta_tau,
                                    _authorised(seed))
         assert "rare" not in release.categories and "mid" not in release.categories
-        assert release.categories == ("big",) and release.sigma == pytest.approx(sd.gaussian_sigma(rho, 1.0))
+        assert release.categories == ("big",) and release.sigma == pytest.approx(gaussian_sigma(rho))
 
 
 def test_quantile_lands_near_the_true_quantile():
@@ -420,7 +420,7 @@ def test_cell_counts_move_one_cell_by_one_between_neighbours():
 def test_gaussian_cells_noise_scale_and_threshold():
     from privsynth.discovery import bounds as B
 
-    assert B.gaussian_sigma(0.02, 1.0) == pytest.approx(5.0)  # sqrt(1 / (2 * 0.02))
+    assert gaussian_sigma(0.02) == pytest.approx(5.0)  # 1 / sqrt(2 * 0.02)
     assert B.utility_threshold(5.0, 100) == pytest.approx(5.0 * norm.isf(1e-5))
     noise = _authorised(0)
     noisy, sigma = B.noisy_cells(np.zeros(20000), 0.02, noise)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privsynth.discovery.bounds import gaussian_sigma
 from privsynth.discovery.categories import (
     THRESHOLD_DELTA_FRACTION,
     CategoryRelease,
@@ -45,7 +44,7 @@ from privsynth.discovery.draft import (
     draft_cost,
 )
 from privsynth.discovery.peek import peek_pass
-from privsynth.discovery.quantiles import GRID_POINTS, dp_quantile, gumbel_scale, linear_grid, quantile_scores
+from privsynth.discovery.quantiles import GRID_POINTS, dp_quantile, linear_grid, quantile_scores
 from privsynth.discovery.writer import render
 from privsynth.errors import ParameterError
 from privsynth.privacy.accounting import PrivacyCost
@@ -146,7 +145,7 @@ __all__ = [
     "DEFAULT_BINS", "GRID_POINTS", "IDENTIFIER_TOKENS", "THRESHOLD_DELTA_FRACTION", "CategoryRelease",
     "ColumnDraft", "DeclaredColumn", "DraftOptions", "DraftResult", "categorical_release", "classify_dtype",
     "declared_columns", "default_name", "dp_categories", "dp_quantile", "draft_cost", "draft_schema",
-    "gaussian_sigma", "gumbel_scale", "identifier_reason", "linear_grid", "name_tokens", "open_declared",
+    "identifier_reason", "linear_grid", "name_tokens", "open_declared",
     "parse_bounds", "parse_categories", "quantile_scores", "release_key_for", "render", "threshold",
     "value_counts", "write_draft",
 ]

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
+from privsynth.privacy.accounting import gaussian_sigma
+
 MIN_OCTAVE, MAX_OCTAVE = -32, 64  # |x| in [2^-32, 2^64): beyond, values fall in the outermost cells
 FALSE_ALARM = 0.001  # chance that some empty cell of a grid passes the threshold (a bogus bound is a wrong domain)
 SMALL_INTEGER_DOMAIN = 48  # an integer range of at most this many values: one level per value
@@ -33,11 +35,6 @@ FINE_POINTS = 257
 CALENDAR_CELLS = 2400  # round 2 of a temporal column: months up to 200 years, then coarser
 FINE_PER_OCTAVE = 8
 YEAR_RANGE = (1000, 3000)
-
-
-def gaussian_sigma(rho: float, l2_sensitivity_sq: float = 2.0) -> float:
-    """sigma of the Gaussian mechanism that is rho-zCDP for squared L2 sensitivity ``l2_sensitivity_sq``."""
-    return math.sqrt(l2_sensitivity_sq / (2.0 * rho))
 
 
 def utility_threshold(sigma: float, cells: int, false_alarm: float = FALSE_ALARM) -> float:
@@ -67,7 +64,7 @@ def cell_counts(values: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> np
 
 def noisy_cells(true_counts: np.ndarray, rho: float, noise) -> tuple[np.ndarray, float]:
     """The Gaussian histogram (rho-zCDP, L2 sensitivity 1) and its sigma."""
-    sigma = gaussian_sigma(rho, 1.0)
+    sigma = gaussian_sigma(rho)
     return np.asarray(noise.add_gaussian(np.asarray(true_counts, dtype=np.float64), sigma)), sigma
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import norm
 
-from privsynth.discovery.bounds import gaussian_sigma
+from privsynth.privacy.accounting import gaussian_sigma
 
 THRESHOLD_DELTA_FRACTION = 1e-3  # the thresholds' total delta, as a fraction of the statement's delta
 MAX_CATEGORIES = 64
@@ -93,7 +93,7 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     weighted by inverse variance: one Gaussian measurement at the two looks' summed rho (post-processing of
     both), thresholded at that noise. A value seen once passes each look's threshold with probability at most
     its ``delta_tau``: the column's thresholds hold delta_tau of both looks together."""
-    sigma = gaussian_sigma(rho, 1.0)
+    sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
     noisy_counts = noise.add_gaussian(counts, sigma) if len(counts) else np.zeros(0)
     if prior is not None:

@@ -44,15 +44,15 @@ def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
     """Before the charge, what ``rho`` over ``columns`` read can find (public arithmetic, no row read): the
     rows below which a category is lost (its threshold when every column needs categories after its facts),
     and the present values below which a column's type stays undecided."""
-    from privsynth.discovery.bounds import gaussian_sigma
     from privsynth.discovery.categories import threshold
+    from privsynth.privacy.accounting import gaussian_sigma
 
     if columns <= 0 or rho <= 0:
         return "discovery reads no column"
     part = rho / columns
-    first = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE) * FIRST_LOOK_SHARE, 1.0), delta_tau / 2.0)
-    both = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE), 1.0), delta_tau / 2.0)
-    facts_sigma = gaussian_sigma(part * FACTS_SHARE * F.CLASS_SHARE, 1.0)
+    first = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE) * FIRST_LOOK_SHARE), delta_tau / 2.0)
+    both = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE)), delta_tau / 2.0)
+    facts_sigma = gaussian_sigma(part * FACTS_SHARE * F.CLASS_SHARE)
     undecided = F.EVIDENCE_SIGMAS * facts_sigma * (len(F.CLASSES) - 1) ** 0.5
     return (f"rho {rho:.4g} over {columns} columns: a category held by fewer than about {first:,.0f} rows is lost "
             f"(<out-of-domain>) unless its column's first look shows values unfound (such columns share the budget "

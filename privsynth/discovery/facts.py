@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privsynth.privacy.accounting import gaussian_sigma
+
 CLASSES = ("missing", "whole", "fraction", "date", "timestamp", "text",
            "thousands", "currency", "percent", "month_first", "day_first", "slash", "dot")
 NUMBER_FORMAT_CLASSES = ("thousands", "currency", "percent")
@@ -98,11 +100,6 @@ class ColumnFacts:
     missing_share: float
     value_format: str | None = None  # a written form of engine/values.py (thousands, %m/%d/%Y, ...); None: plain
     precision: int | None = None  # float columns: the decimals its values are written with
-
-
-def gaussian_sigma(rho: float) -> float:
-    """sigma of a Gaussian count release with L2 sensitivity 1 that is rho-zCDP."""
-    return math.sqrt(1.0 / (2.0 * rho))
 
 
 def read_text(text) -> dict:

@@ -8,16 +8,11 @@ bounds, small domains and edges at once; this mechanism remains for callers that
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from privsynth.privacy.accounting import gumbel_scale
+
 GRID_POINTS = 101
-
-
-def gumbel_scale(rho: float, sensitivity: float = 1.0) -> float:
-    """Gumbel scale of report-noisy-max that is rho-zCDP for scores of sensitivity ``sensitivity``."""
-    return sensitivity / math.sqrt(2.0 * rho)
 
 
 def quantile_scores(values: np.ndarray, counts: np.ndarray, grid: np.ndarray, q: float) -> np.ndarray:

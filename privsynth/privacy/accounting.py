@@ -3,7 +3,10 @@
 All functions are pure and validated; the tests check them against hand-computed values.
 
 Conversions used (Bun & Steinke 2016; Canonne, Kamath & Steinke 2020):
-* pure eps-DP  =>  (eps^2 / 2)-zCDP.
+* pure eps-DP  =>  (eps^2 / 2)-zCDP; the exponential mechanism (bounded range)  =>  (eps^2 / 8)-zCDP.
+* noise for a cost: Gaussian sigma = Delta_2 / sqrt(2 rho), Laplace b = Delta_1 / eps, Gumbel (noisy max)
+  b = 2 Delta / eps. Every module calls these functions; tests/test_privacy_arithmetic.py fails when one
+  writes such a conversion out.
 * rho-zCDP     =>  (eps, delta)-DP with the *tight* conversion
       eps(rho, delta) = inf_{a > 1}  a*rho + (ln(1/delta) + (a-1) ln(1 - 1/a) - ln a) / (a - 1)
   which is never larger than the classic  rho + 2 sqrt(rho ln(1/delta)).
@@ -47,6 +50,65 @@ def rho_from_pure_epsilon(epsilon: float) -> float:
     """A pure eps-DP release is (eps^2/2)-zCDP."""
     epsilon = _check_positive("epsilon", epsilon)
     return epsilon * epsilon / 2.0
+
+
+def gaussian_sigma(rho: float, l2_sensitivity: float = 1.0) -> float:
+    """Noise of the Gaussian mechanism that is rho-zCDP: sigma = Delta_2 / sqrt(2 rho).
+
+    Adding N(0, sigma^2) to each coordinate of a statistic of L2 sensitivity Delta_2 is
+    Delta_2^2 / (2 sigma^2)-zCDP (Bun & Steinke 2016, Prop. 1.6); this sigma makes that exactly rho.
+    m releases of sensitivity 1 at rho each are one release of sensitivity sqrt(m) at m rho.
+    Computed as sqrt(Delta_2^2 / (2 rho)), the form the modules wrote before (same floats).
+    """
+    rho = _check_positive("rho", rho)
+    l2_sensitivity = _check_positive("l2_sensitivity", l2_sensitivity)
+    return math.sqrt(l2_sensitivity**2 / (2.0 * rho))
+
+
+def gaussian_rho(sigma: float, l2_sensitivity: float = 1.0) -> float:
+    """zCDP cost of the Gaussian mechanism: rho = Delta_2^2 / (2 sigma^2) (inverse of ``gaussian_sigma``)."""
+    sigma = _check_positive("sigma", sigma)
+    l2_sensitivity = _check_positive("l2_sensitivity", l2_sensitivity)
+    return l2_sensitivity**2 / (2.0 * sigma**2)
+
+
+def exponential_rho(epsilon: float) -> float:
+    """zCDP cost of one eps-DP exponential mechanism (report-noisy-max): rho = eps^2 / 8.
+
+    The exponential mechanism has bounded range, so eps-DP implies eps^2/8-zCDP (Cesar & Rogers 2021),
+    four times less than the eps^2/2 of a general pure eps-DP release (``rho_from_pure_epsilon``).
+    """
+    epsilon = _check_positive("epsilon", epsilon)
+    return epsilon**2 / 8.0
+
+
+def exponential_epsilon(rho: float) -> float:
+    """The eps of an exponential mechanism that is rho-zCDP: eps = sqrt(8 rho) (inverse of ``exponential_rho``)."""
+    rho = _check_positive("rho", rho)
+    return math.sqrt(8.0 * rho)
+
+
+def noisy_max_scale(epsilon: float, sensitivity: float = 1.0) -> float:
+    """Gumbel scale b = 2 Delta / eps of report-noisy-max over scores of sensitivity Delta: the
+    eps-DP exponential mechanism (McSherry & Talwar 2007), so exponential_rho(eps)-zCDP."""
+    epsilon = _check_positive("epsilon", epsilon)
+    sensitivity = _check_positive("sensitivity", sensitivity)
+    return 2.0 * sensitivity / epsilon
+
+
+def gumbel_scale(rho: float, sensitivity: float = 1.0) -> float:
+    """Gumbel scale of report-noisy-max that is rho-zCDP: ``noisy_max_scale`` at eps = ``exponential_epsilon(rho)``,
+    b = 2 Delta / sqrt(8 rho) = Delta / sqrt(2 rho): the Gaussian sigma at rho, computed as ``gaussian_sigma``
+    (a mechanism measuring and selecting at one rho uses one scale for both)."""
+    return gaussian_sigma(rho, sensitivity)
+
+
+def laplace_scale(epsilon: float, l1_sensitivity: float = 1.0) -> float:
+    """Scale b = Delta_1 / eps of the Laplace mechanism: Lap(b) noise on each coordinate of a statistic
+    of L1 sensitivity Delta_1 is eps-DP (Dwork et al. 2006), so (eps^2/2)-zCDP."""
+    epsilon = _check_positive("epsilon", epsilon)
+    l1_sensitivity = _check_positive("l1_sensitivity", l1_sensitivity)
+    return l1_sensitivity / epsilon
 
 
 def epsilon_from_rho_classic(rho: float, delta: float) -> float:

@@ -24,6 +24,7 @@ import math
 from dataclasses import asdict, dataclass
 from itertools import combinations
 
+from privsynth.privacy.accounting import gaussian_sigma, laplace_scale
 from privsynth.schema.encoding import Domain
 
 TYPICAL_INDEPENDENT_TV = {1: 0.0, 2: 0.05, 3: 0.15}
@@ -66,10 +67,10 @@ def order_forecast(domain: Domain, k: int, rho: float, pure_epsilon: float | Non
     cells = [math.prod(domain.sizes[a] for a in m) for m in marginals]
     count = len(marginals)
     if pure_epsilon is not None:
-        scale, kind = count / pure_epsilon, "laplace"
+        scale, kind = laplace_scale(pure_epsilon, count), "laplace"
         mean_abs = scale
     else:
-        scale, kind = math.sqrt(count / (2.0 * rho)), "gaussian"
+        scale, kind = gaussian_sigma(rho, math.sqrt(count)), "gaussian"
         mean_abs = scale * math.sqrt(2.0 / math.pi)
     mean_cells = sum(cells) / count
     tv = min(1.0, 0.5 * mean_cells * mean_abs / max(n, 1))

@@ -30,7 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
+from privsynth.privacy.accounting import (
+    PrivacyCost,
+    epsilon_from_rho,
+    gaussian_sigma,
+    laplace_scale,
+    rho_from_pure_epsilon,
+)
 from privsynth.schema import Schema
 from privsynth.schema.encoding import fine_schema, sub_edges
 
@@ -53,10 +59,10 @@ class FineDecoding:
         """Gaussian sigma (zCDP) or Laplace scale (pure) of each sub-bin count."""
         m = len(self.columns)
         if not self.pure:
-            return math.sqrt(m / (2.0 * self.rho))
+            return gaussian_sigma(self.rho, math.sqrt(m))
         if self.epsilon is None:  # plan_fine_decoding sets it for every pure measurement
             raise ValueError("a pure fine decoding needs its epsilon")
-        return m / self.epsilon
+        return laplace_scale(self.epsilon, m)
 
     def describe(self) -> dict:
         return {"share": self.share, "columns": list(self.columns),
@@ -82,7 +88,7 @@ def plan_fine_decoding(schema: Schema, share: float, epsilon: float, delta: floa
         if mech.pure_epsilon is None:  # a pure mechanism's config at a smaller epsilon
             raise ValueError("the mechanism's config at the reduced epsilon is not pure epsilon-DP")
         eps_d = full_cost.pure_epsilon - mech.pure_epsilon
-        rho_d = eps_d**2 / 2.0
+        rho_d = rho_from_pure_epsilon(eps_d)
         total = PrivacyCost.pure(full_cost.pure_epsilon, _guarantee(mech, share), mech.notes + (_note(share),))
         return config, FineDecoding(share, columns, True, rho_d, eps_d, total)
     config = build(epsilon_from_rho((1.0 - share) * full_cost.rho, delta))

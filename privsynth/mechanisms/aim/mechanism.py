@@ -73,8 +73,6 @@ from privsynth.mechanisms.aim.progress import ProgressHook, RoundProgress, progr
 from privsynth.mechanisms.aim.schedule import (  # noqa: F401  (re-exported: the module's budget API)
     MEASURE_SHARE,
     WIDE_ATTRIBUTES,
-    exponential_rho,
-    gaussian_rho,
     initial_epsilon,
     initial_sigma,
     next_round,
@@ -92,7 +90,7 @@ from privsynth.mechanisms.aim.selection import (  # noqa: F401  (re-exported: th
 )
 from privsynth.mechanisms.aim.statistics import AimStatistics, CountCache
 from privsynth.mechanisms.base import Measurement, MechanismConfig, Release, check_memory
-from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.accounting import PrivacyCost, exponential_rho, gaussian_rho, noisy_max_scale
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain, one_hot
 from privsynth.schema.workload import Histogram, Marginal, StatisticsInput, all_marginals
@@ -211,7 +209,7 @@ def check_config(config: Config, domain: Domain) -> None:
     if max(workload(config, domain).values()) <= 0:
         raise ValueError("marginal_weights: at least one workload marginal needs a weight > 0")
     initial = initial_sigma(config, d)
-    if rho_of_config(config) <= d / (2.0 * initial**2):
+    if rho_of_config(config) <= d * gaussian_rho(initial):
         raise ValueError("max_rounds: the initial 1-way measurements would spend the whole budget; raise max_rounds")
     forecast = forecast_cost(config, domain)
     if forecast.seconds > config.max_seconds:
@@ -387,7 +385,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         estimates = model.marginals().many(names)
         scores = selection_scores(pool, counts.get(names), estimates, sigma)
         # the lambda is called inside select_eligible, in this round: it sees this round's eligible and names
-        pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, 2.0 * delta_q / eps)]  # noqa: B023
+        pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, noisy_max_scale(eps, delta_q))]  # noqa: B023
         y = noise.add_gaussian(counts.get([pick])[pick], sigma)
         measured.append(NoisyMarginal(pick, y, sigma))
         log.append(RoundLog(pick, sigma, eps, step.rho, step.last))

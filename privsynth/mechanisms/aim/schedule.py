@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from privsynth.privacy.accounting import exponential_epsilon, exponential_rho, gaussian_rho, gaussian_sigma
 from privsynth.privacy.spending import rho_allowance
 
 MEASURE_SHARE = 0.9   # of each round's rho (paper: 0.9 measures, 0.1 selects)
@@ -63,28 +64,18 @@ DEFAULT_MIN_ROUNDS = 48
 
 
 def initial_sigma(config, n_attributes: int) -> float:
-    """sigma_0 = sqrt(T / (2 * 0.9 * rho))."""
-    return math.sqrt(rounds_parameter(config, n_attributes) / (2.0 * MEASURE_SHARE * rho_of_config(config)))
+    """sigma_0 = sqrt(T / (2 * 0.9 * rho)): the Gaussian sigma at 0.9 rho / T (one round's measurement)."""
+    return gaussian_sigma(MEASURE_SHARE * rho_of_config(config) / rounds_parameter(config, n_attributes))
 
 
 def initial_epsilon(config, n_attributes: int) -> float:
-    """eps_0 = sqrt(8 * 0.1 * rho / T)."""
-    return math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * rho_of_config(config) / rounds_parameter(config, n_attributes))
-
-
-def gaussian_rho(sigma: float, sensitivity: float = 1.0) -> float:
-    """zCDP cost of the Gaussian mechanism: Delta^2 / (2 sigma^2)."""
-    return sensitivity**2 / (2.0 * sigma**2)
-
-
-def exponential_rho(epsilon: float) -> float:
-    """zCDP cost of one eps-DP exponential-mechanism selection (bounded range): eps^2 / 8."""
-    return epsilon**2 / 8.0
+    """eps_0 = sqrt(8 * 0.1 * rho / T): the exponential mechanism's eps at 0.1 rho / T (one round's selection)."""
+    return exponential_epsilon((1.0 - MEASURE_SHARE) * rho_of_config(config) / rounds_parameter(config, n_attributes))
 
 
 def split(budget: float) -> tuple[float, float]:
     """(sigma, eps) of a round spending ``budget``: 0.9 of it measures, 0.1 selects."""
-    return math.sqrt(1.0 / (2.0 * MEASURE_SHARE * budget)), math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * budget)
+    return gaussian_sigma(MEASURE_SHARE * budget), exponential_epsilon((1.0 - MEASURE_SHARE) * budget)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.linalg import null_space
 from scipy.optimize import brentq
 
+from privsynth.privacy.accounting import laplace_scale
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain
 
@@ -185,7 +186,7 @@ def private_pca_laplace(cooccurrence: np.ndarray, domain: Domain, t: int, epsilo
     if t == 0:
         return np.zeros((cooccurrence.shape[0], 0))
     mask = second_moment_mask(domain)
-    scale = cooccurrence_l1_sensitivity(domain.n_attributes) / epsilon
+    scale = laplace_scale(epsilon, cooccurrence_l1_sensitivity(domain.n_attributes))
     upper = np.zeros_like(cooccurrence, dtype=np.float64)
     upper[mask] = noise.add_laplace(cooccurrence[mask], scale)
     noisy = upper + np.triu(upper, 1).T

@@ -59,7 +59,7 @@ from pydantic import Field, field_validator, model_validator
 
 from privsynth.mechanisms.base import MechanismConfig, Release, check_memory
 from privsynth.mechanisms.microaggregation import cells as mm
-from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.accounting import PrivacyCost, laplace_scale
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain, check_codes
 from privsynth.schema.workload import Histogram, StatisticsInput
@@ -322,20 +322,20 @@ def forecast(config: Config, domain: Domain, n_public: int | None = None) -> dic
     eps_pca, eps_w, eps_c = budget_shares(config)
     q = domain.n_attributes
     cells = mm.lattice_points(config.t, config.alpha, limit=config.max_cells).shape[0]
-    count_scale = 1.0 / eps_w
+    count_scale = laplace_scale(eps_w)
     if config.centroids == "noisy_sum":
-        centroid_scale = mm.sum_l1_sensitivity(q) / eps_c
+        centroid_scale = laplace_scale(eps_c, mm.sum_l1_sensitivity(q))
         centroid_words = (f"Laplace({centroid_scale:.3g}) on every cell's sum of one-hot rows, i.e. about "
                           f"{centroid_scale:.3g} / (records in the cell) on each centroid entry")
     else:
         b = config.damping or 1
-        centroid_scale = mm.centroid_l1_sensitivity(q, b) / eps_c
+        centroid_scale = laplace_scale(eps_c, mm.centroid_l1_sensitivity(q, b))
         centroid_words = f"Laplace({centroid_scale:.3g}) on every damped centroid entry (damping b={b})"
     memory = memory_estimate_bytes(config, domain)
     out = {
         "mechanism": NAME, "differentially_private": True, "cells": int(cells),
         "count_noise_scale": count_scale, "centroid_noise_scale": centroid_scale,
-        "pca_noise_scale": ((mm.cooccurrence_l1_sensitivity(q) / eps_pca)
+        "pca_noise_scale": (laplace_scale(eps_pca, mm.cooccurrence_l1_sensitivity(q))
                             if (config.t and config.pca == "laplace") else None),
         "memory_bytes": memory,
     }
@@ -380,19 +380,19 @@ def _run_dp(stats: MicroaggregationStatistics, domain: Domain, config: Config, n
     cells = mm.assign_cells(mm.project_codes(codes, domain, basis), lattice, config.alpha)
     counts = mm.cell_counts(cells, s, record_counts)
     # Counts move by 1 in one cell per added/removed record: L1 sensitivity 1, Lap(1/eps_w).
-    noisy_counts = noise.add_laplace(counts, 1.0 / eps_w)
+    noisy_counts = noise.add_laplace(counts, laplace_scale(eps_w))
     weights = mm.simplex_l1_projection(
         mm.threshold_counts(noisy_counts, config.count_threshold / eps_w))
     if config.centroids == "damped_mean":
         b = config.damping if config.damping is not None else auto_damping(
             float(noisy_counts.sum()), float((noisy_counts > 0).sum()), q, eps_c)
-        centroid_scale = mm.centroid_l1_sensitivity(q, b) / eps_c
+        centroid_scale = laplace_scale(eps_c, mm.centroid_l1_sensitivity(q, b))
         centroids = mm.damped_centroids(mm.cell_sums(codes, domain, cells, s, record_counts), counts, b)
         noisy_centroids = noise.add_laplace(centroids, centroid_scale)
     else:
         b = config.damping if config.damping is not None else 1
         # One record adds its one-hot row to one cell's sum: L1 sensitivity q.
-        centroid_scale = mm.sum_l1_sensitivity(q) / eps_c
+        centroid_scale = laplace_scale(eps_c, mm.sum_l1_sensitivity(q))
         noisy_sums = noise.add_laplace(mm.cell_sums(codes, domain, cells, s, record_counts), centroid_scale)
         noisy_centroids = noisy_sums / np.maximum(noisy_counts, float(b))[:, None]
     points = mm.project_blocks(noisy_centroids, domain)
@@ -401,7 +401,7 @@ def _run_dp(stats: MicroaggregationStatistics, domain: Domain, config: Config, n
         "t": config.t, "alpha": config.alpha, "cells": int(s), "damping": int(b),
         "epsilon_pca": eps_pca, "epsilon_weights": eps_w, "epsilon_centroids": eps_c,
         "centroids": config.centroids, "count_threshold": config.count_threshold,
-        "count_noise_scale": 1.0 / eps_w, "centroid_noise_scale": centroid_scale,
+        "count_noise_scale": laplace_scale(eps_w), "centroid_noise_scale": centroid_scale,
         # Post-processing of the noisy cell counts: the default number of synthetic rows.
         "n_estimate": float(max(1.0, noisy_counts.sum())),
     }

@@ -78,7 +78,7 @@ from privsynth.mechanisms.rap.backend import (
     project,
     to_relaxed,
 )
-from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.accounting import PrivacyCost, gaussian_sigma, gumbel_scale
 from privsynth.privacy.noise import NoiseSource
 from privsynth.privacy.spending import rho_allowance
 from privsynth.schema.encoding import Domain
@@ -187,9 +187,9 @@ def budget(config: Config) -> Budget:
     rho_1 = config.init_one_way_share * rho
     rho_2 = config.init_two_way_share * rho
     rho0 = (rho - rho_n - rho_1 - rho_2) / (2 * config.rounds * config.picks_per_round)
-    scale = 1.0 / math.sqrt(2.0 * rho0)  # sensitivity 1 (counts, add/remove one record)
+    # sensitivity 1 (counts and scores, add/remove one record)
     return Budget(rho=rho, rho_n=rho_n, rho_one_way=rho_1, rho_two_way=rho_2, rho0=rho0,
-                  sigma_n=1.0 / math.sqrt(2.0 * rho_n), sigma=scale, beta=scale)
+                  sigma_n=gaussian_sigma(rho_n), sigma=gaussian_sigma(rho0), beta=gumbel_scale(rho0))
 
 
 def releases_n_estimate(config: Config) -> bool:
@@ -202,7 +202,7 @@ def one_shot_sigma(rho_part: float, n_marginals: int) -> float:
     sets of one order (all 1-way or all 2-way). Adding or removing one record moves exactly one cell of
     each by 1, so the L2 sensitivity is sqrt(n_marginals) and sigma = sqrt(n_marginals / (2 rho_part))
     makes the measurement rho_part-zCDP."""
-    return math.sqrt(n_marginals / (2.0 * rho_part))
+    return gaussian_sigma(rho_part, math.sqrt(n_marginals))
 
 
 def init_marginals(config: Config, n_attributes: int) -> list[Marginal]:

@@ -72,6 +72,7 @@ from privsynth.mechanisms.reduced_space.space import (
     reduced_space_size,
     space_sampler,
 )
+from privsynth.privacy import accounting
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain, check_codes, one_hot
@@ -99,7 +100,7 @@ def l1_sensitivity(marginals: list[Marginal]) -> int:
 
 def laplace_scale(epsilon: float, marginals: list[Marginal]) -> float:
     """Laplace scale per cell count for epsilon-DP: |W| / epsilon."""
-    return l1_sensitivity(marginals) / epsilon
+    return accounting.laplace_scale(epsilon, l1_sensitivity(marginals))
 
 
 def resolved_space(config: Config) -> str:

@@ -41,7 +41,7 @@ from privsynth.mechanisms import get_mechanism
 from privsynth.mechanisms.aim import mechanism as aim
 from privsynth.mechanisms.base import Release
 from privsynth.mechanisms.microaggregation import cells as mm
-from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost, epsilon_from_rho
+from privsynth.privacy.accounting import DEFAULT_DELTA, PrivacyCost, epsilon_from_rho, gaussian_sigma, laplace_scale
 from privsynth.privacy.audit.canaries import TINY_DOMAIN, Neighbours, neighbours
 from privsynth.privacy.audit.core import AuditTarget, NoiseFactory, loop_runs
 from privsynth.privacy.audit.steps import NoisyStatistic, step_target
@@ -149,7 +149,7 @@ def category_neighbours(epsilon: float, delta: float, copies: int = 1) -> tuple[
     threshold tau (rounded), so that one more record moves its release probability the most."""
     rho = schema_draft.draft_cost(epsilon, delta, 1).rho
     delta_tau = schema_draft.THRESHOLD_DELTA_FRACTION * delta
-    tau = schema_draft.threshold(schema_draft.gaussian_sigma(rho, 1.0), delta_tau)
+    tau = schema_draft.threshold(gaussian_sigma(rho), delta_tau)
     codes = np.concatenate([np.zeros(CATEGORY_COMMON), np.ones(int(round(tau)))]).astype(np.int32)[:, None]
     return neighbours(codes, CATEGORY_DOMAIN, copies), rho, delta_tau
 
@@ -244,7 +244,7 @@ def _rap_measure(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
 
 def _schema_draft_counts(epsilon: float = 1.0, copies: int = 1, delta: float = DEFAULT_DELTA) -> AuditTarget:
     nb, rho, _ = category_neighbours(epsilon, delta, copies)
-    sigma = schema_draft.gaussian_sigma(rho, 1.0)  # the draft noises the values' counts only (L2 sensitivity 1)
+    sigma = gaussian_sigma(rho)  # the draft noises the values' counts only (L2 sensitivity 1)
 
     def statistics_of(table: Histogram) -> list[NoisyStatistic]:
         return [NoisyStatistic("gaussian", sigma, _category_counts(table))]
@@ -275,8 +275,9 @@ def _microaggregation_laplace(epsilon: float = 1.0, copies: int = 1) -> AuditTar
     def statistics_of(table: Histogram) -> list[NoisyStatistic]:
         stats = micro.collect_statistics(table, nb.domain, config)
         # t = 0: one cell holding every record; its sum of one-hot rows is the diagonal of C.
-        return [NoisyStatistic("laplace", 1.0 / eps_weights, np.array([float(stats.n)])),
-                NoisyStatistic("laplace", mm.sum_l1_sensitivity(q) / eps_centroids, np.diag(stats.cooccurrence))]
+        return [NoisyStatistic("laplace", laplace_scale(eps_weights), np.array([float(stats.n)])),
+                NoisyStatistic("laplace", laplace_scale(eps_centroids, mm.sum_l1_sensitivity(q)),
+                               np.diag(stats.cooccurrence))]
     return step_target("microaggregation: Laplace (t=0)", micro.privacy_cost(config), config.delta, nb,
                        statistics_of, "likelihood ratio of the noisy cell count and cell sums")
 
@@ -286,7 +287,7 @@ def _microaggregation_pca(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
     config = micro.Config(epsilon=epsilon)
     nb = neighbours(copies=copies)
     eps_pca, _, _ = micro.budget_shares(config)
-    scale = mm.cooccurrence_l1_sensitivity(nb.domain.n_attributes) / eps_pca
+    scale = laplace_scale(eps_pca, mm.cooccurrence_l1_sensitivity(nb.domain.n_attributes))
     mask = mm.second_moment_mask(nb.domain)
 
     def statistics_of(table: Histogram) -> list[NoisyStatistic]:
