@@ -25,7 +25,6 @@ from privsynth.discovery.categories import (
     dp_categories,
     threshold,
 )
-from privsynth.discovery.column_release import categorical_release
 from privsynth.discovery.declared import (
     IDENTIFIER_TOKENS,
     DeclaredColumn,
@@ -143,7 +142,7 @@ def default_name(source: str) -> str:
 
 __all__ = [
     "DEFAULT_BINS", "GRID_POINTS", "IDENTIFIER_TOKENS", "THRESHOLD_DELTA_FRACTION", "CategoryRelease",
-    "ColumnDraft", "DeclaredColumn", "DraftOptions", "DraftResult", "categorical_release", "classify_dtype",
+    "ColumnDraft", "DeclaredColumn", "DraftOptions", "DraftResult", "classify_dtype",
     "declared_columns", "default_name", "dp_categories", "dp_quantile", "draft_cost", "draft_schema",
     "identifier_reason", "linear_grid", "name_tokens", "open_declared",
     "parse_bounds", "parse_categories", "quantile_scores", "release_key_for", "render", "threshold",

@@ -15,14 +15,8 @@ from privsynth.discovery import bounds as B
 from privsynth.discovery import points as P
 from privsynth.discovery import zoom as Z
 from privsynth.discovery.beyond import beyond_bounds
-from privsynth.discovery.categories import CategoryRelease, dp_categories, merged_spellings
+from privsynth.discovery.categories import CategoryRelease, merged_spellings
 from privsynth.discovery.draft import NUMERIC, TEMPORAL, ColumnDraft, numeric_entry
-
-
-def categorical_release(d: ColumnDraft, values: list, counts: np.ndarray, rho: float, delta_tau: float, noise,
-                        present: float | None = None) -> None:
-    """The DP category list in one look (``dp_categories``), written into the draft (``write_categories``)."""
-    write_categories(d, dp_categories([str(v) for v in values], counts, rho, delta_tau, noise), rho, present)
 
 
 def write_categories(d: ColumnDraft, release: CategoryRelease, rho: float, present: float | None = None) -> None:
@@ -36,20 +30,17 @@ def write_categories(d: ColumnDraft, release: CategoryRelease, rho: float, prese
     d.spent["categories"] = rho
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     cats = [v for v in merged_spellings(release) if v.strip() not in (MISSING_LABEL, OUT_OF_DOMAIN_LABEL)]
+    d.entry["categories"] = cats
+    d.entry["on_out_of_domain"] = "category"
+    d.entry["dp_released"] = [*(["type"] if "type" in d.entry.get("dp_released", []) else []), "categories"]
     if not cats:
         # Kept, never dropped for want of budget (nothing is dropped silently): every present value is
         # <out-of-domain>, so the release still holds the column's missing and present shares.
-        d.entry["categories"] = []
-        d.entry["on_out_of_domain"] = "category"
-        d.entry["dp_released"] = [*(["type"] if "type" in d.entry.get("dp_released", []) else []), "categories"]
         d.comments.append(f"kept with no category: no value passed the threshold of the DP histogram (rho {rho:.4g}; "
                           f"{release.tau:.0f} rows at this budget), so every present value becomes <out-of-domain>; "
                           "to keep its values, list its public categories here and pass this file as --schema, give "
                           "a data contract (--public), or a larger epsilon")
         return
-    d.entry["categories"] = cats
-    d.entry["on_out_of_domain"] = "category"
-    d.entry["dp_released"] = [*(["type"] if "type" in d.entry.get("dp_released", []) else []), "categories"]
     d.comments.append(f"DP (rho {rho:.4g}): categories are the values whose noisy count passed the threshold "
                       f"({release.tau:.0f} rows at this budget); every other value becomes <out-of-domain>. Add "
                       "public categories it missed")
@@ -100,7 +91,7 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None and fine.codes is None:
         keep = B.trims_that_cut_mass(d.bounds_histogram, levels[0], coarse, fine.low, fine.high)
         if any(keep):  # a trim cut a tail round 1 counted: that end keeps round 1's bound (post-processing)
-            fine = B.read_out(levels, integer, bins, coarse, octave_grid=c.kind in NUMERIC, keep_ends=keep)
+            fine = B.read_out(levels, integer, bins, coarse, keep_ends=keep)
     points = P.find_points(values, counts, cands, rho_points, noise, float(levels[-1].noisy.sum())) if cands else ()
     if points and fine.codes is None and not fine.small_domain:
         fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer))

@@ -18,7 +18,6 @@ the rho left by columns that need no further round goes to the columns that do.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -115,34 +114,33 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
     if not read:
         return
     part = rho / len(read)
-    present: dict[str, float] = {}
-    standing: dict[str, tuple[float, float]] = {}
-    empty: set[str] = set()
-    spent = _round_facts(table, [d for d in read if needs(d, options) == "facts"], part * FACTS_SHARE, noise, present,
-                         empty, standing)
+    released: dict[str, F.NoisyFacts] = {}
+    spent = _round_facts(table, [d for d in read if needs(d, options) == "facts"], part * FACTS_SHARE, noise, released)
     later = [d for d in read if needs(d, options) is not None]
     if not later:
         return
     left = (rho - spent) / len(later)
     coarse: dict[str, Bounds] = {}
     cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    looks: dict[str, tuple[list, np.ndarray, CategoryRelease]] = {}
+    looks: dict[str, tuple[list[str], np.ndarray, CategoryRelease]] = {}
     for d in later:
         need = needs(d, options)
         if need == "categories":
             raw, counts = value_counts(table, d)
-            first = dp_categories([str(v) for v in raw], counts, left * FIRST_LOOK_SHARE, delta_tau / 2.0, noise)
-            looks[d.column.name] = (raw, counts, first)
+            values = [str(v) for v in raw]
+            looks[d.column.name] = (values, counts, dp_categories(values, counts, left * FIRST_LOOK_SHARE,
+                                                                  delta_tau / 2.0, noise))
         elif need == "edges":
             coarse[d.column.name] = Bounds(*public_bounds(d.column, options))
         elif need == "bounds":
             values, counts = _numeric_counts(table, d)
             cache[d.column.name] = (values, counts)
             found = round_one_bounds(d, values, counts, left * BOUNDS_SHARE, noise,
-                                     has_values=d.column.name not in empty)
+                                     has_values=not (d.column.name in released
+                                                     and F.shows_no_value(released[d.column.name])))
             coarse[d.column.name] = _within_public(found, d, options)
     edged = [d for d in later if d.column.name in coarse]
-    _second_looks([d for d in later if d.column.name in looks], looks, left, delta_tau, noise, present, standing,
+    _second_looks([d for d in later if d.column.name in looks], looks, left, delta_tau, noise, released,
                   pool_to_all=not edged)
     # Round 2: what round 1 left (columns settled or dropped there leave theirs) goes to the columns placing
     # edges, in equal parts: the whole of ``rho`` is spent whenever any column reaches round 2.
@@ -157,7 +155,7 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
 
 
 def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delta_tau: float, noise,
-                  present: dict[str, float], standing: dict[str, tuple[float, float]], pool_to_all: bool) -> None:
+                  released: dict[str, F.NoisyFacts], pool_to_all: bool) -> None:
     """Round 1's categories by need: every categorical column had a first look at FIRST_LOOK_SHARE of its part
     ``left``; the rest of their parts is pooled and spent on a second look at the columns whose first look left
     values unfound (``shows_unfound``), in equal parts: a yes/no column found whole gives its budget to a column
@@ -167,25 +165,25 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     threshold delta. Writes every categorical column's entry."""
     if not categorical:
         return
-    short = {d.column.name for d in categorical
-             if shows_unfound(looks[d.column.name][2], *standing.get(d.column.name, (None, 0.0)))}
+    facts = {d.column.name: released.get(d.column.name) for d in categorical}
+    short = {name for name, f in facts.items()
+             if shows_unfound(looks[name][2], *((f.present_standing, f.present_standing_sd) if f else (None, 0.0)))}
     again = short or ({d.column.name for d in categorical} if pool_to_all else set())
     first_rho = left * FIRST_LOOK_SHARE
     each = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical) / len(again) if again else 0.0
     for d in categorical:
-        raw, counts, release = looks[d.column.name]
+        values, counts, release = looks[d.column.name]
         rho = first_rho
         if d.column.name in again:
-            release = dp_categories([str(v) for v in raw], counts, each, delta_tau / 2.0, noise, prior=release)
+            release = dp_categories(values, counts, each, delta_tau / 2.0, noise, prior=release)
             rho += each
-        write_categories(d, release, rho, present.get(d.column.name))
+        f = facts[d.column.name]
+        write_categories(d, release, rho, f.present if f else None)
 
 
-def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, present: dict[str, float],
-                 empty: set[str], standing: dict[str, tuple[float, float]]) -> float:
+def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, released: dict[str, F.NoisyFacts]) -> float:
     """Round 0: each column's DP facts at ``rho_each``, applied to its entry; returns the rho spent. Fills
-    ``present`` with each column's DP present count, ``standing`` with that of its classes that stand out of
-    their noise and its noise deviation, and ``empty`` with the columns whose facts show no value."""
+    ``released`` with each column's noisy facts (DP), which the later rounds read."""
     if not reading:
         return 0.0
     counts = F.exact_counts(table, [(d.column.name, source_kind(d)) for d in reading])
@@ -193,12 +191,7 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, pres
         noisy = F.release(d.column.name, counts[d.column.name], rho_each, noise)
         d.spent["facts"] = rho_each
         decided = F.decide(noisy, source_kind(d))
-        present[d.column.name] = noisy.present
-        # the classes standing out of their noise: a present count with the noise of a few classes, not fourteen
-        standing[d.column.name] = (noisy.present_standing,
-                                   noisy.sigma_classes * math.sqrt(max(1, len(noisy.standing_classes()))))
-        if F.shows_no_value(noisy):
-            empty.add(d.column.name)
+        released[d.column.name] = noisy
         if decided.kind is not None and d.column.identifier_reason and not F.few_distinct(noisy):
             # a name that looks like an identifier's, and facts that do not show few distinct values: dropped
             decided = dataclasses.replace(decided, kind=None, reason=f"{d.column.identifier_reason.split(':')[0]}, "
@@ -228,7 +221,6 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, pres
 
 
 def _numeric_counts(table, d: ColumnDraft) -> tuple[np.ndarray, np.ndarray]:
-
     raw, counts = value_counts(table, d)
     if d.column.kind in TEMPORAL:
         return np.asarray(raw, dtype=np.float64), counts

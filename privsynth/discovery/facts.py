@@ -75,6 +75,11 @@ class NoisyFacts:
         a column are empty, and leaving out those within their noise costs at most four deviations each."""
         return float(sum(self.standing_classes()))
 
+    @property
+    def present_standing_sd(self) -> float:
+        """The noise deviation of ``present_standing``: a sum of a few classes' noise, not fourteen."""
+        return self.sigma_classes * math.sqrt(max(1, len(self.standing_classes())))
+
     def standing_classes(self) -> list[float]:
         """The noisy counts of the present classes that stand STANDING_SIGMAS out of their noise."""
         return [x for x in self.classes[1:] if x > STANDING_SIGMAS * self.sigma_classes]
