@@ -119,13 +119,10 @@ def _artifact_key(dataset: str, what: str) -> str:
 def privacy_artifact_row(outcome: RunOutcome) -> dict:
     """The privacy artifact's row: the run's one figure (privacy.json's ``spent``) and its parts,
     as the console says."""
-    spent = outcome.privacy.get("spent") or {}
-    cost = outcome.privacy["cost"]
-    return {"mechanism": outcome.privacy["mechanism"], "statement": spent.get("line") or outcome.privacy.get(
-                "epsilon_statement"),
-            "epsilon": spent.get("epsilon", cost.get("epsilon_at_delta")),
-            "delta": spent.get("delta", cost.get("delta")), "rho_zcdp": spent.get("rho_zcdp", cost.get("rho_zcdp")),
-            "pure_epsilon": cost.get("pure_epsilon"), "synthetic_rows": outcome.rounding["rows"],
+    total, cost = outcome.privacy.total_cost(), outcome.privacy.document["cost"]
+    return {"mechanism": outcome.privacy.mechanism, "statement": outcome.privacy.spend_line(),
+            "epsilon": outcome.privacy.epsilon(), "delta": total.get("delta"), "rho_zcdp": total.get("rho_zcdp"),
+            "pure_epsilon": cost.get("pure_epsilon"), "synthetic_rows": outcome.rounding.rows,
             "reused_stored_release": outcome.reused}
 
 
@@ -136,11 +133,11 @@ def publish_artifacts(outcome: RunOutcome, dataset: str) -> None:
     synthetic = (f"{outcome.run_dir}/synthetic.parquet" if "://" in outcome.run_dir
                  else Path(outcome.run_dir, "synthetic.parquet").resolve().as_uri())
     create_link_artifact(key=_artifact_key(dataset, "synthetic"), link=synthetic,
-                         link_text=f"synthetic table ({outcome.rounding['rows']} rows)",
+                         link_text=f"synthetic table ({outcome.rounding.rows} rows)",
                          description="The DP synthetic table")
-    if outcome.rounding.get("sink"):
+    if outcome.rounding.sink:
         create_markdown_artifact(key=_artifact_key(dataset, "sink"),
-                                 markdown=f"Written to `{outcome.rounding['sink']}`",
+                                 markdown=f"Written to `{outcome.rounding.sink}`",
                                  description="Where the synthetic table was also written")
     publish_report(outcome, dataset)
 
@@ -168,7 +165,7 @@ def report_markdown(report: dict, html_link: str) -> str:
 
 def publish_report(outcome: RunOutcome, dataset: str) -> None:
     """The DP report's artifacts (public): the headline and every column's bound (markdown), and report.html's link."""
-    report = outcome.report or {}
+    report = outcome.report.to_json()
     html_link = _run_file(outcome, "report.html")
     create_markdown_artifact(key=_artifact_key(dataset, "report"), markdown=report_markdown(report, html_link),
                              description="DP report: which columns and pairs can be trusted, and how far off (public)")

@@ -77,7 +77,9 @@ class Release:
     def epsilon(self) -> float | None:
         """The epsilon this run spent at its delta, all stages together (privacy.json's ``spent``: the figure the
         console, report.md and `privsynth budget show` state)."""
-        return (self.privacy.get("spent") or {}).get("epsilon", self.privacy["cost"].get("epsilon_at_delta"))
+        from privsynth.run.results import PrivacyRecord
+
+        return PrivacyRecord.of(self.privacy).epsilon()
 
 
 def _schema_of(schema: Schema | str | Path | None) -> Schema | None:
@@ -193,8 +195,10 @@ def _release_of(outcome: RunOutcome, schema: Schema, seed: int | None) -> Releas
     local = Path(outcome.local_dir)
     mechanism_release = MechanismRelease.from_arrow(pq.read_table(local / "release.parquet"))
     run_dir = Path(outcome.run_dir) if "://" not in outcome.run_dir else outcome.run_dir
-    return Release(table=pq.read_table(local / "synthetic.parquet"), privacy=outcome.privacy, report=outcome.report,
-                   run_dir=run_dir, schema=schema, mechanism_release=mechanism_release, audit=outcome.audit, seed=seed)
+    return Release(table=pq.read_table(local / "synthetic.parquet"), privacy=outcome.privacy.to_json(),
+                   report=outcome.report.to_json(), run_dir=run_dir, schema=schema,
+                   mechanism_release=mechanism_release,
+                   audit=None if outcome.audit is None else outcome.audit.to_json(), seed=seed)
 
 
 class Synthesizer:

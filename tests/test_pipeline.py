@@ -52,7 +52,7 @@ def test_execute_runs_the_stages_in_order_through_the_runner_and_deletes_private
     outcome = execute(ctx, runner)
     assert calls == ["validate", "binarise", "mechanism", "rounding", "report"]  # no audit unless asked for
     assert not ctx.private_dir.exists()
-    assert outcome.audit is None and outcome.rounding["rows"] == 30 and not outcome.reused
+    assert outcome.audit is None and outcome.rounding.rows == 30 and not outcome.reused
     manifest_stages = set(ctx.folder.manifest["stages"])
     assert manifest_stages == {"validate", "binarise", "mechanism", "rounding", "report"}
     assert ctx.folder.manifest["finished"]
@@ -93,14 +93,18 @@ def test_keep_private_keeps_the_intermediates_for_debugging(tmp_path):
 
 
 def test_output_rows_never_reads_the_private_count():
+    from privsynth.run.results import PrivacyRecord
     from privsynth.run.stages import output_rows
 
-    assert output_rows(None, {"exact_release": True}) is None  # an exact release is published as it is
-    assert output_rows(40, {"release_facts": {"n_estimate": 123.4}}) == 40
-    assert output_rows(None, {"release_facts": {"n_estimate": 123.4}}) == 123  # the release's own DP estimate
-    assert output_rows(None, {"release_facts": {"n_estimate": -3.0}}) == 1
+    def record(**document):
+        return PrivacyRecord.of(document)
+
+    assert output_rows(None, record(exact_release=True)) is None  # an exact release is published as it is
+    assert output_rows(40, record(release_facts={"n_estimate": 123.4})) == 40
+    assert output_rows(None, record(release_facts={"n_estimate": 123.4})) == 123  # the release's own DP estimate
+    assert output_rows(None, record(release_facts={"n_estimate": -3.0})) == 1
     with pytest.raises(ValueError, match="no DP estimate of n"):
-        output_rows(None, {"mechanism": "x", "release_facts": {}})
+        output_rows(None, record(mechanism="x", release_facts={}))
 
 
 def test_privacy_json_names_measured_marginals_by_column():

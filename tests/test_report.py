@@ -255,6 +255,7 @@ def test_pictures_stay_one_image_for_many_columns(tmp_path):
 
 def test_prefect_artifacts_link_report_html_and_carry_no_audit(aim_run, monkeypatch):
     import flows.synthesize as flow
+    from privsynth.run.results import AuditResult, PrivacyRecord, ReportResult, RoundingFacts
     from privsynth.run.stages import RunOutcome
 
     run, _ = aim_run
@@ -263,12 +264,13 @@ def test_prefect_artifacts_link_report_html_and_carry_no_audit(aim_run, monkeypa
     monkeypatch.setattr(flow, "create_markdown_artifact", lambda **kw: published.append(("markdown", kw)))
     monkeypatch.setattr(flow, "create_link_artifact", lambda **kw: published.append(("link", kw)))
     audit = {"visibility": "internal", "marginals": {"1": {"mean_tv": 0.123456789}}}
-    outcome = RunOutcome("r", str(run), run, {}, {"rows": 300}, report, audit)
+    outcome = RunOutcome("r", str(run), run, PrivacyRecord.of(json.loads((run / "privacy.json").read_text())),
+                         RoundingFacts(300, True), ReportResult.of(report), AuditResult.of("internal", audit))
     flow.publish_report(outcome, "toy")
     (kind, md), (_, link) = published
     assert kind == "markdown" and link["link"] == (run / "report.html").resolve().as_uri()
     assert link["link"] in md["markdown"] and "0.123456789" not in json.dumps(published)
     for column in report["columns"]:
         assert column["column"] in md["markdown"]
-    remote = RunOutcome("r", "s3://bucket/runs/r", run, {}, {"rows": 300}, report, None)
+    remote = RunOutcome("r", "s3://bucket/runs/r", run, outcome.privacy, outcome.rounding, outcome.report, None)
     assert flow._run_file(remote, "report.html") == "s3://bucket/runs/r/report.html"

@@ -25,31 +25,50 @@ logger = logging.getLogger("privsynth")
 class RunContext:
     """Everything a stage needs: the checked plan, the input, the run folder, ledger and store.
 
+    Read-only once made: a stage returns its result and never changes the context. The discover stage's
+    outcome gives a new context (``with_discovery``) holding the completed plan; it shares this one's
+    private folder and opened input, so closing either closes both.
     A plain class on purpose: Prefect walks dataclasses and pydantic models passed to tasks.
     """
 
     def __init__(self, plan: RunPlan, data: Any, folder: RunFolder, ledger, store, *, run_id: str,
                  keep_private: bool = False, progress: Callable[[str], None] | None = None) -> None:
-        self.plan = plan
-        self.data = data
-        self.folder = folder
-        self.ledger = ledger
-        self.store = store
-        self.run_id = run_id
-        self.keep_private = keep_private
-        self.progress = progress or (lambda line: logger.info("%s", line))
         sweep_private_leftovers()
-        self.private_dir = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
-        os.chmod(self.private_dir, 0o700)
-        self._handle = None  # the engine source, opened on first use
-        self.discovery = None  # the discover stage's outcome (privsynth.run.discover), when the run has no schema
-        # Set by the validate stage on a budgeted dataset: records failing the schema are dropped (a per-record
-        # map), never a refusal that would make the release's existence an exact check (stage_validate).
-        self.drop_faulty_records = False
+        private_dir = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
+        os.chmod(private_dir, 0o700)
+        values = {"plan": plan, "data": data, "folder": folder, "ledger": ledger, "store": store, "run_id": run_id,
+                  "keep_private": keep_private, "progress": progress or (lambda line: logger.info("%s", line)),
+                  "private_dir": private_dir,
+                  "discovery": None,  # the discover stage's outcome (privsynth.run.discover), when it had no schema
+                  "_opened": {}}  # the engine source of the input, opened on first use; shared by with_discovery
+        self.__dict__.update(values)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"the run's context is read-only ({name!r}): a stage returns its result instead")
+
+    plan: RunPlan
+    data: Any
+    folder: RunFolder
+    ledger: Any
+    store: Any
+    run_id: str
+    keep_private: bool
+    progress: Callable[[str], None]
+    private_dir: Path
+    discovery: Any
+
+    def with_discovery(self, outcome) -> RunContext:
+        """This run's context once its discover stage decided the schema: the plan completed with it."""
+        from privsynth.run.plan import complete_plan
+
+        completed = object.__new__(RunContext)
+        completed.__dict__.update(self.__dict__, plan=complete_plan(self.plan, outcome.schema, outcome.rho),
+                                  discovery=outcome)
+        return completed
 
     @property
     def schema(self) -> Schema:
-        """The run's schema: the plan's, or the discovered one once ``complete_plan`` has run."""
+        """The run's schema: the plan's, or the discovered one (``with_discovery``)."""
         if self.plan.schema is None:
             raise RuntimeError("the run's schema is not known before its discover stage")
         return self.plan.schema
@@ -58,17 +77,21 @@ class RunContext:
     def domain(self) -> Domain:
         return domain_of(self.schema)
 
-    def handle(self):
-        """The engine's source of the input (``privsynth.engine.datasource.open_data``), opened once."""
-        if self._handle is None:
-            self._handle = open_data(self.data, self.schema)
-        self._handle.drop_faulty_records = self.drop_faulty_records
-        return self._handle
+    def handle(self, drop_faulty_records: bool = False):
+        """The engine's source of the input (``privsynth.engine.datasource.open_data``), opened once;
+        ``drop_faulty_records``: whether its statistics leave out the records failing the schema (the
+        validate stage's ``ValidationResult``)."""
+        opened = self.__dict__["_opened"]
+        if "source" not in opened:
+            opened["source"] = open_data(self.data, self.schema)
+        opened["source"].drop_faulty_records = drop_faulty_records
+        return opened["source"]
 
     def close(self) -> None:
         """Delete the private intermediates (unless kept for debugging)."""
-        if self._handle is not None:
-            self._handle.close()
+        source = self.__dict__["_opened"].pop("source", None)
+        if source is not None:
+            source.close()
         if self.keep_private:
             self.progress(f"private intermediates KEPT for debugging in {self.private_dir} (delete them when done)")
             return

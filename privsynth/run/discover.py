@@ -79,20 +79,14 @@ def public_facts(parameters) -> PublicFacts:
 
 
 def stage_discover(ctx) -> DiscoveryOutcome:
-    """Discover the run's schema (module docstring); the context's plan is completed with it."""
-    from privsynth.run.plan import complete_plan
-
-    plan = ctx.plan
+    """Discover the run's schema (module docstring); the run goes on with ``ctx.with_discovery(outcome)``."""
     if ctx.folder.trusted("schema.yaml"):
         schema = parse_schema(yaml.safe_load(ctx.folder.file("schema.yaml").read_text(encoding="utf-8")),
                               origin="schema.yaml")
         spent = float(ctx.folder.manifest["stages"].get("discover", {}).get("discovery_rho", 0.0))
-        ctx.plan = complete_plan(plan, schema, spent)
         ctx.progress("discover: reused this run folder's schema.yaml; nothing charged")
-        return reused_outcome(ctx, schema, spent, spent / plan.discovery.rho)
-    outcome = _discover(ctx)
-    ctx.plan = complete_plan(plan, outcome.schema, outcome.rho)
-    return outcome
+        return reused_outcome(ctx, schema, spent, spent / ctx.plan.discovery.rho)
+    return _discover(ctx)
 
 
 def reused_outcome(ctx, schema: Schema, rho: float, share: float) -> DiscoveryOutcome:

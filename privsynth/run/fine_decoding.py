@@ -23,6 +23,8 @@ privacy.json (public: DP) and stored with the release, so a re-run reuses them a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,7 +142,9 @@ def measure(plan: FineDecoding, schema: Schema, counts: dict[str, np.ndarray], n
     return {**plan.describe(), "visibility": "public (DP)", "by_column": out}
 
 
-def decoding_counts(privacy: dict) -> dict | None:
-    """The per-column DP sub-bin counts a decoder uses (None: uniform decoding)."""
+def decoding_counts(privacy: Mapping) -> dict | None:
+    """The per-column DP sub-bin counts a decoder uses (None: uniform decoding), as a plain copy."""
+    from privsynth.run.results import thawed_json
+
     found = privacy.get("fine_decoding")
-    return None if not found else found["by_column"]
+    return None if not found else thawed_json(found["by_column"])

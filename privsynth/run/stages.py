@@ -38,10 +38,19 @@ from privsynth.mechanisms.rounding import round_release, suppress_levels, unsupp
 from privsynth.run import phase
 from privsynth.run.charge import epsilon_statement, release_stage
 from privsynth.run.context import RunContext, Runner, direct
-from privsynth.run.discover import stage_discover
+from privsynth.run.discover import DiscoveryOutcome, stage_discover
 from privsynth.run.faults import fault_point
 from privsynth.run.releases import measurements_from_table
-from privsynth.run.spent import spend_line, truthful_refusal, with_run_spend
+from privsynth.run.results import (
+    AuditResult,
+    BinarisedStatistics,
+    PrivacyRecord,
+    ReportResult,
+    RoundingFacts,
+    ValidationResult,
+    thawed_json,
+)
+from privsynth.run.spent import truthful_refusal, with_run_spend
 from privsynth.run.validate import stage_validate
 from privsynth.schema import Schema
 from privsynth.schema.encoding import (
@@ -60,12 +69,10 @@ logger = logging.getLogger("privsynth.run")
 __all__ = ["ValidationFailedError", "RunContext", "execute", "direct", "STAGES"]
 
 
-def stage_binarise(ctx: RunContext, validation: dict) -> Path:
+def stage_binarise(ctx: RunContext, validation: ValidationResult) -> BinarisedStatistics:
     """encoding.json (public layout) and the histogram of level codes (private, in the private folder)."""
-    if not validation.get("success"):
+    if not isinstance(validation, ValidationResult):
         raise ValidationFailedError("binarise needs a validated input")
-    if validation.get("drop_faulty_records"):
-        ctx.drop_faulty_records = True  # also when the validate stage's outcome was reused (a resumed run)
     domain = ctx.domain
     atomic_write_json(ctx.folder.file("encoding.json"), {
         "encoding": "one-hot",
@@ -77,11 +84,11 @@ def stage_binarise(ctx: RunContext, validation: dict) -> Path:
                              "a value drawn uniformly inside its bin (integers: uniformly among the bin's integers)"),
     })
     ctx.folder.record("binarise", ["encoding.json"])
-    histogram = ctx.handle().histogram()
+    histogram = ctx.handle(validation.drop_faulty_records).histogram()
     path = ctx.private_dir / "histogram.parquet"
     write_histogram(path, histogram, domain)
     ctx.progress(f"binarise: {domain.n_attributes} attributes, {domain.width} one-hot levels")
-    return path
+    return BinarisedStatistics(path, validation.drop_faulty_records)
 
 
 def write_histogram(path: Path, histogram: Histogram, domain: Domain) -> None:
@@ -97,13 +104,13 @@ def read_histogram(path: Path, domain: Domain) -> Histogram:
     return Histogram(codes.astype(np.int64), table.column("__count__").to_numpy().astype(np.int64))
 
 
-def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
+def stage_mechanism(ctx: RunContext, statistics: BinarisedStatistics) -> PrivacyRecord:
     """Charge, draw (or reuse) and persist the release; release.parquet, measurements, privacy.json."""
     from privsynth.privacy.keys import data_fingerprint, release_key
 
     plan = ctx.plan
     domain = ctx.domain
-    histogram = read_histogram(statistics_path, domain)
+    histogram = read_histogram(statistics.path, domain)
     secret = ctx.ledger.release_secret()
     key = release_key(secret, data_fingerprint(secret, histogram), ctx.schema.content_hash(), plan.mechanism.NAME,
                       plan.mechanism_config.model_dump(mode="json"), plan.parameters.seed,
@@ -121,7 +128,7 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
         from privsynth.run.fine_decoding import sub_bin_counts
 
         fine_counts = sub_bin_counts(ctx.data, ctx.schema,  # private: only its noisy release leaves
-                                     drop_faulty_records=ctx.drop_faulty_records)
+                                     drop_faulty_records=statistics.drop_faulty_records)
     # The mechanism's rounds (aim: the marginal measured, rho spent, time left; public facts only) reach the
     # run's progress lines: the console, the Python API's callback, the Prefect run logs.
     with reporting_progress(lambda progress: ctx.progress(progress.describe())):
@@ -137,27 +144,27 @@ def stage_mechanism(ctx: RunContext, statistics_path: Path) -> dict:
 
         atomic_write_table(ctx.folder.file("measurements.parquet"), measurements_table(outcome.release.measurements))
         artifacts.append("measurements.parquet")
-    privacy = with_run_spend(ctx, dict(outcome.privacy, reused_stored_release=outcome.reused))
-    atomic_write_json(ctx.folder.file("privacy.json"), privacy)
-    ctx.folder.record("mechanism", artifacts, privacy_spent=privacy["cost"], reused_stored_release=outcome.reused,
+    document = with_run_spend(ctx, dict(outcome.privacy, reused_stored_release=outcome.reused))
+    atomic_write_json(ctx.folder.file("privacy.json"), document)
+    ctx.folder.record("mechanism", artifacts, privacy_spent=document["cost"], reused_stored_release=outcome.reused,
                       replayed_draws=outcome.replayed)
     ctx.progress("mechanism: reused the stored release of this run; nothing charged" if outcome.reused else
                  f"mechanism: release charged to dataset {plan.dataset!r} and stored")
-    return privacy
+    return PrivacyRecord.of(document)
 
 
-def output_rows(rows: int | None, privacy: dict) -> int | None:
+def output_rows(rows: int | None, privacy: PrivacyRecord) -> int | None:
     """Rows to write: the requested count, else the release's own DP estimate of n (never the private n).
 
     An exact release (private sampling) is published as it is: None.
     """
-    if privacy.get("exact_release"):
+    if privacy.exact_release:
         return None
     if rows is not None:
         return rows
-    estimate = privacy.get("release_facts", {}).get("n_estimate")
+    estimate = privacy.n_estimate
     if estimate is None:
-        raise ValueError(f"mechanism {privacy.get('mechanism')} gives no DP estimate of n; pass rows")
+        raise ValueError(f"mechanism {privacy.mechanism} gives no DP estimate of n; pass rows")
     return max(1, int(round(estimate)))
 
 
@@ -186,7 +193,7 @@ def stored_measurements(ctx: RunContext) -> tuple[Measurement, ...]:
     return measurements_from_table(pq.read_table(ctx.folder.file("measurements.parquet")))
 
 
-def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
+def stage_rounding(ctx: RunContext, privacy: PrivacyRecord) -> RoundingFacts:
     """synthetic.parquet in the schema's types (and the optional sink): post-processing of the release."""
     from privsynth.io import write_sink
 
@@ -195,15 +202,15 @@ def stage_rounding(ctx: RunContext, privacy: dict) -> dict:
 
     measurements = stored_measurements(ctx)
     table = synthesize_table(release, ctx.schema, output_rows(ctx.plan.parameters.rows, privacy),
-                             rounding_rng(ctx.plan.parameters.seed), decoding_counts(privacy), measurements)
+                             rounding_rng(ctx.plan.parameters.seed), decoding_counts(privacy.document),
+                             measurements)
     atomic_write_table(ctx.folder.file("synthetic.parquet"), table)
-    facts: dict = {"rows": table.num_rows, "synthetic_valid": validate_synthetic(ctx, table)}
-    if ctx.plan.parameters.sink:
-        facts["sink"] = write_sink(table, ctx.plan.parameters.sink)
+    valid = validate_synthetic(ctx, table)
+    sink = write_sink(table, ctx.plan.parameters.sink) if ctx.plan.parameters.sink else None
+    facts = RoundingFacts(rows=table.num_rows, synthetic_valid=valid, sink=sink)
     fault_point("during_rounding")
-    ctx.folder.record("rounding", ["synthetic.parquet", "synthetic-validation.json"], **facts)
-    ctx.progress(f"rounding: wrote {table.num_rows} synthetic rows"
-                 + (f" and {facts['sink']}" if "sink" in facts else ""))
+    ctx.folder.record("rounding", ["synthetic.parquet", "synthetic-validation.json"], **facts.to_json())
+    ctx.progress(f"rounding: wrote {table.num_rows} synthetic rows" + (f" and {sink}" if sink is not None else ""))
     return facts
 
 
@@ -231,7 +238,7 @@ def validate_synthetic(ctx: RunContext, table: pa.Table) -> bool:
     return bool(doc["success"])
 
 
-def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
+def stage_report(ctx: RunContext, privacy: PrivacyRecord, rounding: RoundingFacts) -> ReportResult:
     """report.json / report.md / report.html and figures/: the synthetic table against the release's own
     noisy measurements, with a 95% bound per column and pair (DP, free: built from the release only)."""
     from privsynth.report.dp_report import dp_report, render_report
@@ -242,7 +249,7 @@ def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
     release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
     measurements = stored_measurements(ctx)
     synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
-    report = dp_report(release, measurements, synthetic, ctx.schema, privacy)
+    report = dp_report(release, measurements, synthetic, ctx.schema, privacy.to_json())
     root = ctx.folder.file("report.json").parent
     figures = write_public_figures(report, root / "figures")
     report["figures"] = figures
@@ -251,17 +258,17 @@ def stage_report(ctx: RunContext, privacy: dict, rounding: dict) -> dict:
     atomic_write_bytes(ctx.folder.file("report.html"), render_html(report, figures, root).encode())
     images = [figures["pairs"], figures["budget"], *figures["columns"]]
     ctx.folder.record("report", ["report.json", "report.md", "report.html", *images])
-    return report
+    return ReportResult.of(report)
 
 
-def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
+def stage_audit(ctx: RunContext, statistics: BinarisedStatistics, rounding: RoundingFacts) -> AuditResult:
     """INTERNAL (not DP), opt-in: the synthetic table against the real one, in ``internal-audit/``."""
     from privsynth.report.audit_quality import write_quality
     from privsynth.report.internal_audit import build_audit, render_markdown
 
     location = ctx.plan.parameters.audit_location
     target = audit_folder(ctx, location)
-    histogram = read_histogram(statistics_path, ctx.domain)
+    histogram = read_histogram(statistics.path, ctx.domain)
     real = np.concatenate(list(histogram.iter_codes())) if histogram.codes.shape[0] else \
         np.zeros((0, ctx.domain.n_attributes), dtype=np.int64)
     synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
@@ -275,9 +282,9 @@ def stage_audit(ctx: RunContext, statistics_path: Path, rounding: dict) -> dict:
         # Uploaded to the private place the owner named; never to the (public) run folder.
         names = [p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()]
         RemoteFolder(location).push(target, names)
-    audit["location"] = location if location is not None else f"{ctx.folder.location}/internal-audit"
-    ctx.progress(f"audit (INTERNAL, not DP): written to {audit['location']}")
-    return audit
+    where = location if location is not None else f"{ctx.folder.location}/internal-audit"
+    ctx.progress(f"audit (INTERNAL, not DP): written to {where}")
+    return AuditResult.of(where, audit)
 
 
 def audit_folder(ctx: RunContext, location: str | None) -> Path:
@@ -307,25 +314,25 @@ class RunOutcome:
     run_id: str
     run_dir: str
     local_dir: Path
-    privacy: dict
-    rounding: dict
-    report: dict
-    audit: dict | None
+    privacy: PrivacyRecord
+    rounding: RoundingFacts
+    report: ReportResult
+    audit: AuditResult | None
 
     @property
     def reused(self) -> bool:
-        return bool(self.privacy.get("reused_stored_release"))
+        return self.privacy.reused
 
     def public_summary(self) -> dict:
-        """What a run returns to its caller (and the Prefect flow stores): public facts only."""
+        """What a run returns to its caller (and the Prefect flow stores): public facts only, as JSON."""
         return {"run_id": self.run_id, "run_dir": self.run_dir,
-                "synthetic": f"{self.run_dir}/synthetic.parquet", "rows": self.rounding["rows"],
-                "sink": self.rounding.get("sink"),
-                "privacy": self.privacy.get("spent") or self.privacy["cost"],
-                "epsilon_statement": spend_line(self.privacy), "reused_release": self.reused,
-                "caveat": self.privacy.get("caveat"),
-                "report": (self.report or {}).get("summary"),
-                "internal_audit": self.audit.get("location") if self.audit is not None else None}
+                "synthetic": f"{self.run_dir}/synthetic.parquet", "rows": self.rounding.rows,
+                "sink": self.rounding.sink,
+                "privacy": thawed_json(self.privacy.total_cost()),
+                "epsilon_statement": self.privacy.spend_line(), "reused_release": self.reused,
+                "caveat": self.privacy.caveat,
+                "report": self.report.summary,
+                "internal_audit": self.audit.location if self.audit is not None else None}
 
 
 def discard_untouched_folder(ctx: RunContext) -> None:
@@ -342,7 +349,7 @@ def discard_untouched_folder(ctx: RunContext) -> None:
         folder.path.rmdir()
 
 
-def run_discover(ctx: RunContext, runner: Runner):
+def run_discover(ctx: RunContext, runner: Runner) -> DiscoveryOutcome:
     """The discover stage; a refusal it raises after its own charge (e.g. no column kept) names that charge."""
     from privsynth.run.spent import discovery_charged_since, ledger_charges
 
@@ -363,10 +370,8 @@ def run_discover(ctx: RunContext, runner: Runner):
 def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     """The run, stage by stage; the private folder is deleted whatever happens."""
     try:
-        discovery = None
         if ctx.plan.schema is None:
-            discovery = run_discover(ctx, runner)
-            ctx.discovery = discovery
+            ctx = ctx.with_discovery(run_discover(ctx, runner))
         try:
             validation = runner("validate", stage_validate, ctx)
             statistics = runner("binarise", stage_binarise, ctx, validation)
@@ -385,11 +390,11 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     finally:
         ctx.close()
     folder = ctx.folder
-    folder.manifest["privacy_spent"] = privacy.get("spent") or privacy["cost"]
-    folder.manifest["epsilon_statement"] = privacy.get("epsilon_statement")
+    folder.manifest["privacy_spent"] = thawed_json(privacy.total_cost())
+    folder.manifest["epsilon_statement"] = privacy.epsilon_statement
     folder.manifest["outputs"] = {"synthetic": "synthetic.parquet", "privacy": "privacy.json", "report": "report.json",
                                   "synthetic_validation": "synthetic-validation.json",
-                                  "sink": rounding.get("sink"),
+                                  "sink": rounding.sink,
                                   "internal_audit": None if audit is None else "internal-audit/audit.json"
                                   if ctx.plan.parameters.audit_location is None else "elsewhere (--audit-location)"}
     folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")

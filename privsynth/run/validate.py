@@ -11,9 +11,10 @@ from __future__ import annotations
 from privsynth.engine.datasource import ValidationFailedError
 from privsynth.io import atomic_write_json
 from privsynth.run.context import RunContext
+from privsynth.run.results import ValidationResult
 
 
-def stage_validate(ctx: RunContext) -> dict:
+def stage_validate(ctx: RunContext) -> ValidationResult:
     """The schema's expectations on the input, one policy with or without a budget (docs/design.md 5.8).
 
     Records failing an expectation are dropped before the mechanism (``guarded_validation``); only the file's
@@ -55,7 +56,7 @@ def guarded_public_validation(report, refuse: bool = False) -> dict:
             "record_checks": policy, "results": [r.public_json() for r in structural]}
 
 
-def guarded_validation(ctx: RunContext, report, refuse: bool = False) -> dict:
+def guarded_validation(ctx: RunContext, report, refuse: bool = False) -> ValidationResult:
     """The validate stage (docs/design.md 5.8): only the file's structure may refuse the run.
 
     Record-level checks (types, bounds, categories, missing values, shares, rows) become a per-record map:
@@ -85,8 +86,7 @@ def guarded_validation(ctx: RunContext, report, refuse: bool = False) -> dict:
     if refuse:
         ctx.progress(f"validate: every record of schema {ctx.schema.name!r} passed (--refuse-invalid-records: this "
                      "run's outcome is not covered by the DP guarantee)")
-        return {"success": True}
-    ctx.drop_faulty_records = True
+        return ValidationResult(drop_faulty_records=False)
     ctx.progress(f"validate: schema {ctx.schema.name!r}: records failing an expectation are dropped, never a refusal "
                  "(the exact result is owner-only)")
-    return {"success": True, "drop_faulty_records": True}
+    return ValidationResult(drop_faulty_records=True)
