@@ -23,10 +23,8 @@ privacy.json (public: DP) and stored with the release, so a re-run reuses them a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
