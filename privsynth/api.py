@@ -138,7 +138,7 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
                           progress=progress)
         outcome = execute(ctx, direct)
     try:
-        return _release_of(outcome, ctx.schema, parameters.seed)
+        return _release_of(outcome, outcome.schema, parameters.seed)
     finally:
         ctx.folder.release_local_copy()
 

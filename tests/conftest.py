@@ -143,11 +143,11 @@ class StatisticNoise(SeededNoise):
         self.added: list[tuple[tuple[int, ...], float]] = []
         self.authorize("test")
 
-    def add_laplace(self, values, scale):
+    def add_laplace(self, values, scale, *, sensitivity=None):
         self.added.append((np.shape(values), scale))
-        return super().add_laplace(values, scale)
+        return super().add_laplace(values, scale, sensitivity=sensitivity)
 
-    def laplace(self, scale, size):
+    def laplace(self, scale, size, *, sensitivity=None):
         raise AssertionError("noise drawn apart from the statistic: use add_laplace (OpenDP's measurement)")
 
 

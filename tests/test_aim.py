@@ -424,13 +424,13 @@ def test_selection_by_rejection_has_the_exponential_mechanisms_law_on_the_eligib
     noise = SeededNoise(0, "test-key")
     noise.authorize("test")
     draws = 20000
-    picks = np.array([aim.select_eligible(scores, eligible.__contains__, noise, scale) for _ in range(draws)])
+    picks = np.array([aim.select_eligible(scores, eligible.__contains__, noise, scale, 1.0) for _ in range(draws)])
     assert set(np.unique(picks)) <= eligible
     freq = np.bincount(picks, minlength=scores.size) / draws
     assert np.all(np.abs(freq - law) <= 4 * np.sqrt(law * (1 - law) / draws) + 1e-12)
     # Tiny eligible mass: the fallback draw over the eligible set keeps the same law.
     hard = np.array([50.0, 0.0, 1.0])
-    picks = np.array([aim.select_eligible(hard, lambda i: i > 0, noise, 1.0) for _ in range(4000)])
+    picks = np.array([aim.select_eligible(hard, lambda i: i > 0, noise, 1.0, 1.0) for _ in range(4000)])
     assert set(np.unique(picks)) == {1, 2}
     assert np.mean(picks == 2) == pytest.approx(np.e / (1 + np.e), abs=0.03)
 

@@ -218,7 +218,7 @@ def test_pruning_drops_only_ineligible_costly_candidates_and_keeps_the_law():
     noise = SeededNoise(3, "test-key")
     noise.authorize("test")
     draws = 20000
-    picks = [names[select_eligible(s, lambda i: names[i] in allowed, noise, scale)] for _ in range(draws)]
+    picks = [names[select_eligible(s, lambda i: names[i] in allowed, noise, scale, 1.0)] for _ in range(draws)]
     law = {r: math.exp(scores[r] / scale) for r in allowed}
     total = sum(law.values())
     for r in allowed:
@@ -399,7 +399,7 @@ def test_the_peeling_fallback_keeps_the_law_on_the_eligible_set(monkeypatch):
     noise = SeededNoise(9, "test-key")
     noise.authorize("test")
     draws = 20000
-    picks = np.array([select_eligible(scores, eligible.__contains__, noise, scale) for _ in range(draws)])
+    picks = np.array([select_eligible(scores, eligible.__contains__, noise, scale, 1.0) for _ in range(draws)])
     assert set(np.unique(picks)) <= eligible
     law = np.array([math.exp(scores[i] / scale) for i in sorted(eligible)])
     law /= law.sum()

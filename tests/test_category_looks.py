@@ -19,7 +19,7 @@ from privsynth.privacy.accounting import gaussian_sigma
 class Exact:
     """No noise: what a look computes from its counts alone."""
 
-    def add_gaussian(self, values, sigma):
+    def add_gaussian(self, values, sigma, *, sensitivity=None):
         return np.asarray(values, dtype=np.float64)
 
 
@@ -27,7 +27,7 @@ class Drawn:
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def add_gaussian(self, values, sigma):
+    def add_gaussian(self, values, sigma, *, sensitivity=None):
         values = np.asarray(values, dtype=np.float64)
         return values + self.rng.normal(0.0, sigma, values.shape)
 

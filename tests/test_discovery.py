@@ -298,7 +298,7 @@ def test_two_half_measurements_averaged_are_one_at_the_whole_rho():
     from privsynth.discovery import zoom as Z
 
     class Zero:
-        def add_gaussian(self, x, sigma):
+        def add_gaussian(self, x, sigma, *, sensitivity=None):
             return np.asarray(x, dtype=float)
 
     edges = B.fine_edges(0.0, 100.0, False)

@@ -98,7 +98,7 @@ def test_measure_adds_noise_to_every_count_and_writes_no_exact_count():
     class Recorder:
         scales = []
 
-        def add_gaussian(self, values, scale):
+        def add_gaussian(self, values, scale, *, sensitivity=None):
             self.scales.append(scale)
             return np.asarray(values, dtype=float) + np.random.default_rng(len(self.scales)).normal(0, scale,
                                                                                                     len(values))

@@ -14,7 +14,7 @@ from privsynth.schema.encoding import decode_codes, encode_codes
 
 
 class NoNoise:
-    def add_gaussian(self, x, sigma):
+    def add_gaussian(self, x, sigma, *, sensitivity=None):
         return np.asarray(x, dtype=float)
 
 

@@ -265,12 +265,12 @@ def test_prefect_artifacts_link_report_html_and_carry_no_audit(aim_run, monkeypa
     monkeypatch.setattr(flow, "create_link_artifact", lambda **kw: published.append(("link", kw)))
     audit = {"visibility": "internal", "marginals": {"1": {"mean_tv": 0.123456789}}}
     outcome = RunOutcome("r", str(run), run, PrivacyRecord.of(json.loads((run / "privacy.json").read_text())),
-                         RoundingFacts(300, True), ReportResult.of(report), AuditResult.of("internal", audit))
+                         RoundingFacts(300, True), ReportResult.of(report), AuditResult.of("internal", audit), None)
     flow.publish_report(outcome, "toy")
     (kind, md), (_, link) = published
     assert kind == "markdown" and link["link"] == (run / "report.html").resolve().as_uri()
     assert link["link"] in md["markdown"] and "0.123456789" not in json.dumps(published)
     for column in report["columns"]:
         assert column["column"] in md["markdown"]
-    remote = RunOutcome("r", "s3://bucket/runs/r", run, outcome.privacy, outcome.rounding, outcome.report, None)
+    remote = RunOutcome("r", "s3://bucket/runs/r", run, outcome.privacy, outcome.rounding, outcome.report, None, None)
     assert flow._run_file(remote, "report.html") == "s3://bucket/runs/r/report.html"

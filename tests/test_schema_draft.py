@@ -476,7 +476,7 @@ def test_level_hierarchy_costs_rho_in_all_and_moves_one_cell_per_level():
         def __init__(self):
             self.sigmas = []
 
-        def add_gaussian(self, x, sigma):
+        def add_gaussian(self, x, sigma, *, sensitivity=None):
             self.sigmas.append(sigma)
             return np.asarray(x, dtype=float)
 

@@ -33,7 +33,7 @@ def collect_statistics(histogram, domain, config):  # noqa: ARG001
 
 def run(statistics, domain, config, noise) -> Release:
     scale = domain.n_attributes / config.epsilon
-    noisy = [noise.add_laplace(np.asarray(c, dtype=np.float64), scale) for c in statistics]
+    noisy = [noise.add_laplace(np.asarray(c, dtype=np.float64), scale, sensitivity=1.0) for c in statistics]
     points = np.zeros((ROWS_POINTS, domain.width))
     for j, y in enumerate(noisy):
         p = np.clip(y, 0, None) + 1e-9

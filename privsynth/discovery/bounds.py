@@ -65,7 +65,8 @@ def cell_counts(values: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> np
 def noisy_cells(true_counts: np.ndarray, rho: float, noise) -> tuple[np.ndarray, float]:
     """The Gaussian histogram (rho-zCDP, L2 sensitivity 1) and its sigma."""
     sigma = gaussian_sigma(rho)
-    return np.asarray(noise.add_gaussian(np.asarray(true_counts, dtype=np.float64), sigma)), sigma
+    return np.asarray(noise.add_gaussian(np.asarray(true_counts, dtype=np.float64), sigma,
+                                         sensitivity=1.0)), sigma
 
 
 def passing_span(noisy: np.ndarray, sigma: float) -> tuple[int, int] | None:

@@ -95,7 +95,7 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     its ``delta_tau``: the column's thresholds hold delta_tau of both looks together."""
     sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
-    noisy_counts = noise.add_gaussian(counts, sigma) if len(counts) else np.zeros(0)
+    noisy_counts = noise.add_gaussian(counts, sigma, sensitivity=1.0) if len(counts) else np.zeros(0)
     if prior is not None:
         if prior.observed.shape != noisy_counts.shape:
             raise ValueError("a second look must read the values of its first, in the same order")

@@ -231,10 +231,12 @@ def release(name: str, exact: ExactFacts, rho: float, noise) -> NoisyFacts:
     """The column's facts at ``rho`` in all: CLASS_SHARE of it each on the class histogram and the distinct count,
     the rest on the decimals histogram (each of L2 sensitivity 1): rho-zCDP."""
     sigma = gaussian_sigma(rho * CLASS_SHARE)
-    noisy = np.asarray(noise.add_gaussian(np.asarray(exact.classes, dtype=np.float64), sigma))
-    noisy_distinct = float(np.asarray(noise.add_gaussian(np.asarray([exact.distinct], dtype=np.float64), sigma))[0])
+    noisy = np.asarray(noise.add_gaussian(np.asarray(exact.classes, dtype=np.float64), sigma, sensitivity=1.0))
+    noisy_distinct = float(np.asarray(noise.add_gaussian(np.asarray([exact.distinct], dtype=np.float64), sigma,
+                                                          sensitivity=1.0))[0])
     sigma_decimals = gaussian_sigma(rho * (1.0 - 2.0 * CLASS_SHARE))
-    noisy_decimals = np.asarray(noise.add_gaussian(np.asarray(exact.decimals, dtype=np.float64), sigma_decimals))
+    noisy_decimals = np.asarray(noise.add_gaussian(np.asarray(exact.decimals, dtype=np.float64), sigma_decimals,
+                                                    sensitivity=1.0))
     return NoisyFacts(name, tuple(float(x) for x in noisy), noisy_distinct, sigma, sigma,
                       tuple(float(x) for x in noisy_decimals), sigma_decimals)
 

@@ -27,7 +27,7 @@ def quantile_scores(values: np.ndarray, counts: np.ndarray, grid: np.ndarray, q:
 def dp_quantile(values: np.ndarray, counts: np.ndarray, grid: np.ndarray, q: float, rho: float, noise) -> float:
     """A grid point near the q-quantile: exponential mechanism (Gumbel noisy max), rho-zCDP."""
     scores = quantile_scores(values, counts, grid, q)
-    return float(grid[noise.noisy_max(scores, gumbel_scale(rho))])
+    return float(grid[noise.noisy_max(scores, gumbel_scale(rho), sensitivity=1.0)])
 
 
 def linear_grid(low: float, high: float, integer: bool) -> np.ndarray:

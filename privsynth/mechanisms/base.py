@@ -9,7 +9,11 @@ A mechanism module (``privsynth.mechanisms.<name>``) provides:
 * ``collect_statistics(batches, domain, config)``: one streaming pass over level-code batches that
   returns the (private) statistics the mechanism needs; nothing else of the data reaches it;
 * ``run(statistics, domain, config, noise) -> Release``: the DP release, using only ``noise`` for
-  privacy randomness and ``noise.post_rng`` for post-processing randomness.
+  privacy randomness and ``noise.post_rng`` for post-processing randomness. Every privacy draw states the
+  sensitivity of what it noises (``sensitivity=``), or sits in a scope priced by the mechanism's proof
+  (``noise.one_release(price)``: a redrawing selection, a sampler): the source's meter prices each draw
+  against ``privacy_cost(config)``, the charge that authorised it, and a draw past it raises InternalError
+  (``privsynth.privacy.meter``).
 
 The release is public (DP). It is a weighted set of rows in the one-hot layout of the domain, each
 attribute block on the probability simplex: relaxed rows (RAP), reduced-space points with LP weights

@@ -111,6 +111,21 @@ def laplace_scale(epsilon: float, l1_sensitivity: float = 1.0) -> float:
     return l1_sensitivity / epsilon
 
 
+def laplace_epsilon(scale: float, l1_sensitivity: float = 1.0) -> float:
+    """eps = Delta_1 / b of Lap(b) noise on a statistic of L1 sensitivity Delta_1 (inverse of ``laplace_scale``)."""
+    scale = _check_positive("scale", scale)
+    l1_sensitivity = _check_positive("l1_sensitivity", l1_sensitivity)
+    return l1_sensitivity / scale
+
+
+def noisy_max_epsilon(scale: float, sensitivity: float = 1.0) -> float:
+    """eps = 2 Delta / b of report-noisy-max with Gumbel scale b over scores of sensitivity Delta (inverse of
+    ``noisy_max_scale``); it is exponential_rho(eps) = Delta^2 / (2 b^2)-zCDP."""
+    scale = _check_positive("scale", scale)
+    sensitivity = _check_positive("sensitivity", sensitivity)
+    return 2.0 * sensitivity / scale
+
+
 def epsilon_from_rho_classic(rho: float, delta: float) -> float:
     """Classic conversion: rho-zCDP => (rho + 2 sqrt(rho ln(1/delta)), delta)-DP."""
     rho = _check_positive("rho", rho)

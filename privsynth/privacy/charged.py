@@ -64,7 +64,7 @@ def charge_then_noise(ledger, dataset: str, key: str, cost: PrivacyCost, descrip
         raise
     if opened is not None:
         noise.attach_journal(opened)
-    noise.authorize(receipt.reference)
+    noise.authorize(receipt.reference, cost)  # every draw is priced against this charge (privacy.meter)
     return noise, receipt
 
 

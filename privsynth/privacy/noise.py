@@ -14,7 +14,11 @@ Two implementations of one small interface:
   release key never suffice to rebuild it.
 
 A noise source refuses to draw privacy noise until ``authorize`` has been called: the pipeline
-authorizes it only after the budget ledger has been charged (docs/design.md 5.2).
+authorizes it only after the budget ledger has been charged (docs/design.md 5.2), with the charged cost as its
+allowance. Each privacy draw states the sensitivity of what it noises, and the source's meter
+(``privacy.meter``) prices the draw against that allowance before making it: a draw past the charge raises
+``InternalError``. ``one_release`` scopes draws that make one release (a redrawing selection; a sampler with
+its own proof).
 
 With a journal attached (``attach_journal``, docs/design.md 5.3) every call is kept as it is drawn, before
 its result is returned, and a resumed release replays the recorded results in order (a seeded stream is
@@ -33,6 +37,8 @@ from collections.abc import Callable
 import numpy as np
 
 from privsynth.errors import BudgetNotChargedError  # noqa: F401  (re-exported: raised here)
+from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.meter import NoiseMeter, Price, gaussian_price, laplace_price, noisy_max_price
 
 
 class NoiseSource(ABC):
@@ -41,6 +47,7 @@ class NoiseSource(ABC):
     def __init__(self, post_processing_seed: int | None) -> None:
         self._authorized = False
         self.charge_reference: str | None = None
+        self.meter = NoiseMeter(None)
         self.post_rng = np.random.default_rng(post_processing_seed)
         self.journal = None  # privsynth.privacy.journal.NoiseJournal, when the release keeps one
 
@@ -69,12 +76,24 @@ class NoiseSource(ABC):
         self.journal.append(call, result)
         return result
 
-    def authorize(self, charge_reference: str) -> None:
-        """Allow privacy noise to be drawn; called once the ledger holds the charge."""
+    def authorize(self, charge_reference: str, allowance: PrivacyCost | None = None) -> None:
+        """Allow privacy noise to be drawn; called once the ledger holds the charge. ``allowance``: the cost
+        charged, which every draw is priced against (None: counted, not checked; the audit's own sources)."""
         if not charge_reference:
             raise ValueError("authorize needs the reference of the ledger charge")
         self.charge_reference = charge_reference
+        self.meter = NoiseMeter(allowance)
         self._authorized = True
+
+    def one_release(self, price: Price):
+        """A scope whose draws make one release of cost ``price`` (``NoiseMeter.one_release``)."""
+        return self.meter.one_release(price)
+
+    def _pay(self, what: str, price: Callable[[], Price] | None) -> None:
+        if price is None:
+            self.meter.unpriced(what)
+        else:
+            self.meter.pay(price())
 
     def _require_authorized(self) -> None:
         if not self._authorized:
@@ -97,22 +116,25 @@ class NoiseSource(ABC):
             raise ValueError(f"{what} needs finite scores")
         return scores
 
-    def laplace(self, scale: float, size: int) -> np.ndarray:
-        """i.i.d. Laplace(0, scale) noise."""
+    def laplace(self, scale: float, size: int, *, sensitivity: float | None = None) -> np.ndarray:
+        """i.i.d. Laplace(0, scale) noise; ``sensitivity``: the L1 sensitivity of what it noises (its price)."""
         self._require_authorized()
         self._check_scale(scale)
+        self._pay("laplace", None if sensitivity is None else lambda: laplace_price(scale, sensitivity))
         return self._recorded("laplace", {"scale": float(scale), "size": int(size)},
                               lambda: self._laplace(float(scale), int(size)))
 
-    def gaussian(self, scale: float, size: int) -> np.ndarray:
-        """i.i.d. N(0, scale^2) noise."""
+    def gaussian(self, scale: float, size: int, *, sensitivity: float | None = None) -> np.ndarray:
+        """i.i.d. N(0, scale^2) noise; ``sensitivity``: the L2 sensitivity of what it noises (its price)."""
         self._require_authorized()
         self._check_scale(scale)
+        self._pay("gaussian", None if sensitivity is None else lambda: gaussian_price(scale, sensitivity))
         return self._recorded("gaussian", {"scale": float(scale), "size": int(size)},
                               lambda: self._gaussian(float(scale), int(size)))
 
-    def add_laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
-        """values + i.i.d. Laplace(0, scale): the Laplace mechanism applied to the statistic itself.
+    def add_laplace(self, values: np.ndarray, scale: float, *, sensitivity: float | None = None) -> np.ndarray:
+        """values + i.i.d. Laplace(0, scale): the Laplace mechanism applied to the statistic itself, whose L1
+        sensitivity is ``sensitivity`` (the draw's price).
 
         Use this rather than ``values + laplace(...)``: with SecureNoise the addition happens inside
         OpenDP's measurement (its floating-point-safe proof covers the sum, not only the noise).
@@ -120,14 +142,17 @@ class NoiseSource(ABC):
         self._require_authorized()
         self._check_scale(scale)
         values = self._check_values(values)
+        self._pay("add_laplace", None if sensitivity is None else lambda: laplace_price(scale, sensitivity))
         return self._recorded("add_laplace", {"scale": float(scale), "shape": values.shape},
                               lambda: self._add_laplace(values, float(scale)))
 
-    def add_gaussian(self, values: np.ndarray, scale: float) -> np.ndarray:
-        """values + i.i.d. N(0, scale^2): the Gaussian mechanism applied to the statistic itself (see add_laplace)."""
+    def add_gaussian(self, values: np.ndarray, scale: float, *, sensitivity: float | None = None) -> np.ndarray:
+        """values + i.i.d. N(0, scale^2): the Gaussian mechanism applied to the statistic itself, of L2 sensitivity
+        ``sensitivity`` (see add_laplace)."""
         self._require_authorized()
         self._check_scale(scale)
         values = self._check_values(values)
+        self._pay("add_gaussian", None if sensitivity is None else lambda: gaussian_price(scale, sensitivity))
         return self._recorded("add_gaussian", {"scale": float(scale), "shape": values.shape},
                               lambda: self._add_gaussian(values, float(scale)))
 
@@ -138,30 +163,35 @@ class NoiseSource(ABC):
             raise ValueError("a noised statistic must be finite")
         return values
 
-    def noisy_max(self, scores: np.ndarray, scale: float) -> int:
-        """argmax_i scores_i + Gumbel(scale): (Delta^2 / (2 scale^2))-zCDP for scores of L-inf sensitivity Delta."""
+    def noisy_max(self, scores: np.ndarray, scale: float, *, sensitivity: float | None = None) -> int:
+        """argmax_i scores_i + Gumbel(scale): (Delta^2 / (2 scale^2))-zCDP for scores of L-inf sensitivity
+        Delta = ``sensitivity``."""
         self._require_authorized()
         self._check_scale(scale)
         scores = self._check_scores(scores, "noisy_max")
+        self._pay("noisy_max", None if sensitivity is None else lambda: noisy_max_price(scale, sensitivity))
         return int(self._recorded("noisy_max", {"scale": float(scale), "size": scores.size},
                                   lambda: np.asarray(self._noisy_max(scores, float(scale)), dtype=np.int64)))
 
-    def noisy_top_k(self, scores: np.ndarray, scale: float, k: int) -> np.ndarray:
+    def noisy_top_k(self, scores: np.ndarray, scale: float, k: int, *, sensitivity: float | None = None) -> np.ndarray:
         """k distinct indices by peeling report-noisy-max (Gumbel); costs k noisy_max calls."""
         self._require_authorized()
         self._check_scale(scale)
         scores = self._check_scores(scores, "noisy_top_k")
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not (1 <= k <= scores.size):
             raise ValueError(f"noisy_top_k needs 1 <= k <= {scores.size}, got {k}")
+        self._pay("noisy_top_k", None if sensitivity is None else lambda: noisy_max_price(scale, sensitivity, int(k)))
         return self._recorded("noisy_top_k", {"scale": float(scale), "size": scores.size, "k": int(k)},
                               lambda: np.asarray(self._noisy_top_k(scores, float(scale), int(k)), dtype=np.int64))
 
     def choice(self, probabilities: np.ndarray, size: int) -> np.ndarray:
-        """Indices drawn i.i.d. from a probability vector, when the draw itself is the DP mechanism."""
+        """Indices drawn i.i.d. from a probability vector, when the draw itself is the DP mechanism: priced by
+        its mechanism's proof, so drawn inside ``one_release(price)``."""
         self._require_authorized()
         p = np.asarray(probabilities, dtype=np.float64)
         if p.ndim != 1 or p.size == 0 or np.any(p < 0) or not math.isclose(p.sum(), 1.0, rel_tol=1e-9, abs_tol=1e-9):
             raise ValueError("choice needs a non-negative probability vector that sums to 1")
+        self._pay("choice", None)
         return self._recorded("choice", {"categories": p.size, "size": int(size)},
                               lambda: np.asarray(self._choice(p, int(size)), dtype=np.int64))
 

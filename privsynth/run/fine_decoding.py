@@ -83,8 +83,13 @@ def plan_fine_decoding(schema: Schema, share: float, epsilon: float, delta: floa
     if not (0 < share < 1) or not columns or not full_cost.is_dp:
         return full, None
     if full_cost.pure_epsilon is not None:
-        config = build((1.0 - share) * full_cost.pure_epsilon)
-        mech = cost_of(config)
+        from privsynth.errors import InfeasibleRequestError
+
+        try:
+            config = build((1.0 - share) * full_cost.pure_epsilon)
+            mech = cost_of(config)
+        except InfeasibleRequestError:  # a mechanism that cannot give up the share (private sampling's rows)
+            return full, None
         if mech.pure_epsilon is None:  # a pure mechanism's config at a smaller epsilon
             raise ValueError("the mechanism's config at the reduced epsilon is not pure epsilon-DP")
         eps_d = full_cost.pure_epsilon - mech.pure_epsilon
@@ -134,7 +139,9 @@ def measure(plan: FineDecoding, schema: Schema, counts: dict[str, np.ndarray], n
     out = {}
     for name in plan.columns:
         true = counts[name]
-        noisy = noise.add_laplace(true, plan.scale) if plan.pure else noise.add_gaussian(true, plan.scale)
+        # each column's sub-bin histogram: sensitivity 1 (L1 and L2), one query of plan.columns at plan.scale
+        noisy = noise.add_laplace(true, plan.scale, sensitivity=1.0) if plan.pure else \
+            noise.add_gaussian(true, plan.scale, sensitivity=1.0)
         out[name] = {"edges": [float(e) for e in sub_edges(schema.column(name))],
                      "noisy_counts": [float(v) for v in noisy], "scale": plan.scale}
     return {**plan.describe(), "visibility": "public (DP)", "by_column": out}

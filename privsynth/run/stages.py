@@ -309,7 +309,8 @@ STAGES = ("discover", "validate", "binarise", "mechanism", "rounding", "report",
 @dataclass(frozen=True)
 class RunOutcome:
     """What a run produced. ``run_dir`` is where the run folder lives (a path, or a URL when remote);
-    ``local_dir`` holds its files until the caller releases the local copy of a remote folder."""
+    ``local_dir`` holds its files until the caller releases the local copy of a remote folder; ``schema`` is
+    the run's (given, or discovered by its discover stage)."""
 
     run_id: str
     run_dir: str
@@ -318,6 +319,7 @@ class RunOutcome:
     rounding: RoundingFacts
     report: ReportResult
     audit: AuditResult | None
+    schema: Schema
 
     @property
     def reused(self) -> bool:
@@ -400,4 +402,4 @@ def execute(ctx: RunContext, runner: Runner = direct) -> RunOutcome:
     folder.manifest["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     folder.save()
     phase.enter("finished")
-    return RunOutcome(ctx.run_id, folder.location, folder.path, privacy, rounding, report, audit)
+    return RunOutcome(ctx.run_id, folder.location, folder.path, privacy, rounding, report, audit, ctx.schema)

@@ -360,7 +360,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
     rho_used = 0.0
     one_way_counts = statistics.tables([(a,) for a in range(d)])
     for a in range(d):
-        y = noise.add_gaussian(one_way_counts[(a,)], sigma)
+        y = noise.add_gaussian(one_way_counts[(a,)], sigma, sensitivity=1.0)
         one_way.append(NoisyMarginal((a,), y, sigma))
         rho_used += gaussian_rho(sigma)
     initial_rho = rho_used
@@ -385,8 +385,9 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         estimates = model.marginals().many(names)
         scores = selection_scores(pool, counts.get(names), estimates, sigma)
         # the lambda is called inside select_eligible, in this round: it sees this round's eligible and names
-        pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, noisy_max_scale(eps, delta_q))]  # noqa: B023
-        y = noise.add_gaussian(counts.get([pick])[pick], sigma)
+        pick = names[select_eligible(scores, lambda i: eligible(names[i]), noise, noisy_max_scale(eps, delta_q),  # noqa: B023
+                                     delta_q)]
+        y = noise.add_gaussian(counts.get([pick])[pick], sigma, sensitivity=1.0)
         measured.append(NoisyMarginal(pick, y, sigma))
         log.append(RoundLog(pick, sigma, eps, step.rho, step.last))
         # Progress (a DP output only: the selected marginal and the budget schedule are published anyway).

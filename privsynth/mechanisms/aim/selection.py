@@ -24,6 +24,7 @@ import numpy as np
 
 from privsynth.mechanisms.aim.inference import Marginals
 from privsynth.mechanisms.aim.model import GraphicalModel, model_size_mb
+from privsynth.privacy.meter import noisy_max_price
 from privsynth.privacy.noise import NoiseSource
 
 Marginal = tuple[int, ...]
@@ -87,7 +88,8 @@ def scored_pool(pool: dict[Marginal, float], marginals: Marginals, eligible: Eli
 REJECTION_TRIES = 25
 
 
-def select_eligible(scores: np.ndarray, eligible: Callable[[int], bool], noise: NoiseSource, scale: float) -> int:
+def select_eligible(scores: np.ndarray, eligible: Callable[[int], bool], noise: NoiseSource, scale: float,
+                    sensitivity: float) -> int:
     """Report-noisy-max (Gumbel, ``scale``) over the candidates i with ``eligible(i)``, by rejection:
     draw over all candidates and keep the pick if it is eligible; after ``REJECTION_TRIES`` refusals,
     peel: draw the noisy maximum of the candidates not drawn yet, again and again (``noisy_top_k``, in
@@ -98,17 +100,19 @@ def select_eligible(scores: np.ndarray, eligible: Callable[[int], bool], noise: 
     reads public structure, never the data; so the round costs one selection, and only the few
     candidates drawn need the model-size check (on a 54-column table checking all of them was most
     of a round's time)."""
-    for _ in range(REJECTION_TRIES):
-        i = noise.noisy_max(scores, scale)
-        if eligible(i):
-            return i
-    remaining = np.arange(scores.size)
-    while remaining.size:
-        order = noise.noisy_top_k(scores[remaining], scale, min(PEEL_BATCH, remaining.size))
-        for j in order:
-            if eligible(int(remaining[j])):
-                return int(remaining[j])
-        remaining = np.delete(remaining, order)
+    with noise.one_release(noisy_max_price(scale, sensitivity)):  # the tries and the peeling release one pick
+        for _ in range(REJECTION_TRIES):
+            i = noise.noisy_max(scores, scale, sensitivity=sensitivity)
+            if eligible(i):
+                return i
+        remaining = np.arange(scores.size)
+        while remaining.size:
+            order = noise.noisy_top_k(scores[remaining], scale, min(PEEL_BATCH, remaining.size),
+                                      sensitivity=sensitivity)
+            for j in order:
+                if eligible(int(remaining[j])):
+                    return int(remaining[j])
+            remaining = np.delete(remaining, order)
     raise ValueError("no eligible candidate")
 
 

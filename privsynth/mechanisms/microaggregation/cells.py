@@ -21,6 +21,7 @@ from scipy.linalg import null_space
 from scipy.optimize import brentq
 
 from privsynth.privacy.accounting import laplace_scale
+from privsynth.privacy.meter import pure_price
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain
 
@@ -145,7 +146,8 @@ def private_pca_exponential(g: np.ndarray, t: int, epsilon: float, noise: NoiseS
     vectors: list[np.ndarray] = []
     for _ in range(t):
         basis = np.eye(g.shape[0]) if not vectors else null_space(np.column_stack(vectors).T)
-        u = sample_bingham(beta * (basis.T @ g @ basis), noise)
+        with noise.one_release(pure_price(beta)):  # the sampler's draws are its exact law, beta-DP (above)
+            u = sample_bingham(beta * (basis.T @ g @ basis), noise)
         v = basis @ u
         vectors.append(v / np.linalg.norm(v))
     return np.column_stack(vectors)
@@ -188,7 +190,8 @@ def private_pca_laplace(cooccurrence: np.ndarray, domain: Domain, t: int, epsilo
     mask = second_moment_mask(domain)
     scale = laplace_scale(epsilon, cooccurrence_l1_sensitivity(domain.n_attributes))
     upper = np.zeros_like(cooccurrence, dtype=np.float64)
-    upper[mask] = noise.add_laplace(cooccurrence[mask], scale)
+    upper[mask] = noise.add_laplace(cooccurrence[mask], scale,
+                                    sensitivity=cooccurrence_l1_sensitivity(domain.n_attributes))
     noisy = upper + np.triu(upper, 1).T
     return top_eigenvectors(noisy, t)
 

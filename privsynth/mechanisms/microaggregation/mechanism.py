@@ -380,20 +380,22 @@ def _run_dp(stats: MicroaggregationStatistics, domain: Domain, config: Config, n
     cells = mm.assign_cells(mm.project_codes(codes, domain, basis), lattice, config.alpha)
     counts = mm.cell_counts(cells, s, record_counts)
     # Counts move by 1 in one cell per added/removed record: L1 sensitivity 1, Lap(1/eps_w).
-    noisy_counts = noise.add_laplace(counts, laplace_scale(eps_w))
+    noisy_counts = noise.add_laplace(counts, laplace_scale(eps_w), sensitivity=1.0)
     weights = mm.simplex_l1_projection(
         mm.threshold_counts(noisy_counts, config.count_threshold / eps_w))
     if config.centroids == "damped_mean":
         b = config.damping if config.damping is not None else auto_damping(
             float(noisy_counts.sum()), float((noisy_counts > 0).sum()), q, eps_c)
-        centroid_scale = laplace_scale(eps_c, mm.centroid_l1_sensitivity(q, b))
+        centroid_sensitivity = mm.centroid_l1_sensitivity(q, b)
+        centroid_scale = laplace_scale(eps_c, centroid_sensitivity)
         centroids = mm.damped_centroids(mm.cell_sums(codes, domain, cells, s, record_counts), counts, b)
-        noisy_centroids = noise.add_laplace(centroids, centroid_scale)
+        noisy_centroids = noise.add_laplace(centroids, centroid_scale, sensitivity=centroid_sensitivity)
     else:
         b = config.damping if config.damping is not None else 1
         # One record adds its one-hot row to one cell's sum: L1 sensitivity q.
         centroid_scale = laplace_scale(eps_c, mm.sum_l1_sensitivity(q))
-        noisy_sums = noise.add_laplace(mm.cell_sums(codes, domain, cells, s, record_counts), centroid_scale)
+        noisy_sums = noise.add_laplace(mm.cell_sums(codes, domain, cells, s, record_counts), centroid_scale,
+                                       sensitivity=mm.sum_l1_sensitivity(q))
         noisy_centroids = noisy_sums / np.maximum(noisy_counts, float(b))[:, None]
     points = mm.project_blocks(noisy_centroids, domain)
     facts = {

@@ -82,6 +82,7 @@ from privsynth.mechanisms.private_sampling.walsh import (
     walsh_moment_sums,
 )
 from privsynth.privacy.accounting import PrivacyCost
+from privsynth.privacy.meter import price_of
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain, check_codes, one_hot, to_binary
 from privsynth.schema.workload import Histogram, StatisticsInput
@@ -398,7 +399,8 @@ def run(statistics: PrivateSamplingStatistics, domain: Domain, config: Config, n
                       lp_solver=config.lp_solver, qp_solver=config.qp_solver, gram=space.gram)
     h = released_density(fit.q, config.box_lower, config.box_upper, bounds.SUM_TOLERANCE)
     del fit
-    indices = noise.choice(h, report.k)
+    with noise.one_release(price_of(privacy_cost(config))):  # the draw is the mechanism (module docstring)
+        indices = noise.choice(h, report.k)
     codes, invalid = decode_points(space.signs[indices], domain)
     points = one_hot(codes, domain, dtype=np.float64)
     facts = {

@@ -329,7 +329,7 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
     check_config(config, domain)
     n_items = len(cands) if config.selection == "marginal" else plan.total_cells - first_cells
 
-    n_hat = max(1.0, float(noise.add_gaussian(np.array([float(statistics.n)]), b.sigma_n)[0]))
+    n_hat = max(1.0, float(noise.add_gaussian(np.array([float(statistics.n)]), b.sigma_n, sensitivity=1.0)[0]))
 
     noisy = np.zeros(plan.total_cells)           # noisy counts of measured cells, internal order
     cell_sigma = np.full(plan.total_cells, np.inf)  # noise scale of each measured cell (inf = unmeasured)
@@ -341,7 +341,7 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
         # One Gaussian draw over the concatenated count vector of all marginals of this order.
         sl = np.concatenate([np.arange(plan.starts[i], plan.starts[i + 1]) for i in idx])
         sigma_init = one_shot_sigma(rho_part, len(idx))
-        noisy[sl] = noise.add_gaussian(counts[sl], sigma_init)
+        noisy[sl] = noise.add_gaussian(counts[sl], sigma_init, sensitivity=math.sqrt(len(idx)))  # one_shot_sigma
         cell_sigma[sl] = sigma_init
         init_sigmas[f"sigma_init_{order}way"] = sigma_init
 
@@ -374,14 +374,14 @@ def run(statistics: RapStatistics, domain: Domain, config: Config, noise: NoiseS
         else:
             scores = cell_scores(counts, n_hat, relaxed)[first_cells:]
         open_items = np.flatnonzero(~measured)
-        picks = open_items[noise.noisy_top_k(scores[open_items], b.beta, k_picks)]
+        picks = open_items[noise.noisy_top_k(scores[open_items], b.beta, k_picks, sensitivity=1.0)]
         measured[picks] = True
         for i in picks:
             if config.selection == "marginal":
                 lo, hi = plan.starts[n_first + i], plan.starts[n_first + i + 1]
             else:
                 lo, hi = first_cells + i, first_cells + i + 1
-            noisy[lo:hi] = noise.add_gaussian(counts[lo:hi], b.sigma)
+            noisy[lo:hi] = noise.add_gaussian(counts[lo:hi], b.sigma, sensitivity=1.0)
             cell_sigma[lo:hi] = b.sigma
         fit()
 

@@ -223,7 +223,7 @@ def run(statistics: Statistics, domain: Domain, config: Config, noise: NoiseSour
     if statistics.counts.shape != (int(offsets[-1]),):
         raise ValueError("statistics do not match the workload's cell count")
     scale = laplace_scale(config.epsilon, list(marginals))
-    noisy = noise.add_laplace(statistics.counts, scale)
+    noisy = noise.add_laplace(statistics.counts, scale, sensitivity=l1_sensitivity(list(marginals)))
     # ---- everything below reads only `noisy` and public randomness: post-processing
     del statistics
     n_hat = estimate_total(noisy, offsets)

@@ -76,26 +76,29 @@ class ScaledNoise(NoiseSource):
         self.inner, self.factor, self.secure = inner, float(factor), inner.secure
         self.post_rng = inner.post_rng
 
-    def authorize(self, charge_reference: str) -> None:
-        self.inner.authorize(charge_reference)
+    def authorize(self, charge_reference: str, allowance: PrivacyCost | None = None) -> None:
+        self.inner.authorize(charge_reference, allowance)
 
-    def laplace(self, scale: float, size: int) -> np.ndarray:
-        return self.inner.laplace(scale * self.factor, size)
+    def one_release(self, price):
+        return self.inner.one_release(price)
 
-    def gaussian(self, scale: float, size: int) -> np.ndarray:
-        return self.inner.gaussian(scale * self.factor, size)
+    def laplace(self, scale: float, size: int, *, sensitivity: float | None = None) -> np.ndarray:
+        return self.inner.laplace(scale * self.factor, size, sensitivity=sensitivity)
 
-    def add_laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
-        return self.inner.add_laplace(values, scale * self.factor)
+    def gaussian(self, scale: float, size: int, *, sensitivity: float | None = None) -> np.ndarray:
+        return self.inner.gaussian(scale * self.factor, size, sensitivity=sensitivity)
 
-    def add_gaussian(self, values: np.ndarray, scale: float) -> np.ndarray:
-        return self.inner.add_gaussian(values, scale * self.factor)
+    def add_laplace(self, values: np.ndarray, scale: float, *, sensitivity: float | None = None) -> np.ndarray:
+        return self.inner.add_laplace(values, scale * self.factor, sensitivity=sensitivity)
 
-    def noisy_max(self, scores: np.ndarray, scale: float) -> int:
-        return self.inner.noisy_max(scores, scale * self.factor)
+    def add_gaussian(self, values: np.ndarray, scale: float, *, sensitivity: float | None = None) -> np.ndarray:
+        return self.inner.add_gaussian(values, scale * self.factor, sensitivity=sensitivity)
 
-    def noisy_top_k(self, scores: np.ndarray, scale: float, k: int) -> np.ndarray:
-        return self.inner.noisy_top_k(scores, scale * self.factor, k)
+    def noisy_max(self, scores: np.ndarray, scale: float, *, sensitivity: float | None = None) -> int:
+        return self.inner.noisy_max(scores, scale * self.factor, sensitivity=sensitivity)
+
+    def noisy_top_k(self, scores: np.ndarray, scale: float, k: int, *, sensitivity: float | None = None) -> np.ndarray:
+        return self.inner.noisy_top_k(scores, scale * self.factor, k, sensitivity=sensitivity)
 
     def choice(self, probabilities: np.ndarray, size: int) -> np.ndarray:
         return self.inner.choice(probabilities, size)
