@@ -11,7 +11,7 @@ from privsynth.mechanisms import catalogue
 from privsynth.mechanisms.base import MechanismModule
 from privsynth.privacy.ledger import BudgetLedger
 from privsynth.report.forecast import forecast
-from privsynth.run.charge import release_stage
+from privsynth.run.charge import ReleaseRequest, release_stage
 from privsynth.run.releases import ReleaseStore
 from privsynth.schema import parse_schema
 from privsynth.schema.encoding import domain_of
@@ -45,9 +45,9 @@ def test_a_registered_mechanism_runs_through_plan_charge_report_and_listing(regi
     codes = np.random.default_rng(0).integers(0, 2, size=(500, 2))
     with BudgetLedger(f"sqlite:///{tmp_path / 'l.db'}") as ledger:
         ledger.set_budget("t", epsilon=2.0)
-        outcome = release_stage(mechanism=toy, config=config, statistics=Histogram.of_codes(codes), domain=domain,
-                                key="toy-key", store=ReleaseStore(tmp_path / "store"), ledger=ledger, dataset="t",
-                                delta=1e-9, seed=1, column_names=list(domain.names))
+        request = ReleaseRequest(mechanism=toy, config=config, statistics=Histogram.of_codes(codes), domain=domain,
+                                 key="toy-key", dataset="t", delta=1e-9, seed=1, column_names=tuple(domain.names))
+        outcome = release_stage(request, store=ReleaseStore(tmp_path / "store"), ledger=ledger)
         assert ledger.status("t")[0].charges == 1
     assert outcome.privacy["mechanism"] == "toy" and outcome.privacy["cost"]["pure_epsilon"] == 1.0
     result = forecast(toy.NAME, toy.privacy_cost(config), 1.0, None, domain, 500, toy.caps_rows)

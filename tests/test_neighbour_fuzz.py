@@ -218,7 +218,7 @@ def run_to_mechanism(source: str, folder: Path, ledger: str, with_schema: bool, 
     """The run through discover / validate / binarise / the fine-decoding counts, stopped at the release."""
     lines: list[str] = []
 
-    def stop(**_):
+    def stop(*_, **__):
         raise _Stopped
 
     monkeypatch.setattr(stages, "release_stage", stop)

@@ -30,6 +30,7 @@ from privsynth.discovery.draft import (
     TEMPORAL,
     ColumnDraft,
     DraftOptions,
+    Need,
     needs,
     public_bounds,
     set_kind,
@@ -115,7 +116,8 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
         return
     part = rho / len(read)
     released: dict[str, F.NoisyFacts] = {}
-    spent = _round_facts(table, [d for d in read if needs(d, options) == "facts"], part * FACTS_SHARE, noise, released)
+    first = [d for d in read if needs(d, options) is Need.FACTS]
+    spent = _round_facts(table, first, part * FACTS_SHARE, noise, released)
     later = [d for d in read if needs(d, options) is not None]
     if not later:
         return
@@ -125,14 +127,14 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
     looks: dict[str, tuple[list[str], np.ndarray, CategoryRelease]] = {}
     for d in later:
         need = needs(d, options)
-        if need == "categories":
+        if need is Need.CATEGORIES:
             raw, counts = value_counts(table, d)
             values = [str(v) for v in raw]
             looks[d.column.name] = (values, counts, dp_categories(values, counts, left * FIRST_LOOK_SHARE,
                                                                   delta_tau / 2.0, noise))
-        elif need == "edges":
+        elif need is Need.EDGES:
             coarse[d.column.name] = Bounds(*public_bounds(d.column, options))
-        elif need == "bounds":
+        elif need is Need.BOUNDS:
             values, counts = _numeric_counts(table, d)
             cache[d.column.name] = (values, counts)
             found = round_one_bounds(d, values, counts, left * BOUNDS_SHARE, noise,
@@ -150,7 +152,7 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
     for d in edged:
         name = d.column.name
         values, counts = cache.pop(name) if name in cache else _numeric_counts(table, d)
-        public = needs(d, options) == "edges"
+        public = needs(d, options) is Need.EDGES
         round_two_edges(d, values, counts, unspent / len(edged), coarse[name], options.bins, noise, public=public)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.declared import DeclaredColumn
 from privsynth.discovery.discover import measure
-from privsynth.discovery.draft import ColumnDraft, DraftOptions, draft_cost, needs
+from privsynth.discovery.draft import ColumnDraft, DraftOptions, Need, draft_cost, needs
 
 
 def value_counts(table, name: str) -> tuple[list, np.ndarray]:
@@ -63,7 +63,7 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
 
     read = to_read(drafts, options)
     dataset = options.dataset or options.name
-    n_cat = sum(1 for d in read if needs(d, options) in ("facts", "categories"))  # may need a category threshold
+    n_cat = sum(1 for d in read if needs(d, options) in (Need.FACTS, Need.CATEGORIES))  # may need a category threshold
     cost = draft_cost(float(options.epsilon), options.delta, n_cat)
     delta_tau = THRESHOLD_DELTA_FRACTION * options.delta / max(n_cat, 1)
     config = {"epsilon": options.epsilon, "delta": options.delta, "bins": options.bins,

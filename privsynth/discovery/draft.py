@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -288,21 +289,29 @@ def _settle(d: ColumnDraft, comment: str) -> None:
     d.entry["settled"] = True
 
 
-def needs(d: ColumnDraft, options: DraftOptions) -> str | None:
-    """The next DP measurement a column needs: facts (its type, whole numbers, identifier), categories,
-    bounds, edges (bounds public), or None."""
+class Need(Enum):
+    """The next DP measurement a column needs (``needs``)."""
+
+    FACTS = "facts"  # its type, whole numbers, identifier (round 0)
+    CATEGORIES = "categories"  # its values, by thresholded noisy counts (round 1)
+    BOUNDS = "bounds"  # its range (round 1), then its edges (round 2)
+    EDGES = "edges"  # its edges inside public bounds (round 2)
+
+
+def needs(d: ColumnDraft, options: DraftOptions) -> Need | None:
+    """The next DP measurement a column needs, or None (settled, dropped, boolean or without a type)."""
     c, e = d.column, d.entry
     if e.get("drop") or e.get("settled") or c.kind is None:
         return None
     # a type a contract states is public and final: round 0 (which may retype or drop a column) is for the rest
     public_type = (p := options.public_facts().get(c.name)) is not None and p.type is not None
     if "facts" not in d.spent and not public_type and (d.text_source or c.kind in (*NUMERIC, "categorical")):
-        return "facts"
+        return Need.FACTS
     if c.kind == "boolean":
         return None
     if c.kind == "categorical":
-        return "categories"
-    return "edges" if public_bounds(c, options) is not None else "bounds"
+        return Need.CATEGORIES
+    return Need.EDGES if public_bounds(c, options) is not None else Need.BOUNDS
 
 
 def numeric_entry(d: ColumnDraft, fine: B.FineResult, dp: tuple[str, ...]) -> None:

@@ -4,8 +4,11 @@ in the ledger, the release stored under its key before anyone reads it; and what
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from privsynth.mechanisms.base import Release
 from privsynth.mechanisms.catalogue import Mechanism
@@ -15,6 +18,37 @@ from privsynth.run.faults import draw_point, fault_point
 from privsynth.run.plan import delta_row_note
 from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """One release: the mechanism and its config, the (private) statistics it reads, the key it is stored and
+    claimed under, and the dataset charged for it.
+
+    ``fine`` (a ``FineDecoding``): the charge is the run's whole cost (``fine.total``), and after the mechanism the
+    sub-bin counts ``fine_counts`` (private) are released with the same authorised noise source; ``schema`` names
+    their columns. ``run_id`` names the run in a resumed release's line.
+    """
+
+    mechanism: Mechanism
+    config: Any
+    statistics: Histogram
+    domain: Domain
+    key: str
+    dataset: str
+    delta: float
+    seed: int | None
+    column_names: tuple[str, ...]
+    require_budget: bool = True
+    fine: Any = None
+    schema: Any = None
+    fine_counts: Mapping[str, np.ndarray] | None = None
+    run_id: str = ""
+
+    @property
+    def cost(self) -> PrivacyCost:
+        """What the ledger is charged: the mechanism's cost, or the run's whole cost with fine decoding."""
+        return self.fine.total if self.fine is not None else self.mechanism.privacy_cost(self.config)
 
 
 @dataclass(frozen=True)
@@ -48,10 +82,8 @@ def resume_line(noise, run_id: str, stage: str) -> str | None:
             "journal; nothing is charged again and only what was never drawn is drawn")
 
 
-def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain: Domain, key: str, store, ledger,
-                  dataset: str, delta: float, seed: int | None, column_names: list[str],
-                  require_budget: bool = True, fine=None, schema=None, fine_counts=None,
-                  say: Callable[[str], None] = _say_nothing, run_id: str = "") -> ReleaseOutcome:
+def release_stage(request: ReleaseRequest, *, store, ledger,
+                  say: Callable[[str], None] = _say_nothing) -> ReleaseOutcome:
     """Produce (or reuse) the DP release under the rules of docs/design.md section 5.
 
     1. A release already stored under ``key`` is reused: no noise is drawn and nothing is charged.
@@ -62,56 +94,54 @@ def release_stage(*, mechanism: Mechanism, config, statistics: Histogram, domain
        (``say`` hears where it resumes), with no new charge and no draw made twice; a claimed key
        without a journal is refused (a lost release is never re-drawn for free).
     3. The release is stored atomically under ``key`` before anyone reads it; its journal is then spent.
-
-    ``fine`` (a ``FineDecoding``): the charge is the run's whole cost (``fine.total``), and after the
-    mechanism the sub-bin counts ``fine_counts`` are released with the same authorised noise source.
     """
     from privsynth.privacy.charged import charge_then_noise
 
-    found = store.get(key)
+    found = store.get(request.key)
     if found is not None:
         release, privacy = found
         phase.enter("stored")
         return ReleaseOutcome(release, privacy, reused=True)
-    cost = fine.total if fine is not None else mechanism.privacy_cost(config)
-    journal = store.journal_place(key)
-    noise, receipt = charge_then_noise(ledger, dataset, key, cost, f"{mechanism.NAME} release",
-                                       require_budget=require_budget, seed=seed, step=_phase_and_fault,
+    cost = request.cost
+    journal = store.journal_place(request.key)
+    noise, receipt = charge_then_noise(ledger, request.dataset, request.key, cost, f"{request.mechanism.NAME} release",
+                                       require_budget=request.require_budget, seed=request.seed,
+                                       step=_phase_and_fault,
                                        journal=journal, after_draw=lambda n: fault_point(draw_point("mechanism", n)))
     opened = noise.journal
     if opened is None:  # charge_then_noise attaches the journal it is given
         raise RuntimeError("the release's noise source has no journal")
     replayed = len(opened.records)
-    line = resume_line(noise, run_id, "mechanism")
+    line = resume_line(noise, request.run_id, "mechanism")
     if line is not None:
         say(line)
     try:
-        release, privacy = _draw_release(mechanism, config, statistics, domain, noise, receipt, cost, delta, dataset,
-                                         fine, schema, fine_counts)
+        release, privacy = _draw_release(request, noise, charged_now=not receipt.reused)
     finally:
         opened.close()
     fault_point("mechanism_drawn")  # every draw kept, the release not stored yet
-    store.put(key, release, column_names, privacy)
+    store.put(request.key, release, list(request.column_names), privacy)
     journal.remove()  # the stored release is what a re-run reuses now
     phase.enter("stored")
     fault_point("after_release_stored")
     return ReleaseOutcome(release, privacy, reused=False, replayed=replayed)
 
 
-def _draw_release(mechanism: Mechanism, config, statistics: Histogram, domain: Domain, noise, receipt, cost,
-                  delta: float, dataset: str, fine, schema, fine_counts) -> tuple[Release, dict]:
+def _draw_release(request: ReleaseRequest, noise, *, charged_now: bool) -> tuple[Release, dict]:
     """The mechanism's release and its privacy record, drawn with the authorised (journalled) source."""
-    data = mechanism.collect_statistics(statistics, domain, config)
+    mechanism, config, domain = request.mechanism, request.config, request.domain
+    data = mechanism.collect_statistics(request.statistics, domain, config)
     release = mechanism.run(data, domain, config, noise)
     release.check_domain(domain)
-    privacy = privacy_record(mechanism, config, cost, delta, noise, dataset, charged_now=not receipt.reused,
-                             column_names=domain.names,
-                             release=release)
-    if fine is not None:
+    privacy = privacy_record(mechanism, config, request.cost, request.delta, noise, request.dataset,
+                             charged_now=charged_now, column_names=domain.names, release=release)
+    if request.fine is not None:
         from privsynth.run.fine_decoding import measure
 
-        privacy["fine_decoding"] = measure(fine, schema, fine_counts, noise)
-        privacy["mechanism_cost"] = mechanism.privacy_cost(config).report(delta)
+        if request.fine_counts is None:
+            raise ValueError("a release with fine decoding needs its sub-bin counts")
+        privacy["fine_decoding"] = measure(request.fine, request.schema, dict(request.fine_counts), noise)
+        privacy["mechanism_cost"] = mechanism.privacy_cost(config).report(request.delta)
     return release, privacy
 
 

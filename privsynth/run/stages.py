@@ -36,7 +36,7 @@ from privsynth.mechanisms.base import Measurement, Release
 from privsynth.mechanisms.progress import reporting_progress
 from privsynth.mechanisms.rounding import round_release, suppress_levels, unsupported_levels
 from privsynth.run import phase
-from privsynth.run.charge import epsilon_statement, release_stage
+from privsynth.run.charge import ReleaseRequest, epsilon_statement, release_stage
 from privsynth.run.context import RunContext, Runner, direct
 from privsynth.run.discover import DiscoveryOutcome, stage_discover
 from privsynth.run.faults import fault_point
@@ -132,11 +132,12 @@ def stage_mechanism(ctx: RunContext, statistics: BinarisedStatistics) -> Privacy
     # The mechanism's rounds (aim: the marginal measured, rho spent, time left; public facts only) reach the
     # run's progress lines: the console, the Python API's callback, the Prefect run logs.
     with reporting_progress(lambda progress: ctx.progress(progress.describe())):
-        outcome = release_stage(mechanism=plan.mechanism, config=plan.mechanism_config, statistics=histogram,
-                                domain=domain, key=key, store=ctx.store, ledger=ctx.ledger, dataset=plan.dataset,
-                                delta=plan.delta, seed=plan.parameters.seed, column_names=names,
-                                require_budget=not plan.unlimited, fine=plan.fine_decoding, schema=ctx.schema,
-                                fine_counts=fine_counts, say=ctx.progress, run_id=ctx.run_id)
+        request = ReleaseRequest(mechanism=plan.mechanism, config=plan.mechanism_config, statistics=histogram,
+                                 domain=domain, key=key, dataset=plan.dataset, delta=plan.delta,
+                                 seed=plan.parameters.seed, column_names=tuple(names),
+                                 require_budget=not plan.unlimited, fine=plan.fine_decoding, schema=ctx.schema,
+                                 fine_counts=fine_counts, run_id=ctx.run_id)
+        outcome = release_stage(request, store=ctx.store, ledger=ctx.ledger, say=ctx.progress)
     atomic_write_table(ctx.folder.file("release.parquet"), outcome.release.to_arrow(names))
     artifacts = ["release.parquet", "privacy.json"]
     if outcome.release.measurements:
