@@ -9,7 +9,6 @@ from privsynth.schema import (
     MISSING_LABEL,
     OUT_OF_DOMAIN_LABEL,
     SchemaError,
-    draft_schema_from_data,
     load_schema,
     parse_schema,
 )
@@ -187,15 +186,6 @@ def test_bundled_adult_schema_matches(adult_schema_path):
     assert load_schema(bundled).content_hash() == load_schema(adult_schema_path).content_hash()
 
 
-def test_draft_schema_warns_and_parses(tiny_frame):
-    with pytest.warns(UserWarning, match="NOT differentially private"):
-        draft = draft_schema_from_data(tiny_frame[["size", "age", "score"]], name="draft")
-    assert "DRAFT" in draft["description"]
-    schema = parse_schema(draft)
-    assert schema.column("size").categories == ("L", "M", "S", "XL")
-    assert schema.column("age").type == "integer"
-
-
 # ---------------------------------------------------------------- dates and timestamps
 
 def test_date_and_timestamp_columns_take_iso_bounds_and_calendar_bins():
@@ -245,20 +235,6 @@ def test_invalid_date_columns_are_refused_naming_the_column(column, problem):
     with pytest.raises(SchemaError) as info:
         parse_schema(one_column(column))
     assert f"column {column['name']!r}" in str(info.value) and problem in str(info.value)
-
-
-def test_draft_schema_drafts_date_and_timestamp_columns_that_parse():
-    import pandas as pd
-
-    frame = pd.DataFrame({"d": pd.to_datetime(["2015-03-04", "2019-12-31", None]),
-                          "t": pd.to_datetime(["2020-01-01 10:00", "2020-02-01 11:30", "2020-03-01"],
-                                              format="ISO8601")})
-    with pytest.warns(UserWarning, match="NOT differentially private"):
-        draft = draft_schema_from_data(frame, "x")
-    schema = parse_schema(draft)
-    d, t = schema.columns
-    assert (d.type, d.bin_by, d.nullable) == ("date", "year", True) and d.labels[0] == "[2015-03-04, 2016-01-01)"
-    assert (t.type, t.bin_by) == ("timestamp", "month") and t.labels[-1] == "[2020-03-01, 2020-03-02]"
 
 
 def test_an_empty_category_list_holds_only_out_of_domain_values():

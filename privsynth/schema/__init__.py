@@ -11,10 +11,9 @@ from privsynth.schema.model import (
                                     Column,
                                     Schema,
                                     SchemaError,
-                                    draft_schema_from_data,
                                     load_schema,
                                     parse_schema,
 )
 
-__all__ = ["MISSING_LABEL", "OUT_OF_DOMAIN_LABEL", "Column", "Schema", "SchemaError", "draft_schema_from_data",
-           "load_schema", "parse_schema"]
+__all__ = ["MISSING_LABEL", "OUT_OF_DOMAIN_LABEL", "Column", "Schema", "SchemaError", "load_schema",
+           "parse_schema"]

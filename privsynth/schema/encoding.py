@@ -432,7 +432,3 @@ def from_binary(bits: np.ndarray, domain: Domain) -> tuple[np.ndarray, np.ndarra
             codes[:, j] = raw % domain.sizes[j]
             start += w
     return codes.astype(np.int32), invalid
-
-
-def binary_names(schema: Schema, domain: Domain) -> list[str]:
-    return [f"{name}#b{i}" for name, w in zip(domain.names, domain.binary_widths) for i in range(w)]

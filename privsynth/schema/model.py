@@ -3,8 +3,8 @@
 A schema states each column's type and its *public* domain (categories, numeric bounds and bin
 edges, nullability) and which columns to drop. It is written from documentation, never computed
 from the private rows: data-dependent bins, bounds or category lists leak privacy (docs/design.md section 3).
-``draft_schema_from_data`` exists for humans to start from, and says loudly that its output is
-data-dependent and must be reviewed and replaced with public values before a private run.
+A table without documentation gets its schema drafted under DP (``privsynth schema draft --epsilon``, or a run
+without a schema).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -317,51 +316,3 @@ def load_schema(path: str | Path) -> Schema:
     return parse_schema(raw, origin=str(path))
 
 
-def draft_schema_from_data(frame, name: str, max_categories: int = 50, n_bins: int = 8) -> dict:
-    """Draft a schema from the private rows, FOR HUMAN REVIEW ONLY.
-
-    The categories, bounds and bins it writes come from the data and so leak it. Replace them with
-    values from public documentation before any private run.
-    """
-    warnings.warn(
-        "draft_schema_from_data reads the private rows: its categories, bounds and bins are "
-        "data-dependent and NOT differentially private. Review the draft and replace them with public "
-        "values before a private run.",
-        stacklevel=2,
-    )
-    import pandas as pd
-
-    columns = []
-    for col in frame.columns:
-        series = frame[col]
-        nullable = bool(series.isna().any())
-        if series.dtype.kind in "iuf":
-            low, high = float(series.min()), float(series.max())
-            edges = [low + (high - low) * i / n_bins for i in range(n_bins + 1)]
-            kind = "integer" if series.dtype.kind in "iu" else "float"
-            if kind == "integer":
-                edges = sorted({int(round(e)) for e in edges})
-            columns.append({"name": col, "type": kind, "bounds": [edges[0], edges[-1]], "bins": edges,
-                            "nullable": nullable})
-        elif series.dtype.kind == "M":
-            stamps = series.dropna()
-            whole_days = bool((stamps == stamps.dt.normalize()).all())
-            kind = "date" if whole_days else "timestamp"
-            low, high = stamps.min().normalize(), stamps.max().normalize() + pd.Timedelta(days=1)
-            columns.append({"name": col, "type": kind, "bounds": [low.date().isoformat(), high.date().isoformat()],
-                            "bin_by": "year" if (high - low).days > 3 * 365 else "month", "nullable": nullable})
-        elif series.dtype.kind == "b":
-            columns.append({"name": col, "type": "boolean", "nullable": nullable})
-        else:
-            cats = sorted(map(str, series.dropna().unique()))
-            if len(cats) > max_categories:
-                columns.append({"name": col, "type": "categorical", "drop": True, "categories": cats[:1],
-                                "description": f"DRAFT: {len(cats)} distinct values, looks like an identifier"})
-            else:
-                columns.append({"name": col, "type": "categorical", "categories": cats, "nullable": nullable})
-    return {
-        "name": name,
-        "description": "DRAFT FROM PRIVATE DATA - NOT PUBLIC METADATA. Replace categories, bounds and bins "
-        "with values from documentation before any private run.",
-        "columns": columns,
-    }
