@@ -7,13 +7,14 @@ publishes no artifact of it (docs/design.md 5.4).
 
 from prefect import task
 
+from privsynth.run.results import AuditResult
 from privsynth.run.stages import stage_audit
 from tasks.common import TASK_DEFAULTS
 
 
-def audit_kept_local(ctx, statistics, rounding) -> dict:
+def audit_kept_local(ctx, statistics, rounding) -> AuditResult:
     audit = stage_audit(ctx, statistics, rounding)
-    return {"location": audit["location"]}  # where the audit is, never what it says
+    return AuditResult.of(audit.location, {})  # where the audit is, never what it says
 
 
 audit_task = task(audit_kept_local, name="audit (internal)", **TASK_DEFAULTS)

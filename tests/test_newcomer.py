@@ -31,6 +31,7 @@ from privsynth.cli import build_parser, main
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.ledger import BudgetLedger
 from privsynth.privacy.spending import fits_budget, next_run_epsilon, rho_allowance
+from privsynth.run.results import PrivacyRecord, RoundingFacts
 
 DELTA = 1e-9
 
@@ -104,7 +105,7 @@ def test_one_figure_for_what_a_run_spent_everywhere(newcomer, kind, dataset, eps
     manifest = json.loads((run["dir"] / "manifest.json").read_text())
     assert (manifest["privacy_spent"]["epsilon"] == spent["epsilon"]
             and manifest["epsilon_statement"] == spent["statement"])
-    outcome = SimpleNamespace(privacy=privacy, rounding={"rows": 1}, reused=False)
+    outcome = SimpleNamespace(privacy=PrivacyRecord.of(privacy), rounding=RoundingFacts(1, True), reused=False)
     row = privacy_artifact_row(outcome)  # what the Prefect privacy artifact shows
     assert row["epsilon"] == spent["epsilon"] and row["statement"] == spent["line"]
     # every epsilon the console states is the run's (its parts are shares of rho, never a second epsilon)

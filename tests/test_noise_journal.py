@@ -20,11 +20,12 @@ from privsynth.privacy.accounting import PrivacyCost
 from privsynth.privacy.charged import charge_then_noise
 from privsynth.privacy.journal import JournalHeader, JournalPlace, NoiseJournal, frame, unframe
 from privsynth.privacy.ledger import BudgetLedger
+from privsynth.privacy.meter import pure_price
 from privsynth.privacy.noise import make_noise_source
 from privsynth.run.releases import ReleaseStore
 
 KEY = "k" * 64
-COST = PrivacyCost.zcdp(0.01, "test")
+COST = PrivacyCost.zcdp(10.0, "test: covers every draw of _draws (the meter prices each)")
 
 
 def _mode(path) -> int:
@@ -34,10 +35,16 @@ def _mode(path) -> int:
 def _draws(noise, start: int = 0, stop: int = 6) -> list[np.ndarray]:
     """A fixed sequence of every kind of call, from ``start`` to ``stop`` (a run that stops half-way)."""
     counts = np.arange(12, dtype=np.float64)
-    calls = [lambda: noise.add_gaussian(counts, 2.0), lambda: np.int64(noise.noisy_max(counts, 1.5)),
-             lambda: noise.noisy_top_k(counts, 1.5, 3), lambda: noise.add_laplace(counts[:5], 1.0),
-             lambda: noise.choice(np.full(4, 0.25), 7), lambda: noise.gaussian(0.5, 3),
-             lambda: noise.laplace(0.5, 3), lambda: noise.post_rng.integers(0, 1 << 30, 4)]
+    def sampled():
+        with noise.one_release(pure_price(0.5)):
+            return noise.choice(np.full(4, 0.25), 7)
+
+    calls = [lambda: noise.add_gaussian(counts, 2.0, sensitivity=1.0),
+             lambda: np.int64(noise.noisy_max(counts, 1.5, sensitivity=1.0)),
+             lambda: noise.noisy_top_k(counts, 1.5, 3, sensitivity=1.0),
+             lambda: noise.add_laplace(counts[:5], 1.0, sensitivity=1.0), sampled,
+             lambda: noise.gaussian(0.5, 3, sensitivity=1.0), lambda: noise.laplace(0.5, 3, sensitivity=1.0),
+             lambda: noise.post_rng.integers(0, 1 << 30, 4)]
     return [np.asarray(call()) for call in calls[start:stop]]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -113,10 +114,12 @@ def column_view(entry: dict, a: int, schema: Schema, synthetic: np.ndarray, doma
             "measured": (est.values / total).tolist(), "error_bar": [half_width / total] * int(est.values.size)}
 
 
-def run_spend_line(privacy: dict) -> str | None:
-    """The run's one figure with its parts (privacy.json's ``spent``: the same line the console prints)."""
+def run_spend_line(privacy: Mapping) -> str | None:
+    """The run's one figure with its parts (privacy.json's ``spent``: the same line the console prints; older
+    files: the run's or the mechanism's statement)."""
     spent = privacy.get("spent") or {}
-    return spent.get("line") or (privacy.get("run_total") or {}).get("statement") or privacy.get("epsilon_statement")
+    return spent.get("line") or spent.get("statement") or (privacy.get("run_total") or {}).get("statement") \
+        or privacy.get("epsilon_statement")
 
 
 def budget(privacy: dict) -> dict:

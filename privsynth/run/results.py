@@ -108,9 +108,9 @@ class PrivacyRecord:
 
     def spend_line(self) -> str:
         """The run's one line (the console's, report.md's, `privsynth budget show`'s)."""
-        from privsynth.run.spent import spend_line
+        from privsynth.report.dp_report import run_spend_line
 
-        return spend_line(self.document)
+        return str(run_spend_line(self.document))
 
 
 @dataclass(frozen=True)

@@ -127,14 +127,6 @@ def run_spend(charges: Sequence[tuple[str, PrivacyCost]], delta: float,
     return RunSpend(epsilon, delta, rho, statement, tuple(parts), pure)
 
 
-def spend_line(privacy: Mapping) -> str:
-    """The run's one line from privacy.json (its ``spent`` block; older files: the mechanism's statement)."""
-    spent = privacy.get("spent")
-    if spent:
-        return str(spent.get("line") or spent.get("statement"))
-    return str((privacy.get("run_total") or {}).get("statement") or privacy.get("epsilon_statement"))
-
-
 # ---------------------------------------------------------------- refusals that say what is true
 
 NOTHING_CHARGED = ("nothing was charged", "Nothing was charged", "nothing was read or charged")
