@@ -156,7 +156,7 @@ def test_every_synthetic_value_is_one_the_column_can_hold(released):
 
 def test_discovery_is_charged_inside_the_run_budget(released):
     _, release, ledger = released
-    total = rho_allowance(2.0, DEFAULT_DELTA * (1 - 1e-3))
+    total = rho_allowance(2.0, DEFAULT_DELTA * (1 - 0.1))
     run_total = release.privacy["run_total"]
     assert run_total["cost"]["rho_zcdp"] == pytest.approx(total, rel=1e-6)
     assert run_total["cost"]["epsilon_at_delta"] <= 2.0 + 1e-9
@@ -200,7 +200,7 @@ def test_a_pure_dp_mechanism_after_discovery_stays_inside_the_budget(tmp_path, m
     release = privsynth.synthesize(frame, epsilon=1.0, mechanism=mechanism, ledger=ledger, dataset="t",
                                    output=tmp_path / "run", release_store=tmp_path / "store")
     parts = release.privacy["run_total"]["parts"]
-    total = rho_allowance(1.0, DEFAULT_DELTA * (1 - 1e-3))
+    total = rho_allowance(1.0, DEFAULT_DELTA * (1 - 0.1))
     assert parts["discovery_rho"] + parts["mechanism_rho"] == pytest.approx(total, rel=1e-6)
     assert release.privacy["cost"]["pure_epsilon"] == pytest.approx(math.sqrt(2 * parts["mechanism_rho"]), rel=1e-6)
     assert release.privacy["run_total"]["cost"]["epsilon_at_delta"] <= 1.0 + 1e-9

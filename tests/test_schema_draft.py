@@ -128,7 +128,7 @@ def test_mechanism_accounting_by_hand():
     cost = sd.draft_cost(1.0, DEFAULT_DELTA, 2)
     assert cost.rho == pytest.approx(rho_allowance(1.0, DEFAULT_DELTA * (1 - sd.THRESHOLD_DELTA_FRACTION)))
     assert epsilon_from_rho(cost.rho, DEFAULT_DELTA * (1 - sd.THRESHOLD_DELTA_FRACTION)) == pytest.approx(1.0, rel=1e-6)
-    assert cost.pure_epsilon is None and any("1e-12 of delta" in n for n in cost.notes)
+    assert cost.pure_epsilon is None and any("1e-10 of delta" in n for n in cost.notes)
 
 
 def _authorised(seed: int):
