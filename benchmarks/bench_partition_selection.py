@@ -13,7 +13,8 @@ the stated delta:
   counts the rest of discovery reads.
 * ``gaussian, F = ...``: the same rule with a larger share F of delta for the thresholds: the run's rho is
   then the largest that fits (epsilon, delta (1 - F)) (``plan_discovery``), a little less for everyone.
-* ``laplace threshold``: Laplace counts at eps = sqrt(2 rho) (eps-DP is eps^2/2-zCDP), tau = 1 + ln(1/(2 delta_tau)) / eps.
+* ``laplace threshold``: Laplace counts at eps = sqrt(2 rho) (eps-DP is eps^2/2-zCDP),
+  tau = 1 + ln(1/(2 delta_tau)) / eps.
 * ``optimal (eps, delta)``: Desfontaines, Voss, Gipson & Mandayam (PoPETs 2022): the most likely release
   of a value held by k records that any (eps, delta)-DP selection allows, at the same eps = sqrt(2 rho) and
   delta_tau, for one partition per record (the weighted and policy Gaussian rules reduce to the Gaussian

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import duckdb
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import yaml
 from scipy.stats import norm
 
+import privsynth
 import privsynth.discovery as sd
 import privsynth.discovery.discover as discover_module
 import privsynth.discovery.facts as facts_module
@@ -509,3 +511,40 @@ def test_codes_that_stop_short_of_round_one_bounds_are_a_tail_not_codes():
     assert B.codes_reach((0.0, 1.0), B.Bounds(0, 2)) and not B.codes_reach((0.0, 1.0), B.Bounds(0, 8))
     assert B.codes_reach((1.0, 5.0, 12.0), B.Bounds(1, 16)) and not B.codes_reach((6.0, 7.0), B.Bounds(1, 8))
     assert B.codes_reach((-6.0, 0.0), B.Bounds(-8, 1)) and not B.codes_reach((-2.0, 0.0), B.Bounds(-8, 1))
+
+
+# ---------------------------------------------------------------- a budget that can find nothing is refused first
+
+def test_a_budget_that_can_find_no_category_is_refused_before_the_charge_naming_the_epsilon():
+    from privsynth.discovery.discover import FINDABLE_SHARE, category_rows, check_budget_finds_values
+    from privsynth.errors import ParameterError
+
+    def rho_at(epsilon):
+        return sd.draft_cost(epsilon, DEFAULT_DELTA, 20).rho
+
+    delta_tau = sd.THRESHOLD_DELTA_FRACTION * DEFAULT_DELTA / 20
+    needed = category_rows(rho_at(0.1), 20, delta_tau, both_looks=True)
+    check_budget_finds_values(rho_at, 0.1, 20, delta_tau, None, "draft")  # no public row count: no refusal
+    check_budget_finds_values(rho_at, 0.1, 20, delta_tau, int(needed) + 1, "draft")  # a value can still be found
+    rows = int(needed) - 1
+    with pytest.raises(ParameterError, match="nothing was read or charged") as refused:
+        check_budget_finds_values(rho_at, 0.1, 20, delta_tau, rows, "draft")
+    named = float(re.search(r"epsilon ([\d.]+) finds", str(refused.value)).group(1))
+    # the named epsilon finds a value held by FINDABLE_SHARE of the rows at its first look, and barely so
+    assert category_rows(rho_at(named * 1.001), 20, delta_tau, both_looks=False) <= FINDABLE_SHARE * rows
+    assert category_rows(rho_at(named * 0.99), 20, delta_tau, both_looks=False) > FINDABLE_SHARE * rows
+
+
+def test_schema_draft_and_a_run_refuse_a_hopeless_budget_with_nothing_charged(parquet, tmp_path):
+    from privsynth.errors import ParameterError
+
+    url = _ledger(tmp_path)
+    out = tmp_path / "draft.yaml"
+    with pytest.raises(ParameterError, match=r"has 50 \(--public-rows\).*nothing was read or charged"):
+        sd.write_draft(str(parquet), out, sd.DraftOptions(name="customers", epsilon=0.05, ledger=url, public_rows=50))
+    with pytest.raises(ParameterError, match=r"discover stage.*has 50 \(--public-rows\)"):
+        privsynth.synthesize(str(parquet), None, epsilon=0.05, dataset="customers", ledger=url, public_rows=50,
+                             output=tmp_path / "run", release_store=tmp_path / "store")
+    with BudgetLedger(url) as ledger:
+        assert ledger.history("customers") == []
+    assert not out.exists()

@@ -9,7 +9,8 @@
     privsynth budget set DATASET --epsilon E [--delta D | --pure] [--ledger URL]
     privsynth budget show [DATASET] [--ledger URL]
     privsynth schema draft --input SOURCE --output schema.yaml [--name NAME] [--epsilon E [--dataset D]
-                  [--ledger URL] [--bounds COL=LOW:HIGH ...] [--bins K] [--unlimited]] [--force] [--peek-without-dp]
+                  [--ledger URL] [--bounds COL=LOW:HIGH ...] [--bins K] [--public-rows N] [--unlimited]] [--force]
+                  [--peek-without-dp]
                   [--public SOURCE ... [--public-model NAME]]
     privsynth schema expectations --schema schema.yaml [--output suite.json] [--format gx|dbt]
     privsynth mechanisms
@@ -169,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_public_options(draft, "a data contract whose facts are PUBLIC (dbt schema.yml or project, GX suite, "
                        "Frictionless schema, db:): never read, never charged")
     draft.add_argument("--bins", type=int, default=8, help="bins per numeric column with --epsilon (default 8)")
+    draft.add_argument("--public-rows", type=int, help="the table's row count, if it is public knowledge (never read "
+                       "from the data): a draft whose --epsilon could find no category is refused before the charge")
     draft.add_argument("--unlimited", action="store_true", help="charge a dataset that has no budget (explicit)")
     draft.add_argument("--force", action="store_true", help="overwrite --output")
     draft.add_argument("--peek-without-dp", action="store_true", help="NOT DP: fill categories and bins from the "
@@ -342,6 +345,7 @@ def command_schema(args: argparse.Namespace) -> int:
                            ledger=args.ledger, bounds=parse_bounds(args.bounds), bins=args.bins,
                            categories=parse_categories(args.categories),
                            require_budget=not args.unlimited, peek_without_dp=args.peek_without_dp,
+                           public_rows=args.public_rows,
                            public=read_public_sources(args.public, args.public_model, args.input,
                                                       trust_data_derived=args.trust_data_derived_contracts))
     if args.peek_without_dp:

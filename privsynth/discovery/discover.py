@@ -18,6 +18,8 @@ the rho left by columns that need no further round goes to the columns that do.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,23 +37,70 @@ from privsynth.discovery.draft import (
     public_bounds,
     set_kind,
 )
+from privsynth.errors import ParameterError
 
 FACTS_SHARE = 0.2  # of a column's part of rho: its DP column facts
 BOUNDS_SHARE = 0.5  # of a numeric column's remaining part: its bounds (the rest places its edges)
+
+
+def category_rows(rho: float, columns: int, delta_tau: float, *, both_looks: bool) -> float:
+    """The rows a value needs to pass its column's threshold (public arithmetic): at the column's first look,
+    or at both looks' pooled rho (every column short of values); each look holds half of ``delta_tau``."""
+    from privsynth.discovery.categories import threshold
+    from privsynth.privacy.accounting import gaussian_sigma
+
+    part = rho / columns * (1.0 - FACTS_SHARE)
+    return threshold(gaussian_sigma(part if both_looks else part * FIRST_LOOK_SHARE), delta_tau / 2.0)
+
+
+FINDABLE_SHARE = 0.05  # a refusal names the epsilon at which a value held by this share of the rows is found
+EPSILON_SEARCH_LIMIT = 1e4
+
+
+def check_budget_finds_values(rho_at: Callable[[float], float], epsilon: float, columns: int, delta_tau: float,
+                              public_rows: int | None, what: str) -> None:
+    """Before any charge: refuse a discovery that could find no value of any categorical column. With the
+    table's public row count (``--public-rows``; never read from the data), a value needs more rows than the
+    table holds at ``epsilon`` (``rho_at(epsilon)``: discovery's rho), even at both looks. The refusal names
+    the epsilon at which a value held by FINDABLE_SHARE of the rows passes its first look. Public arithmetic."""
+    if public_rows is None or columns <= 0 or category_rows(rho_at(epsilon), columns, delta_tau,
+                                                            both_looks=True) < public_rows:
+        return
+    target = max(FINDABLE_SHARE * public_rows, 2.0)
+
+    def found(eps: float) -> bool:
+        return category_rows(rho_at(eps), columns, delta_tau, both_looks=False) <= target
+
+    low, high = epsilon, epsilon
+    while not found(high) and high < EPSILON_SEARCH_LIMIT:
+        low, high = high, high * 2.0
+    if found(high):
+        for _ in range(40):
+            middle = math.sqrt(low * high)
+            low, high = (low, middle) if found(middle) else (middle, high)
+        need = (f"epsilon {high:.3g} finds a value held by {100 * FINDABLE_SHARE:.0f}% of the rows ({target:,.0f}) "
+                "at its first look")
+    else:
+        need = f"no epsilon up to {EPSILON_SEARCH_LIMIT:g} finds a value held by {target:,.0f} rows"
+    raise ParameterError(
+        f"{what}: at epsilon {epsilon:g} over {columns} columns a category needs about "
+        f"{category_rows(rho_at(epsilon), columns, delta_tau, both_looks=True):,.0f} rows to be found, and the "
+        f"table has {public_rows:,} (--public-rows): no value of any categorical column could be found, so every "
+        f"one would hold only <out-of-domain>. Refused before any charge (nothing was read or charged): {need}; "
+        "public facts (--public, a schema, --categories) need no budget")
 
 
 def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
     """Before the charge, what ``rho`` over ``columns`` read can find (public arithmetic, no row read): the
     rows below which a category is lost (its threshold when every column needs categories after its facts),
     and the present values below which a column's type stays undecided."""
-    from privsynth.discovery.categories import threshold
     from privsynth.privacy.accounting import gaussian_sigma
 
     if columns <= 0 or rho <= 0:
         return "discovery reads no column"
     part = rho / columns
-    first = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE) * FIRST_LOOK_SHARE), delta_tau / 2.0)
-    both = threshold(gaussian_sigma(part * (1.0 - FACTS_SHARE)), delta_tau / 2.0)
+    first = category_rows(rho, columns, delta_tau, both_looks=False)
+    both = category_rows(rho, columns, delta_tau, both_looks=True)
     facts_sigma = gaussian_sigma(part * FACTS_SHARE * F.CLASS_SHARE)
     undecided = F.EVIDENCE_SIGMAS * facts_sigma * (len(F.CLASSES) - 1) ** 0.5
     return (f"rho {rho:.4g} over {columns} columns: a category held by fewer than about {first:,.0f} rows is lost "

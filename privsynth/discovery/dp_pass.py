@@ -10,7 +10,7 @@ import numpy as np
 
 from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.declared import DeclaredColumn
-from privsynth.discovery.discover import measure
+from privsynth.discovery.discover import check_budget_finds_values, measure
 from privsynth.discovery.draft import ColumnDraft, DraftOptions, Need, draft_cost, needs
 
 
@@ -70,6 +70,9 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
               "bounds": {k: [str(x) for x in v] for k, v in sorted(options.bounds.items())},
               "categories": {k: list(v) for k, v in sorted(options.categories.items())},
               "columns": [d.column.name for d in read]}
+    if n_cat:
+        check_budget_finds_values(lambda epsilon: draft_cost(epsilon, options.delta, n_cat).rho,
+                                  float(options.epsilon), len(read), delta_tau, options.public_rows, "schema draft")
     ledger = BudgetLedger(options.ledger)
     try:
         check_draft_seed(ledger, dataset, options)

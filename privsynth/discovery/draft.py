@@ -52,6 +52,9 @@ class DraftOptions:
     allow_seed_with_budget: bool = False
     # PUBLIC facts from data contracts and the source's catalogue (``--public``); the flags above join them
     public: PublicFacts = field(default_factory=PublicFacts)
+    # the table's row count if it is public (``--public-rows``, never read from the data): a draft that could
+    # find no category at its epsilon is refused before the charge
+    public_rows: int | None = None
 
     def public_facts(self) -> PublicFacts:
         """Everything public about the columns: the contracts' facts and the --bounds / --categories flags."""
@@ -84,6 +87,9 @@ def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_sou
     if options.peek_without_dp and options.epsilon is not None:
         raise ParameterError("--peek-without-dp and --epsilon exclude each other: a draft is DP or a labelled non-DP "
                              "peek")
+    if options.public_rows is not None and (isinstance(options.public_rows, bool)
+                                            or not isinstance(options.public_rows, int) or options.public_rows < 1):
+        raise ParameterError(f"--public-rows must be a positive integer, got {options.public_rows!r}")
     if not (2 <= options.bins <= 100):
         raise ParameterError(f"--bins must be between 2 and 100, got {options.bins}")
     known = {c.name: c for c in columns}

@@ -109,7 +109,7 @@ def _discover(ctx) -> DiscoveryOutcome:
     from privsynth.discovery.declared import declared_columns, open_declared
     from privsynth.discovery.discover import measure, what_the_budget_finds
     from privsynth.discovery.dp_pass import to_read
-    from privsynth.discovery.draft import DraftOptions, declared_drafts
+    from privsynth.discovery.draft import DraftOptions, Need, declared_drafts, needs
     from privsynth.discovery.writer import render
     from privsynth.privacy.charged import charge_then_noise
     from privsynth.privacy.keys import release_key
@@ -132,6 +132,17 @@ def _discover(ctx) -> DiscoveryOutcome:
         rho = share * plan.discovery.rho
         n_thresholds = max(1, len(read))
         if read:
+            from privsynth.discovery.discover import check_budget_finds_values
+            from privsynth.privacy.spending import rho_allowance
+
+            def discovery_rho(epsilon: float) -> float:
+                return discovery_share(plan.discovery.share, len(read)) * rho_allowance(
+                    epsilon, parameters.delta * (1.0 - THRESHOLD_DELTA_FRACTION))
+
+            if any(needs(d, options) in (Need.FACTS, Need.CATEGORIES) for d in read):
+                check_budget_finds_values(discovery_rho, parameters.epsilon, len(read),
+                                          THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds,
+                                          parameters.public_rows, "the run's discover stage")
             secret = ctx.ledger.release_secret()
             key = release_key(secret, "discovery", "no-schema", "discovery", {"columns": [d.column.name for d in read],
                                                                      "rho": rho}, parameters.seed, ctx.run_id)
