@@ -1,8 +1,17 @@
-"""privsynth's mechanisms side by side with smartnoise-synth's MST and AIM, on the same binned Adult.
+"""privsynth's mechanisms side by side with smartnoise-synth's MST and AIM, on the same binned table.
 
-    python benchmarks/bench_peers.py                                   # the whole grid (hours: see README)
+    python benchmarks/bench_peers.py                                   # the whole grid on Adult (hours: see README)
     python benchmarks/bench_peers.py --runs privsynth:aim,privsynth:rap --epsilons 0.3,1,3 --seeds 0,1,2
     python benchmarks/bench_peers.py --runs smartnoise:mst --seeds 0 --cap 900
+    python benchmarks/bench_peers.py --tables gss_vocab,credit_default --runs privsynth:aim,smartnoise:aim \
+        --epsilons 0.3,1,3 --peer-seeds 0 --cap 900                   # issue 40: our default against AIM
+
+``--tables``: adult (the bundled table, ``schemas/adult.yaml``) and any bench_real table with a documented
+schema (``schemas/<table>.yaml``, the same binning for both sides: the documented schema relaxed as
+bench_real scores it, every column nullable, values outside its bounds clipped). ``--peer-seeds`` limits the
+peers' seeds (AIM once per cell, as issue 40 asks), ours take ``--seeds``. After the per-run table, one row
+per (table, epsilon) gives ours / AIM for the 1-, 2- and 3-way mean TV and the wall time (ours: the mean of
+our seeds; AIM: the mean of its finished runs).
 
 Every run is one subprocess (so wall seconds and peak RSS are per run): privsynth runs in this
 interpreter's environment through the module contract (collect_statistics -> run with a seeded noise
@@ -54,18 +63,40 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def load_codes(table: str):
+    """(level codes, Domain) of ``table`` under its documented binning (adult: schemas/adult.yaml)."""
+    sys.path.insert(0, str(HERE))
+    if table == "adult":
+        from bench_mechanisms import load_adult
+
+        return load_adult()
+    from bench_real import evaluation_schema, load_table
+
+    from privsynth.schema.encoding import domain_of, encode_codes
+
+    schema = evaluation_schema(table)
+    return encode_codes(load_table(table), schema), domain_of(schema)
+
+
+def saved_domain(codes_path: Path):
+    """The Domain the driver saved beside the codes (``domain.json``)."""
+    from privsynth.schema.encoding import Domain
+
+    found = json.loads(codes_path.with_name("domain.json").read_text())
+    return Domain(tuple(found["names"]), tuple(found["sizes"]))
+
+
 def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_path: Path, out: Path) -> None:
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(ROOT))
     import numpy as np
-    from bench_mechanisms import load_adult
 
     from privsynth.mechanisms import get_mechanism
     from privsynth.mechanisms.rounding import round_release
     from privsynth.privacy.noise import SeededNoise
     from privsynth.schema.workload import Histogram
 
-    codes, domain = load_adult()
+    codes, domain = np.load(codes_path), saved_domain(codes_path)
     module = get_mechanism(name)
     config = module.Config(epsilon=epsilon, delta=delta)
     if hasattr(module, "check_config"):
@@ -171,20 +202,22 @@ def run_worker(cmd: list[str], env: dict, cap: float, result: Path, log: Path | 
 
 
 def format_rows(rows: list[dict]) -> str:
-    head = "| run | eps | seed | 1-way mean TV | 2-way mean TV | 3-way mean TV | wall s | CPU s | peak RSS MB | note |"
-    lines = [head, "|" + "---|" * 10]
+    head = ("| table | run | eps | seed | 1-way mean TV | 2-way mean TV | 3-way mean TV | wall s | CPU s | peak RSS MB "
+            "| note |")
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         if r["status"] != "ok":
             secs = f"{r['seconds']:.0f}" if "seconds" in r else "-"
-            lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | - | - | - | {secs} | - | - | {r['status']}: "
-                         f"{r['reason']} |")
+            lines.append(f"| {r.get('table', '-')} | {r['run']} | {r['epsilon']} | {r['seed']} | - | - | - | {secs} "
+                         f"| - | - | {r['status']}: {r['reason']} |")
             continue
         tv = " | ".join(f"{r['errors'][str(k)]['mean_tv']:.4f}" for k in KS)
         secs = "-" if r.get("seconds") is None else f"{r['seconds']:.1f}"
         cpu = "-" if r.get("cpu_seconds") is None else f"{r['cpu_seconds']:.1f}"
         rss = "-" if r.get("peak_rss_mb") is None else f"{r['peak_rss_mb']:.0f}"
         note = "" if r.get("epsilon_reported") is None else f"reported eps {r['epsilon_reported']:.3f}"
-        lines.append(f"| {r['run']} | {r['epsilon']} | {r['seed']} | {tv} | {secs} | {cpu} | {rss} | {note} |")
+        lines.append(f"| {r.get('table', '-')} | {r['run']} | {r['epsilon']} | {r['seed']} | {tv} | {secs} | {cpu} "
+                     f"| {rss} | {note} |")
     return "\n".join(lines)
 
 
@@ -195,12 +228,12 @@ def summary_rows(rows: list[dict]) -> str:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if r["status"] == "ok" and r["seed"] != "-":
-            groups.setdefault((r["run"], r["epsilon"]), []).append(r)
-    lines = ["| run | eps | seeds | 1-way | 2-way | 3-way | wall s (mean) | CPU s (mean) | peak RSS MB (max) |",
-             "|" + "---|" * 9]
-    for (run, eps), rs in groups.items():
+            groups.setdefault((r.get("table", "-"), r["run"], r["epsilon"]), []).append(r)
+    lines = ["| table | run | eps | seeds | 1-way | 2-way | 3-way | wall s (mean) | CPU s (mean) | peak RSS MB (max) |",
+             "|" + "---|" * 10]
+    for (table, run, eps), rs in groups.items():
         tv = " | ".join(f"{np.mean([r['errors'][str(k)]['mean_tv'] for r in rs]):.4f}" for k in KS)
-        lines.append(f"| {run} | {eps} | {','.join(str(r['seed']) for r in rs)} | {tv} | "
+        lines.append(f"| {table} | {run} | {eps} | {','.join(str(r['seed']) for r in rs)} | {tv} | "
                      f"{np.mean([r['seconds'] for r in rs]):.1f} | {np.mean([r['cpu_seconds'] for r in rs]):.1f} | "
                      f"{max(r['peak_rss_mb'] for r in rs):.0f} |")
     return "\n".join(lines)
@@ -225,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated kind:name (kind privsynth or smartnoise)")
     grid_arguments(parser, epsilons="0.3,1,3", cap=900.0)
     parser.add_argument("--no-references", action="store_true")
+    parser.add_argument("--tables", default="adult", help="comma-separated: adult and bench_real tables")
+    parser.add_argument("--peer-seeds", default=None, help="the smartnoise runs' seeds (default: --seeds)")
     parser.add_argument("--codes", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -235,55 +270,96 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     sys.path.insert(0, str(HERE))
-    import numpy as np
-    from bench_mechanisms import independent_summary, load_adult
-
-    from privsynth.report.internal_audit import marginal_error_summary
-
-    codes, domain = load_adult()
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     epsilons = [float(e) for e in args.epsilons.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
+    peer_seeds = seeds if args.peer_seeds is None else [int(s) for s in args.peer_seeds.split(",")]
     peer_python = None
     if any(r.startswith("smartnoise:") for r in runs):
         peer_python, took = ensure_peer_venv()
         print(f"peer environment {PEER_VENV}: " + ("present" if took is None else f"created in {took:.0f} s"),
               flush=True)
-    print(f"Adult n={codes.shape[0]} attributes={domain.n_attributes} delta={args.delta} cap={args.cap:.0f}s",
-          flush=True)
+    rows: list[dict] = []
+    for table in [t.strip() for t in args.tables.split(",") if t.strip()]:
+        rows += table_rows(table, runs, epsilons, seeds, peer_seeds, args, peer_python)
+    print()
+    print(format_rows(rows))
+    print()
+    print(summary_rows(rows))
+    print()
+    print(ratio_rows(rows))
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=2, default=str))
+    return 0
 
+
+def table_rows(table: str, runs: list[str], epsilons: list[float], seeds: list[int], peer_seeds: list[int], args,
+               peer_python: Path | None) -> list[dict]:
+    """Every run of the grid on one table, each scored against its real rows (INTERNAL)."""
+    import numpy as np
+    from bench_mechanisms import independent_summary
+
+    from privsynth.report.internal_audit import marginal_error_summary
+
+    codes, domain = load_codes(table)
+    print(f"{table} n={codes.shape[0]} attributes={domain.n_attributes} delta={args.delta} cap={args.cap:.0f}s",
+          flush=True)
     rows: list[dict] = []
     if not args.no_references:
-        rows.append({"run": "independent (exact, not private)", "epsilon": "-", "seed": "-", "status": "ok",
-                     "errors": independent_summary(codes, domain), "seconds": None, "peak_rss_mb": None})
+        rows.append({"table": table, "run": "independent (exact, not private)", "epsilon": "-", "seed": "-",
+                     "status": "ok", "errors": independent_summary(codes, domain), "seconds": None,
+                     "peak_rss_mb": None})
         boot = codes[np.random.default_rng(0).integers(0, codes.shape[0], codes.shape[0])]
-        rows.append({"run": "bootstrap of real rows (not private)", "epsilon": "-", "seed": "-", "status": "ok",
-                     "errors": marginal_error_summary(codes, boot, domain, ks=KS), "seconds": None,
+        rows.append({"table": table, "run": "bootstrap of real rows (not private)", "epsilon": "-", "seed": "-",
+                     "status": "ok", "errors": marginal_error_summary(codes, boot, domain, ks=KS), "seconds": None,
                      "peak_rss_mb": None})
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp_name:
         tmp = Path(tmp_name)
         codes_path = tmp / "codes.npy"
         np.save(codes_path, codes)
+        (tmp / "domain.json").write_text(json.dumps({"names": list(domain.names), "sizes": list(domain.sizes)}))
         for run in runs:
             kind, name = run.split(":", 1)
             for eps in epsilons:
-                for seed in seeds:
+                for seed in (peer_seeds if kind == "smartnoise" else seeds):
                     result = run_one(kind, name, eps, args.delta, seed, codes_path, args.cap, tmp, peer_python)
-                    row = {"run": run, "epsilon": eps, "seed": seed, **result}
+                    row = {"table": table, "run": run, "epsilon": eps, "seed": seed, **result}
                     if result["status"] == "ok":
                         row["errors"] = marginal_error_summary(codes, row.pop("synthetic"), domain, ks=KS)
                         msg = f"3-way mean TV {row['errors']['3']['mean_tv']:.4f}, {row['seconds']:.1f} s"
                     else:
                         msg = f"{result['status']}: {result['reason']}"
                     rows.append(row)
-                    print(f"  {run} eps={eps} seed={seed}: {msg}", flush=True)
-    print()
-    print(format_rows(rows))
-    print()
-    print(summary_rows(rows))
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=2, default=str))
-    return 0
+                    print(f"  {table} {run} eps={eps} seed={seed}: {msg}", flush=True)
+    return rows
+
+
+def ratio_rows(rows: list[dict], ours: str = "privsynth:aim", peer: str = "smartnoise:aim") -> str:
+    """Ours / the peer's per (table, epsilon): mean 1-, 2- and 3-way TV over the finished runs, and wall time."""
+    import numpy as np
+
+    def mean_of(table, run, eps):
+        found = [r for r in rows if r.get("table") == table and r["run"] == run and r["epsilon"] == eps
+                 and r["status"] == "ok"]
+        if not found:
+            return None
+        return ([np.mean([r["errors"][str(k)]["mean_tv"] for r in found]) for k in KS],
+                float(np.mean([r["seconds"] for r in found])), len(found))
+
+    lines = [f"| table | eps | {ours} runs | {peer} runs | 1-way ours / peer | 2-way | 3-way | time ours / peer |",
+             "|" + "---|" * 8]
+    cells = sorted({(r.get("table"), r["epsilon"]) for r in rows if r["run"] == ours}, key=str)
+    for table, eps in cells:
+        a, b = mean_of(table, ours, eps), mean_of(table, peer, eps)
+        if a is None:
+            continue
+        if b is None:
+            lines.append(f"| {table} | {eps} | {a[2]} | 0 | - | - | - | - |")
+            continue
+        ratios = " | ".join(f"{x / y:.2f}" if y > 0 else "-" for x, y in zip(a[0], b[0]))
+        lines.append(f"| {table} | {eps} | {a[2]} | {b[2]} | {ratios} | {a[1]:.0f} s / {b[1]:.0f} s "
+                     f"({a[1] / b[1]:.2f}) |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
