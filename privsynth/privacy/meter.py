@@ -92,19 +92,17 @@ class NoiseMeter:
     def checked(self) -> bool:
         return self.allowance is not None
 
-    def pay(self, price: Price) -> None:
-        """Pay for one draw before it is made (free inside a scope, which paid for its draws)."""
+    def pay(self, what: str, price: Price | None) -> None:
+        """Pay for one ``what`` draw before it is made; free inside a scope, which paid for its draws. A draw
+        whose caller stated no sensitivity (``price`` None) is refused outside a scope where the meter checks."""
         self.draws += 1
-        if not self._scopes:
-            self._add(price.rho, price.epsilon_or_inf)
-
-    def unpriced(self, what: str) -> None:
-        """A draw whose caller stated no sensitivity: free inside a scope; else refused where checked."""
-        self.draws += 1
-        if self._scopes or not self.checked:
+        if self._scopes:
             return
-        raise InternalError(f"a {what} draw states no sensitivity outside a priced scope: the meter cannot price it "
-                            "against the charge (a bug of the mechanism; nothing was drawn)")
+        if price is not None:
+            self._add(price.rho, price.epsilon_or_inf)
+        elif self.checked:
+            raise InternalError(f"a {what} draw states no sensitivity outside a priced scope: the meter cannot price "
+                                "it against the charge (a bug of the mechanism; nothing was drawn)")
 
     @contextmanager
     def one_release(self, price: Price) -> Iterator[None]:

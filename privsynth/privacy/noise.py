@@ -89,11 +89,10 @@ class NoiseSource(ABC):
         """A scope whose draws make one release of cost ``price`` (``NoiseMeter.one_release``)."""
         return self.meter.one_release(price)
 
-    def _pay(self, what: str, price: Callable[[], Price] | None) -> None:
-        if price is None:
-            self.meter.unpriced(what)
-        else:
-            self.meter.pay(price())
+    def _pay(self, what: str, price_of: Callable[..., Price], scale: float, sensitivity: float | None,
+             *more: int) -> None:
+        """The meter's payment for a draw at ``scale`` on a statistic of ``sensitivity`` (None: unpriced)."""
+        self.meter.pay(what, None if sensitivity is None else price_of(scale, sensitivity, *more))
 
     def _require_authorized(self) -> None:
         if not self._authorized:
@@ -120,7 +119,7 @@ class NoiseSource(ABC):
         """i.i.d. Laplace(0, scale) noise; ``sensitivity``: the L1 sensitivity of what it noises (its price)."""
         self._require_authorized()
         self._check_scale(scale)
-        self._pay("laplace", None if sensitivity is None else lambda: laplace_price(scale, sensitivity))
+        self._pay("laplace", laplace_price, scale, sensitivity)
         return self._recorded("laplace", {"scale": float(scale), "size": int(size)},
                               lambda: self._laplace(float(scale), int(size)))
 
@@ -128,7 +127,7 @@ class NoiseSource(ABC):
         """i.i.d. N(0, scale^2) noise; ``sensitivity``: the L2 sensitivity of what it noises (its price)."""
         self._require_authorized()
         self._check_scale(scale)
-        self._pay("gaussian", None if sensitivity is None else lambda: gaussian_price(scale, sensitivity))
+        self._pay("gaussian", gaussian_price, scale, sensitivity)
         return self._recorded("gaussian", {"scale": float(scale), "size": int(size)},
                               lambda: self._gaussian(float(scale), int(size)))
 
@@ -142,7 +141,7 @@ class NoiseSource(ABC):
         self._require_authorized()
         self._check_scale(scale)
         values = self._check_values(values)
-        self._pay("add_laplace", None if sensitivity is None else lambda: laplace_price(scale, sensitivity))
+        self._pay("add_laplace", laplace_price, scale, sensitivity)
         return self._recorded("add_laplace", {"scale": float(scale), "shape": values.shape},
                               lambda: self._add_laplace(values, float(scale)))
 
@@ -152,7 +151,7 @@ class NoiseSource(ABC):
         self._require_authorized()
         self._check_scale(scale)
         values = self._check_values(values)
-        self._pay("add_gaussian", None if sensitivity is None else lambda: gaussian_price(scale, sensitivity))
+        self._pay("add_gaussian", gaussian_price, scale, sensitivity)
         return self._recorded("add_gaussian", {"scale": float(scale), "shape": values.shape},
                               lambda: self._add_gaussian(values, float(scale)))
 
@@ -169,7 +168,7 @@ class NoiseSource(ABC):
         self._require_authorized()
         self._check_scale(scale)
         scores = self._check_scores(scores, "noisy_max")
-        self._pay("noisy_max", None if sensitivity is None else lambda: noisy_max_price(scale, sensitivity))
+        self._pay("noisy_max", noisy_max_price, scale, sensitivity)
         return int(self._recorded("noisy_max", {"scale": float(scale), "size": scores.size},
                                   lambda: np.asarray(self._noisy_max(scores, float(scale)), dtype=np.int64)))
 
@@ -180,7 +179,7 @@ class NoiseSource(ABC):
         scores = self._check_scores(scores, "noisy_top_k")
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not (1 <= k <= scores.size):
             raise ValueError(f"noisy_top_k needs 1 <= k <= {scores.size}, got {k}")
-        self._pay("noisy_top_k", None if sensitivity is None else lambda: noisy_max_price(scale, sensitivity, int(k)))
+        self._pay("noisy_top_k", noisy_max_price, scale, sensitivity, int(k))
         return self._recorded("noisy_top_k", {"scale": float(scale), "size": scores.size, "k": int(k)},
                               lambda: np.asarray(self._noisy_top_k(scores, float(scale), int(k)), dtype=np.int64))
 
@@ -191,7 +190,7 @@ class NoiseSource(ABC):
         p = np.asarray(probabilities, dtype=np.float64)
         if p.ndim != 1 or p.size == 0 or np.any(p < 0) or not math.isclose(p.sum(), 1.0, rel_tol=1e-9, abs_tol=1e-9):
             raise ValueError("choice needs a non-negative probability vector that sums to 1")
-        self._pay("choice", None)
+        self.meter.pay("choice", None)
         return self._recorded("choice", {"categories": p.size, "size": int(size)},
                               lambda: np.asarray(self._choice(p, int(size)), dtype=np.int64))
 
