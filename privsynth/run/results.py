@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Self
 
 
 def frozen_json(value: Any) -> Any:
@@ -54,17 +54,22 @@ class BinarisedStatistics:
 
 
 @dataclass(frozen=True)
-class PrivacyRecord:
-    """privacy.json as the later stages read it: what was charged and spent, and the release's DP facts."""
+class WrittenDocument:
+    """A JSON artifact a stage wrote, held read-only (``frozen_json``) for the stages after it."""
 
     document: Mapping[str, Any]
 
     @classmethod
-    def of(cls, document: Mapping[str, Any]) -> PrivacyRecord:
+    def of(cls, document: Mapping[str, Any]) -> Self:
         return cls(frozen_json(document))
 
     def to_json(self) -> dict:
         return thawed_json(self.document)
+
+
+@dataclass(frozen=True)
+class PrivacyRecord(WrittenDocument):
+    """privacy.json as the later stages read it: what was charged and spent, and the release's DP facts."""
 
     @property
     def mechanism(self) -> str:
@@ -130,17 +135,8 @@ class RoundingFacts:
 
 
 @dataclass(frozen=True)
-class ReportResult:
+class ReportResult(WrittenDocument):
     """report.json as written (public: built from the release only)."""
-
-    document: Mapping[str, Any]
-
-    @classmethod
-    def of(cls, document: Mapping[str, Any]) -> ReportResult:
-        return cls(frozen_json(document))
-
-    def to_json(self) -> dict:
-        return thawed_json(self.document)
 
     @property
     def summary(self) -> dict | None:
