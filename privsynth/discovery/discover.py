@@ -63,8 +63,10 @@ def check_budget_finds_values(rho_at: Callable[[float], float], epsilon: float, 
     table's public row count (``--public-rows``; never read from the data), a value needs more rows than the
     table holds at ``epsilon`` (``rho_at(epsilon)``: discovery's rho), even at both looks. The refusal names
     the epsilon at which a value held by FINDABLE_SHARE of the rows passes its first look. Public arithmetic."""
-    if public_rows is None or columns <= 0 or category_rows(rho_at(epsilon), columns, delta_tau,
-                                                            both_looks=True) < public_rows:
+    if public_rows is None or columns <= 0:
+        return
+    needed = category_rows(rho_at(epsilon), columns, delta_tau, both_looks=True)
+    if needed < public_rows:
         return
     target = max(FINDABLE_SHARE * public_rows, 2.0)
 
@@ -83,10 +85,9 @@ def check_budget_finds_values(rho_at: Callable[[float], float], epsilon: float, 
     else:
         need = f"no epsilon up to {EPSILON_SEARCH_LIMIT:g} finds a value held by {target:,.0f} rows"
     raise ParameterError(
-        f"{what}: at epsilon {epsilon:g} over {columns} columns a category needs about "
-        f"{category_rows(rho_at(epsilon), columns, delta_tau, both_looks=True):,.0f} rows to be found, and the "
-        f"table has {public_rows:,} (--public-rows): no value of any categorical column could be found, so every "
-        f"one would hold only <out-of-domain>. Refused before any charge (nothing was read or charged): {need}; "
+        f"{what}: at epsilon {epsilon:g} over {columns} columns a category needs about {needed:,.0f} rows to be "
+        f"found, and the table has {public_rows:,} (--public-rows): no value of any categorical column could be "
+        f"found, so every one would hold only <out-of-domain>. Refused before any charge (nothing was read or charged): {need}; "
         "public facts (--public, a schema, --categories) need no budget")
 
 

@@ -133,11 +133,10 @@ def _discover(ctx) -> DiscoveryOutcome:
         n_thresholds = max(1, len(read))
         if read:
             from privsynth.discovery.discover import check_budget_finds_values
-            from privsynth.privacy.spending import rho_allowance
+            from privsynth.run.plan import run_rho_with_discovery
 
-            def discovery_rho(epsilon: float) -> float:
-                return discovery_share(plan.discovery.share, len(read)) * rho_allowance(
-                    epsilon, parameters.delta * (1.0 - THRESHOLD_DELTA_FRACTION))
+            def discovery_rho(epsilon: float) -> float:  # ``rho`` above, at another epsilon
+                return share * run_rho_with_discovery(epsilon, parameters.delta)
 
             if any(needs(d, options) in (Need.FACTS, Need.CATEGORIES) for d in read):
                 check_budget_finds_values(discovery_rho, parameters.epsilon, len(read),

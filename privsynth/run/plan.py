@@ -147,14 +147,22 @@ def default_dataset(parameters: RunParameters) -> str:
     return default_name(parameters.input) if parameters.input else "dataframe"
 
 
+def run_rho_with_discovery(epsilon: float, delta: float) -> float:
+    """The whole run's rho when it discovers its schema: the largest that fits (epsilon, delta less the
+    categorical thresholds' share of it)."""
+    from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
+    from privsynth.privacy.spending import rho_allowance
+
+    return rho_allowance(epsilon, delta * (1.0 - THRESHOLD_DELTA_FRACTION))
+
+
 def plan_discovery(parameters: RunParameters) -> DiscoveryPlan:
     """The whole run's cost when it discovers its schema: rho-zCDP for (epsilon, delta minus the categorical
     thresholds' delta), so the thresholds' delta stays inside the stated delta."""
     from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
-    from privsynth.privacy.spending import rho_allowance
 
     delta = parameters.delta
-    rho = rho_allowance(parameters.epsilon, delta * (1.0 - THRESHOLD_DELTA_FRACTION))
+    rho = run_rho_with_discovery(parameters.epsilon, delta)
     total = PrivacyCost.zcdp(rho, f"run with discovery: {rho:.6g}-zCDP in all (discovery, then the mechanism)",
                              (f"categorical thresholds: at most {THRESHOLD_DELTA_FRACTION * delta:.3g} of delta, "
                               "inside the stated delta",), extra_delta=THRESHOLD_DELTA_FRACTION * delta)
