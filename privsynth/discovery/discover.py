@@ -87,8 +87,8 @@ def check_budget_finds_values(rho_at: Callable[[float], float], epsilon: float, 
     raise ParameterError(
         f"{what}: at epsilon {epsilon:g} over {columns} columns a category needs about {needed:,.0f} rows to be "
         f"found, and the table has {public_rows:,} (--public-rows): no value of any categorical column could be "
-        f"found, so every one would hold only <out-of-domain>. Refused before any charge (nothing was read or charged): {need}; "
-        "public facts (--public, a schema, --categories) need no budget")
+        f"found, so every one would hold only <out-of-domain>. Refused before any charge (nothing was read or "
+        f"charged): {need}; public facts (--public, a schema, --categories) need no budget")
 
 
 def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
