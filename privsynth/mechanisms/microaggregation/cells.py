@@ -188,10 +188,9 @@ def private_pca_laplace(cooccurrence: np.ndarray, domain: Domain, t: int, epsilo
     if t == 0:
         return np.zeros((cooccurrence.shape[0], 0))
     mask = second_moment_mask(domain)
-    scale = laplace_scale(epsilon, cooccurrence_l1_sensitivity(domain.n_attributes))
+    sensitivity = cooccurrence_l1_sensitivity(domain.n_attributes)
     upper = np.zeros_like(cooccurrence, dtype=np.float64)
-    upper[mask] = noise.add_laplace(cooccurrence[mask], scale,
-                                    sensitivity=cooccurrence_l1_sensitivity(domain.n_attributes))
+    upper[mask] = noise.add_laplace(cooccurrence[mask], laplace_scale(epsilon, sensitivity), sensitivity=sensitivity)
     noisy = upper + np.triu(upper, 1).T
     return top_eigenvectors(noisy, t)
 

@@ -393,9 +393,10 @@ def _run_dp(stats: MicroaggregationStatistics, domain: Domain, config: Config, n
     else:
         b = config.damping if config.damping is not None else 1
         # One record adds its one-hot row to one cell's sum: L1 sensitivity q.
-        centroid_scale = laplace_scale(eps_c, mm.sum_l1_sensitivity(q))
+        sum_sensitivity = mm.sum_l1_sensitivity(q)
+        centroid_scale = laplace_scale(eps_c, sum_sensitivity)
         noisy_sums = noise.add_laplace(mm.cell_sums(codes, domain, cells, s, record_counts), centroid_scale,
-                                       sensitivity=mm.sum_l1_sensitivity(q))
+                                       sensitivity=sum_sensitivity)
         noisy_centroids = noisy_sums / np.maximum(noisy_counts, float(b))[:, None]
     points = mm.project_blocks(noisy_centroids, domain)
     facts = {
