@@ -46,11 +46,13 @@ import json
 import os
 import resource
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench_peers import run_worker  # this script runs from benchmarks/, beside bench_peers.py and bench_real.py
+from bench_peers import (  # this script runs from benchmarks/, beside bench_peers.py and bench_real.py
+    run_worker,
+    work_folder,
+)
 from bench_real import strict
 
 HERE = Path(__file__).resolve().parent
@@ -247,10 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     from privsynth.schema.encoding import domain_of, encode_codes
 
     rows: list[dict] = []
-    keep = Path(args.keep) if args.keep else None
-    with tempfile.TemporaryDirectory(prefix="bench-generated-wide-") as tmp_name:
-        tmp = Path(keep or tmp_name)
-        tmp.mkdir(parents=True, exist_ok=True)
+    with work_folder(args.keep, "bench-generated-wide-") as tmp:
         t0 = time.perf_counter()
         gen_domain, plan = table_plan(args.columns, args.data_seed)
         table = generated_table(plan, generate_codes(gen_domain, args.rows, args.data_seed), args.data_seed)

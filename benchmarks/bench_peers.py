@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -198,6 +200,16 @@ def run_one(kind: str, name: str, epsilon: float, delta: float, seed: int, codes
 
     facts = json.loads(out.read_text())
     return {"status": "ok", "synthetic": np.load(out.with_suffix(".npy")), **facts}
+
+
+@contextmanager
+def work_folder(keep: str | None, prefix: str) -> Iterator[Path]:
+    """Where a benchmark writes its inputs and run folders: ``keep`` (created, and left) when given, else a
+    temporary folder deleted afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp_name:
+        folder = Path(keep or tmp_name)
+        folder.mkdir(parents=True, exist_ok=True)
+        yield folder
 
 
 def run_worker(cmd: list[str], env: dict, cap: float, result: Path, log: Path | None = None) -> dict:

@@ -48,11 +48,10 @@ import json
 import os
 import resource
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench_peers import run_worker  # this script runs from benchmarks/, beside bench_peers.py
+from bench_peers import run_worker, work_folder  # this script runs from benchmarks/, beside bench_peers.py
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -268,10 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     from privsynth.schema.encoding import domain_of, encode_codes
 
     rows: list[dict] = []
-    keep = Path(args.keep) if args.keep else None
-    with tempfile.TemporaryDirectory(prefix="bench-real-") as tmp_name:
-        tmp = Path(keep or tmp_name)
-        tmp.mkdir(parents=True, exist_ok=True)
+    with work_folder(args.keep, "bench-real-") as tmp:
         for table in [t.strip() for t in args.tables.split(",") if t.strip()]:
             frame = load_table(table)
             data = tmp / f"{table}.parquet"

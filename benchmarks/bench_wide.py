@@ -33,7 +33,6 @@ import json
 import os
 import resource
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +41,7 @@ from bench_peers import (  # this script runs from benchmarks/, beside bench_pee
     _cpu_seconds,
     grid_arguments,
     run_worker,
+    work_folder,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -195,10 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  independent: 2-way {independent['2']['mean_tv']:.4f}, 3-way {independent['3']['mean_tv']:.4f}",
           flush=True)
 
-    keep = Path(args.keep) if args.keep else None
-    with tempfile.TemporaryDirectory(prefix="bench-wide-") as tmp_name:
-        tmp = Path(keep or tmp_name)
-        tmp.mkdir(parents=True, exist_ok=True)
+    with work_folder(args.keep, "bench-wide-") as tmp:
         data = tmp / f"{ITEM}.parquet"
         frame.to_parquet(data, index=False)
         for mechanism in mechanisms:
