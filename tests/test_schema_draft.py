@@ -460,6 +460,31 @@ def test_read_out_keeps_every_octave_of_a_heavy_tail():
     assert got.low == 0.0 and got.high >= 32768.0 and got.edges[-2] > 1000  # the top octave round 1 found stays
 
 
+def test_a_thin_tail_a_trim_would_cut_is_kept_as_a_bin_of_its_own():
+    """Incomes of 10,000 rows under noise 100 a cell: 400 rows above 55,680 spread thinly over the top of the
+    octave [32768, 65536) stay within the trim's bar of empty cells; clipped, they would pile onto the top bin's
+    edge. The cut cells hold 2 deviations of their sum: the tail is a bin of its own, and the bounds stay round
+    1's. An empty stretch cut the same way is still clipped."""
+    from privsynth.discovery import bounds as B
+
+    edges = B.fine_edges(8192.0, 65536.0, False)
+    starts = edges[:-1]
+    counts = np.zeros(len(starts))
+    bulk = (starts >= 10000) & (starts < 55680)
+    counts[bulk] = 9600.0 / bulk.sum()
+    tail = starts >= 55680
+    counts[tail] = 400.0 / tail.sum()
+    levels = [B.Level(f, e, c, 100.0) for f, (c, e) in
+              ((f, B.merged(counts, edges, f)) for f in B.level_factors(len(edges) - 1))]
+    got = B.read_out(levels, False, 8, B.Bounds(8192.0, 65536.0))
+    assert got.high == 65536.0 and 50000.0 < got.edges[-2] < 60000.0  # [~55,680, 65,536]: the tail's bin
+    assert got.low > 8192.0  # the empty stretch below 10,000 is cut, not a bin
+    counts[tail] = 0.0
+    empty = [B.Level(f, e, c, 100.0) for f, (c, e) in
+             ((f, B.merged(counts, edges, f)) for f in B.level_factors(len(edges) - 1))]
+    assert B.read_out(empty, False, 8, B.Bounds(8192.0, 65536.0)).high < 60000.0
+
+
 def _levels(true_counts, edges):
     """Noise-free levels (sigma 1, no noise drawn): the read-out's logic alone."""
     from privsynth.discovery import bounds as B
