@@ -382,12 +382,11 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
         codes = coded_values(levels[0])
         if codes is not None and (public or (codes_reach(codes, bounds) and not mass_beyond(levels[0], codes))):
             return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
-    tails = (False, False)
+    outer: tuple[float | None, float | None] = (None, None)  # a tail bin's outer edge, where a trim cut mass
     if not public and octave_grid:  # public bounds are facts, not estimates: never trimmed
         level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
         low, high = within_outer_octaves(*trim_empty_ends(level, low, high, integer, TRIM_SIGMAS), bounds)
-        shown = cut_ends_show_mass(level, bounds, low, high)
-        tails = (low > bounds.low and (keep_ends[0] or shown[0]), high < bounds.high and (keep_ends[1] or shown[1]))
+        outer = tail_bin_ends(level, bounds, low, high, integer, keep_ends)
     elif not public:
         low, high = trim_empty_ends(levels[-1], low, high, integer, 1.0)
         low, high = (bounds.low if keep_ends[0] else low), (bounds.high if keep_ends[1] else high)
@@ -402,7 +401,7 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     out = sorted({low, high, *(c for c in cuts if low < c < high)})
     if len(out) - 1 < max(2, bins // 2):
         out = sorted(set(np.linspace(low, high, bins + 1).tolist()))
-    out = sorted({*out, *((bounds.low,) if tails[0] else ()), *((bounds.high,) if tails[1] else ())})
+    out = sorted({*out, *(edge for edge in outer if edge is not None)})
     if integer:
         out = sorted({float(round(e)) for e in out})
     if len(out) < 2:
@@ -410,21 +409,23 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     return FineResult(out[0], out[-1], tuple(out), False)
 
 
-TAIL_BIN_SIGMAS = 1.0  # a trimmed end whose cut cells hold this many deviations of their noisy sum is a tail bin
+TAIL_BIN_SIGMAS = 1.0  # a trim at this bar marks how far a thin tail reaches beyond the trim at TRIM_SIGMAS
 
 
-def cut_ends_show_mass(level: Level, bounds: Bounds, low: float, high: float) -> tuple[bool, bool]:
-    """Whether the cells a trim cut from each end of ``bounds`` hold noisy mass above TAIL_BIN_SIGMAS deviations
-    of their sum (post-processing). The trim cuts while a run of cells stays within TRIM_SIGMAS deviations of
-    zero, so a thin tail spread over a few cells (income above 55,680 of a 10,000-row table: 4% of the rows
-    under noise 100 a cell) can go with the empty space; such an end is kept as a bin of its own, which the
-    mechanism measures, instead of being clipped into the bin next to it: a tail clipped costs its whole mass,
-    an empty tail bin only the noise the mechanism draws into it."""
-    out = []
-    for cut in (level.edges[1:] <= low, level.edges[:-1] >= high):
-        k = int(cut.sum())
-        out.append(k > 0 and float(level.noisy[cut].sum()) > TAIL_BIN_SIGMAS * level.sigma * math.sqrt(k))
-    return out[0], out[1]
+def tail_bin_ends(level: Level, bounds: Bounds, low: float, high: float, integer: bool,
+                  keep_ends: tuple[bool, bool] = (False, False)) -> tuple[float | None, float | None]:
+    """The outer edges of the tail bins beyond a trim of ``bounds`` to [low, high], or None where that end is
+    clipped (post-processing). The trim cuts cells while their noisy total stays within TRIM_SIGMAS deviations
+    of zero, so a thin tail spread over a few cells (income above 55,680 in a 10,000-row table: 4% of the rows
+    under noise 100 a cell) can go with the empty space. The same trim at TAIL_BIN_SIGMAS stops where such a
+    tail's mass begins to show: the stretch between the two trims is a bin of its own, which the mechanism
+    measures, and only what lies beyond the second is clipped; a tail clipped costs its whole mass, an empty
+    tail bin only the noise the mechanism draws into it. Where round 1 counted mass the trim cut
+    (``keep_ends``, ``trims_that_cut_mass``) and the cells show none, the tail bin reaches round 1's bound."""
+    reach_low, reach_high = trim_empty_ends(level, bounds.low, bounds.high, integer, TAIL_BIN_SIGMAS)
+    lower = reach_low if reach_low < low else bounds.low if keep_ends[0] and bounds.low < low else None
+    upper = reach_high if reach_high > high else bounds.high if keep_ends[1] and bounds.high > high else None
+    return lower, upper
 
 
 TRIM_CHECK_SIGMAS = 3.0  # a trim that leaves this many deviations of round 1's octave count outside is undone
