@@ -162,7 +162,7 @@ def test_a_bin_s_sub_bin_estimate_follows_its_rows_as_far_as_the_noise_allows(ca
     """Mean total variation, over 200 noise draws, between the decoder's sub-bin weights and the true shares.
     The bounds are about 1.3x what the estimate achieves; drawn uniform, these bins score 0.50 (the tail),
     0.94 (a point mass), 0.27 (the slope); the earlier equal-group rule scored 0.50, 0.93 and 0.26."""
-    from privsynth.schema.encoding import fine_weights
+    from privsynth.schema.fine_estimate import fine_weights
 
     sub = np.linspace(0.0, 16.0, 17)
     share = truth / truth.sum()
@@ -174,7 +174,7 @@ def test_a_bin_s_sub_bin_estimate_follows_its_rows_as_far_as_the_noise_allows(ca
 
 
 def test_uneven_sub_bins_weigh_counts_by_width_and_a_noiseless_count_is_kept_as_is():
-    from privsynth.schema.encoding import fine_weights
+    from privsynth.schema.fine_estimate import fine_weights
 
     sub = np.array([0.0, 1.0, 2.0, 4.0, 8.0])  # whole-number sub-bins of unequal width
     assert np.allclose(fine_weights(np.array([0.0, 5.0, 10.0, 0.0]), sub, 0.0), [0.0, 5.0, 10.0, 0.0])

@@ -17,6 +17,7 @@ import privsynth.discovery as sd
 import privsynth.discovery.discover as discover_module
 import privsynth.discovery.facts as facts_module
 from privsynth.cli import EXIT_USAGE, main
+from privsynth.discovery import read_out as R
 from privsynth.privacy.accounting import DEFAULT_DELTA, epsilon_from_rho, gaussian_sigma, gumbel_scale
 from privsynth.privacy.ledger import BudgetLedger
 from privsynth.privacy.noise import make_noise_source
@@ -436,15 +437,15 @@ def test_fine_read_out_coded_values_constant_and_quantiles():
     counts = np.zeros(len(edges) - 1)
     counts[:11] = 1000.0
     counts[7] = 0.0  # a code with a gap: never a value of the column
-    got = B.read_out(_levels(counts, edges), True, 8, B.Bounds(0, 16))
+    got = R.read_out(_levels(counts, edges), True, 8, B.Bounds(0, 16))
     assert got.small_domain and got.codes == (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 9.0, 10.0)
     const = np.zeros(len(edges) - 1)
     const[5] = 5000.0
-    got = B.read_out(_levels(const, edges), True, 8, B.Bounds(4, 8))  # round 1: the octave [4, 8)
+    got = R.read_out(_levels(const, edges), True, 8, B.Bounds(4, 8))  # round 1: the octave [4, 8)
     assert got.codes == (5.0,) and got.edges == (5.0, 6.0)
     wide = B.fine_edges(0.0, 1000.0, False)
     mass = np.ones(len(wide) - 1) * 100.0
-    got = B.read_out(_levels(mass, wide), False, 4, B.Bounds(0, 1000))
+    got = R.read_out(_levels(mass, wide), False, 4, B.Bounds(0, 1000))
     assert got.low == 0 and got.high == 1000 and len(got.edges) == 5 and got.codes is None
 
 
@@ -456,15 +457,15 @@ def test_read_out_keeps_every_octave_of_a_heavy_tail():
     counts[0] = 6000.0  # many zeros
     tail = (edges[:-1] > 100) & (edges[:-1] < 60000)
     counts[tail] = 4000.0 / tail.sum()  # a thin tail far beyond the median holds 40% of the rows
-    got = B.read_out(_levels(counts, edges), False, 8, B.Bounds(0.0, 65536.0))
+    got = R.read_out(_levels(counts, edges), False, 8, B.Bounds(0.0, 65536.0))
     assert got.low == 0.0 and got.high >= 32768.0 and got.edges[-2] > 1000  # the top octave round 1 found stays
 
 
 def test_a_thin_tail_a_trim_would_cut_is_kept_as_a_bin_of_its_own():
     """Incomes of 10,000 rows under noise 100 a cell: 400 rows above 55,680 spread thinly over the top of the
     octave [32768, 65536) stay within the trim's bar of empty cells; clipped, they would pile onto the top bin's
-    edge. The cut cells hold 2 deviations of their sum: the tail is a bin of its own, and the bounds stay round
-    1's. An empty stretch cut the same way is still clipped."""
+    edge. A trim at 2 deviations stops inside them: the tail is a bin of its own. An empty stretch cut the same
+    way is still clipped."""
     from privsynth.discovery import bounds as B
 
     edges = B.fine_edges(8192.0, 65536.0, False)
@@ -476,13 +477,29 @@ def test_a_thin_tail_a_trim_would_cut_is_kept_as_a_bin_of_its_own():
     counts[tail] = 400.0 / tail.sum()
     levels = [B.Level(f, e, c, 100.0) for f, (c, e) in
               ((f, B.merged(counts, edges, f)) for f in B.level_factors(len(edges) - 1))]
-    got = B.read_out(levels, False, 8, B.Bounds(8192.0, 65536.0))
-    assert got.high == 65536.0 and 50000.0 < got.edges[-2] < 60000.0  # [~55,680, 65,536]: the tail's bin
+    got = R.read_out(levels, False, 8, B.Bounds(8192.0, 65536.0))
+    # the tail's bin: from the trim (~55,680) to where a trim at 2 deviations stops (its top cells hold 2.6% of
+    # the rows under noise 100 a cell: they are clipped into it)
+    assert got.high > 58000.0 and 50000.0 < got.edges[-2] < 56000.0
     assert got.low > 8192.0  # the empty stretch below 10,000 is cut, not a bin
     counts[tail] = 0.0
     empty = [B.Level(f, e, c, 100.0) for f, (c, e) in
              ((f, B.merged(counts, edges, f)) for f in B.level_factors(len(edges) - 1))]
-    assert B.read_out(empty, False, 8, B.Bounds(8192.0, 65536.0)).high < 60000.0
+    assert R.read_out(empty, False, 8, B.Bounds(8192.0, 65536.0)).high < 60000.0
+
+
+def test_a_tail_next_to_the_codes_is_seen_whatever_the_noise_of_the_empty_cells_beyond_it():
+    """Visits of 4,406 people under noise 67.5 a cell: 0 and 1 pass the threshold, 2 and 3 hold 331 rows next to
+    them, and the cells on to round 1's bound are noise that happens to sum below zero. Summed over all 14 cells
+    the tail stays within 3 deviations of its sum; summed outwards from the codes it shows at the second cell."""
+    from privsynth.discovery import bounds as B
+
+    noisy = np.r_[[3004.0, 568.0, 190.0, 141.0], np.full(12, -25.0)]
+    level = B.Level(1, np.arange(0.0, 17.0), noisy, 67.5)
+    assert float(noisy[2:].sum()) < B.CODE_TAIL_SIGMAS * 67.5 * math.sqrt(14)
+    assert B.mass_beyond(level, (0.0, 1.0))
+    assert not B.mass_beyond(B.Level(1, np.arange(0.0, 17.0), np.r_[[3004.0, 568.0], np.full(14, 30.0)], 67.5),
+                             (0.0, 1.0))  # cells within their noise: no tail
 
 
 def _levels(true_counts, edges):
@@ -531,7 +548,7 @@ def test_codes_that_stop_short_of_round_one_bounds_are_a_tail_not_codes():
     counts[2:8] = 25.0  # each below the threshold at sigma 20, together within the noise of 7 cells
     levels = [B.Level(1, edges, counts, 20.0)]
     assert B.coded_values(levels[0]) == (0.0, 1.0)
-    got = B.read_out(levels, True, 4, B.Bounds(0, 8))
+    got = R.read_out(levels, True, 4, B.Bounds(0, 8))
     assert got.codes is None and got.high >= 4  # the octave [4, 8) round 1 found stays: a tail, not clipped to 1
     assert B.codes_reach((0.0, 1.0), B.Bounds(0, 2)) and not B.codes_reach((0.0, 1.0), B.Bounds(0, 8))
     assert B.codes_reach((1.0, 5.0, 12.0), B.Bounds(1, 16)) and not B.codes_reach((6.0, 7.0), B.Bounds(1, 8))

@@ -13,6 +13,7 @@ import numpy as np
 
 from privsynth.discovery import bounds as B
 from privsynth.discovery import points as P
+from privsynth.discovery import read_out as R
 from privsynth.discovery import zoom as Z
 from privsynth.discovery.beyond import beyond_bounds
 from privsynth.discovery.categories import CategoryRelease, merged_spellings
@@ -77,7 +78,7 @@ def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho
 def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, coarse: B.Bounds,
                     bins: int, noise, public: bool) -> None:
     """Round 2: a hierarchy of histograms over a fine public grid inside the bounds, read out
-    (``bounds.read_out``) as a coded column's values or as bin edges; the bounds are never narrowed."""
+    (``read_out.read_out``) as a coded column's values or as bin edges; the bounds are never narrowed."""
     c = d.column
     integer = c.kind != "float"
     if c.kind in TEMPORAL:
@@ -89,9 +90,9 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     levels, fine = Z.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
                                       c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC)
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None and fine.codes is None:
-        keep = B.trims_that_cut_mass(d.bounds_histogram, levels[0], coarse, fine.low, fine.high)
+        keep = R.trims_that_cut_mass(d.bounds_histogram, levels[0], coarse, fine.low, fine.high)
         if any(keep):  # a trim cut a tail round 1 counted: that end keeps round 1's bound (post-processing)
-            fine = B.read_out(levels, integer, bins, coarse, keep_ends=keep)
+            fine = R.read_out(levels, integer, bins, coarse, keep_ends=keep)
     points = P.find_points(values, counts, cands, rho_points, noise, float(levels[-1].noisy.sum())) if cands else ()
     if points and fine.codes is None and not fine.small_domain:
         fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer))

@@ -4,7 +4,7 @@ A mechanism releases level codes; a numeric or temporal code names a bin. With f
 also measures, once, the 1-way histogram of every kept numeric and temporal column over PUBLIC
 sub-bins (``encoding.sub_edges``: each bin cut into at most 16 parts, computed by the engine as counts
 only), and the decoder draws a value's sub-bin in proportion to an estimate from the noisy counts
-(``encoding.fine_weights``; post-processing), then uniformly inside it.
+(``schema.fine_estimate``; post-processing), then uniformly inside it.
 
 Guarantee. One record moves at most one sub-bin count of each of the m measured columns, by one
 (add/remove one record): the concatenated count vector has L2 sensitivity sqrt(m) and L1 sensitivity

@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 
 from privsynth.schema import OUT_OF_DOMAIN_LABEL, Column, Schema, temporal
+from privsynth.schema.fine_estimate import fine_draws
 from privsynth.schema.written import read_written, written_form
 
 
@@ -182,9 +183,6 @@ def encode_codes(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
 
 POINT_WIDTH = 1e-9  # a float bin at most this wide (relative) decodes to its lower edge
 SUB_BINS = 16  # fine decoding: at most this many sub-bins per bin
-FINE_FLOOR = 2.0  # fine decoding: a group's noisy count below this many noise deviations weighs nothing
-FINE_GROUP_SNR = 2 * FINE_FLOOR  # fine decoding: groups whose expected count is this many deviations
-FINE_PENALTY = 4.0  # fine decoding: each parameter of a bin's estimate must explain this many noise variances
 
 
 def sub_edges(col: Column) -> np.ndarray:
@@ -223,104 +221,6 @@ def fine_schema(schema: Schema) -> Schema | None:
     return schema.model_copy(update={"columns": tuple(columns)})
 
 
-def snr_groups(total: float, sub_bins: int, scale: float) -> int:
-    """How many equal groups of a bin's ``sub_bins`` its noisy sub-bin counts can tell apart if its rows were
-    spread evenly (post-processing): the most groups, of 1, 2, 4, ... up to ``sub_bins``, whose expected count
-    (``total`` / groups) stands FINE_GROUP_SNR noise deviations (``scale`` per sub-bin, summed over a group's
-    sub-bins) out of the noise: each group then passes the floor with probability 97.7%, so noise seldom
-    empties part of a bin that holds rows."""
-    candidates = {1, sub_bins, *(2 ** j for j in range(1, max(sub_bins, 1).bit_length()) if 2 ** j < sub_bins)}
-    fits = [k for k in candidates if total / k >= FINE_GROUP_SNR * scale * math.sqrt(sub_bins / k)]
-    return max(fits, default=1)
-
-
-def _grouped(y: np.ndarray, widths: np.ndarray, scale: float, k: int) -> tuple[np.ndarray, float]:
-    """(per-sub-bin weights, residual sum of squares of the groups' means) of one bin's sub-bins merged into
-    ``k`` equal groups (post-processing). A group whose noisy count passes FINE_FLOOR deviations weighs its
-    count; what the other groups hold together, when it passes FINE_FLOOR deviations of its noise, is spread
-    over them by width (uniform when none passes): an empty remainder (a constant, a column of zeros) stays
-    empty, and a thin spread-out part is not piled onto the one group whose noise happened to pass."""
-    parts = np.array_split(np.arange(len(y)), k)
-    g = np.asarray([float(y[part].sum()) for part in parts])
-    size = np.asarray([len(part) for part in parts], dtype=np.float64)
-    group_widths = np.asarray([float(widths[part].sum()) for part in parts])
-    passing = g > FINE_FLOOR * scale * np.sqrt(size)
-    w = np.where(passing, g, 0.0)
-    rest = float(g.sum() - w.sum())  # the other groups' noisy total: noise sd scale * sqrt(their sub-bins)
-    if (~passing).any() and rest > FINE_FLOOR * scale * math.sqrt(float(size[~passing].sum())):
-        w = w + np.where(passing, 0.0, rest * group_widths / group_widths[~passing].sum())
-    if w.sum() <= 0:
-        w = group_widths
-    out, means = np.zeros(len(y)), np.zeros(len(y))
-    for part, weight, total, width in zip(parts, w, g, group_widths):
-        out[part] = weight * widths[part] / width
-        means[part] = total * widths[part] / width  # the least-squares fit of counts proportional to width
-    return out, float(np.sum((y - means) ** 2))
-
-
-def _linear(y: np.ndarray, sub: np.ndarray, scale: float) -> tuple[np.ndarray, float]:
-    """(per-sub-bin weights, residual sum of squares) of a density linear across one bin (post-processing). The
-    slope is shrunk by (1 - 1/t^2)+ of its t statistic (the empirical-Bayes estimate under a normal prior: a
-    slope within its noise is flat), and the fit is clipped at zero."""
-    widths = np.diff(sub)
-    centres = (sub[:-1] + sub[1:]) / 2.0
-    x = (centres - centres.mean()) / max(float(np.ptp(centres)), 1e-300)
-    design = np.column_stack([widths, widths * x])
-    (level, slope), *_ = np.linalg.lstsq(design, y, rcond=None)
-    rss = float(np.sum((y - design @ np.array([level, slope])) ** 2))
-    slope_sd = scale * math.sqrt(float(np.linalg.pinv(design.T @ design)[1, 1]))
-    t = slope / slope_sd if slope_sd > 0 else 0.0
-    shrunk = slope * max(0.0, 1.0 - 1.0 / t ** 2) if t else 0.0
-    return np.maximum(design @ np.array([level, shrunk]), 0.0), rss
-
-
-def fine_weights(y: np.ndarray, sub: np.ndarray, scale: float) -> np.ndarray:
-    """Per-sub-bin weights for drawing one bin's values from its noisy sub-bin counts ``y`` over the sub-bin
-    edges ``sub`` (post-processing of DP counts; noise deviation ``scale`` per sub-bin).
-
-    The candidates are the bin merged into as many equal groups as its noise can tell apart if its rows were
-    spread evenly (``snr_groups``), the bin kept sub-bin by sub-bin (both ``_grouped``), and a density linear
-    across the bin (``_linear``, 2 parameters). The one with the least residual sum of squares plus
-    FINE_PENALTY scale^2 per parameter wins: Mallows' Cp with twice its penalty, so a refinement must explain
-    two noise deviations to be chosen. A flat bin of a small table stays flat (noise alone seldom lifts a
-    group of it over the floor); a point mass or two inside a bin is found at any table size; a wide edge bin
-    whose rows crowd towards one end (incomes above the last quantile) keeps its slope, which pools every
-    sub-bin where groups are too noisy to tell."""
-    widths = np.diff(sub)
-    if scale <= 0:
-        return np.maximum(y, 0.0) if float(np.maximum(y, 0.0).sum()) > 0 else widths
-    penalty = FINE_PENALTY * scale ** 2
-    best, best_score = widths, math.inf
-    for k in sorted({snr_groups(float(y.sum()), len(y), scale), len(y)}):
-        w, rss = _grouped(y, widths, scale, k)
-        if rss + penalty * k < best_score:
-            best, best_score = w, rss + penalty * k
-    if len(y) >= 3:
-        w, rss = _linear(y, sub, scale)
-        if rss + 2 * penalty < best_score and w.sum() > 0:
-            best = w
-    return best
-
-
-def _fine_draws(col: Column, safe: np.ndarray, fine: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) of a sub-bin drawn for each bin code in proportion to ``fine_weights`` (post-processing of the DP
-    counts in ``fine``)."""
-    edges = np.asarray(col.bins, dtype=np.float64)
-    sub = np.asarray(fine["edges"], dtype=np.float64)
-    noisy = np.asarray(fine["noisy_counts"], dtype=np.float64)
-    lo, hi = edges[safe].copy(), edges[safe + 1].copy()
-    first = np.searchsorted(sub, edges, side="left")  # sub-bins of bin i: first[i] .. first[i+1]-1
-    first[-1] = len(sub) - 1  # the last bin's sub-bins run to the end (whole columns: [b, b + 1] too)
-    scale = float(fine.get("scale", 0.0))
-    for i in np.unique(safe):
-        rows = np.flatnonzero(safe == i)
-        inside = sub[first[i]:first[i + 1] + 1]
-        w = fine_weights(noisy[first[i]:first[i + 1]], inside, scale)
-        pick = rng.choice(len(w), size=len(rows), p=w / w.sum())
-        lo[rows], hi[rows] = inside[pick], inside[pick + 1]
-    return lo, hi
-
-
 def structural_levels(schema: Schema) -> dict[int, tuple[int, ...]]:
     """Per kept attribute, the codes of its structural levels: ``<missing>`` (nullable columns) and
     ``<out-of-domain>`` (``on_out_of_domain: category``), which hold no value of the column's own domain."""
@@ -353,7 +253,7 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
         return pd.Series(values)
     lo, hi = edges[safe], edges[safe + 1]
     if fine is not None:
-        lo, hi = _fine_draws(col, safe, fine, rng)
+        lo, hi = fine_draws(col, safe, fine, rng)
     if col.type in ("integer", "date", "timestamp"):
         # bins are [lo, hi) except the last, which is [lo, hi]; with fine decoding its sub-bin [b, b + 1] holds b alone
         last = hi > edges[-1] if fine is not None else hi >= edges[-1]

@@ -1,0 +1,129 @@
+"""Round 2's read-out (post-processing): a numeric column's DP bin edges, or its codes, from the noisy
+histograms of ``bounds.measure_levels`` inside round 1's DP bounds.
+
+The ends are trimmed of empty space (``bounds.trim_empty_ends``), a thin tail the trim would cut is kept as a
+bin of its own (``tail_bin_ends``), and a trim that cut mass round 1 counted is undone (``trims_that_cut_mass``).
+Nothing here reads the data: every input is a noisy count already charged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from privsynth.discovery.bounds import (
+    TRIM_CELLS,
+    TRIM_SIGMAS,
+    Bounds,
+    FineResult,
+    Level,
+    coded_values,
+    codes_reach,
+    mass_beyond,
+    outer_octaves,
+    quantile_cuts,
+    trim_empty_ends,
+    within_outer_octaves,
+)
+
+MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hold this many noise sigmas
+
+
+def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
+             octave_grid: bool = True, keep_ends: tuple[bool, bool] = (False, False)) -> FineResult:
+    """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values
+    (``coded_values``), else ``bins`` edges where the noisy CDF of the finest level with signal crosses
+    i/bins (equal widths when the noise leaves too little to place them). DP bounds on the octave grid
+    lose empty space at their ends (``trim_empty_ends`` on the level nearest TRIM_CELLS cells) but never
+    an octave round 1 found data in; other grids (years) are trimmed on the coarsest level's evidence."""
+    low, high = bounds.low, bounds.high
+    if integer:
+        codes = coded_values(levels[0])
+        if codes is not None and (public or (codes_reach(codes, bounds) and not mass_beyond(levels[0], codes))):
+            return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
+    outer: tuple[float | None, float | None] = (None, None)  # a tail bin's outer edge, where a trim cut mass
+    if not public and octave_grid:  # public bounds are facts, not estimates: never trimmed
+        level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
+        low, high = within_outer_octaves(*trim_empty_ends(level, low, high, integer, TRIM_SIGMAS), bounds)
+        outer = tail_bin_ends(level, bounds, low, high, integer, keep_ends)
+    elif not public:
+        low, high = trim_empty_ends(levels[-1], low, high, integer, 1.0)
+        low, high = (bounds.low if keep_ends[0] else low), (bounds.high if keep_ends[1] else high)
+    n_hat = float(levels[-1].noisy.sum())
+    chosen = levels[-1]
+    for level in levels:
+        signal = level.noisy[level.noisy > level.sigma].sum()
+        if signal >= 0.5 * n_hat and signal >= MIN_SIGNAL * level.sigma:
+            chosen = level
+            break
+    cuts = quantile_cuts(chosen.noisy, chosen.edges, bins, floor=chosen.sigma)
+    out = sorted({low, high, *(c for c in cuts if low < c < high)})
+    if len(out) - 1 < max(2, bins // 2):
+        out = sorted(set(np.linspace(low, high, bins + 1).tolist()))
+    out = sorted({*out, *(edge for edge in outer if edge is not None)})
+    if integer:
+        out = sorted({float(round(e)) for e in out})
+    if len(out) < 2:
+        out = [low, low + 1.0]
+    return FineResult(out[0], out[-1], tuple(out), False)
+
+
+TAIL_BIN_SIGMAS = 2.0  # a trim at this bar marks how far a thin tail reaches beyond the trim at TRIM_SIGMAS (at 1,
+# a run of empty cells passed it about one time in three: a tail bin of noise, its values wrong)
+
+
+def tail_bin_ends(level: Level, bounds: Bounds, low: float, high: float, integer: bool,
+                  keep_ends: tuple[bool, bool] = (False, False)) -> tuple[float | None, float | None]:
+    """The outer edges of the tail bins beyond a trim of ``bounds`` to [low, high], or None where that end is
+    clipped (post-processing). The trim cuts cells while their noisy total stays within TRIM_SIGMAS deviations
+    of zero, so a thin tail spread over a few cells (income above 55,680 in a 10,000-row table: 4% of the rows
+    under noise 100 a cell) can go with the empty space. The same trim at TAIL_BIN_SIGMAS stops where such a
+    tail's mass begins to show: the stretch between the two trims is a bin of its own, which the mechanism
+    measures, and only what lies beyond the second is clipped; a tail clipped costs its whole mass, an empty
+    tail bin only the noise the mechanism draws into it. Where round 1 counted mass the trim cut
+    (``keep_ends``, ``trims_that_cut_mass``) and the cells show none, the tail bin reaches round 1's bound."""
+    reach_low, reach_high = trim_empty_ends(level, bounds.low, bounds.high, integer, TAIL_BIN_SIGMAS)
+    lower = reach_low if reach_low < low else bounds.low if keep_ends[0] and bounds.low < low else None
+    upper = reach_high if reach_high > high else bounds.high if keep_ends[1] and bounds.high > high else None
+    return lower, upper
+
+
+TRIM_CHECK_SIGMAS = 3.0  # a trim that leaves this many deviations of round 1's octave count outside is undone
+
+
+def _interval_mass(edges: np.ndarray, noisy: np.ndarray, sigma: float, u: float, v: float,
+                   overlapping: bool = False) -> tuple[float, float, int]:
+    """The noisy mass of the cells lying inside [u, v] (``overlapping``: of every cell that meets it), its noise
+    deviation and the number of cells."""
+    tol = 1e-9 * max(1.0, abs(u), abs(v))
+    if overlapping:
+        inside = (edges[1:] > u + tol) & (edges[:-1] < v - tol)
+    else:
+        inside = (edges[:-1] >= u - tol) & (edges[1:] <= v + tol)
+    k = int(inside.sum())
+    return float(noisy[inside].sum()), sigma * math.sqrt(k), k
+
+
+def trims_that_cut_mass(round_one: tuple[np.ndarray, np.ndarray, float], level: Level, bounds: Bounds,
+                        low: float, high: float) -> tuple[bool, bool]:
+    """Whether round 2's trim of each end of round 1's DP bounds to ``low`` / ``high`` left mass outside
+    (post-processing). Round 1 counted each outermost octave (``within_outer_octaves``) as one cell; round 2's
+    cells inside the kept part of that octave should hold that count. When round 1's count exceeds what
+    round 2 kept by TRIM_CHECK_SIGMAS deviations of the difference, the trim cut a thin tail (income's
+    octave [4, 8) spread over 16 cells of 40 rows under noise 100: no run of them passes a trim's bar, but
+    round 1 counted its 660 rows), and that end keeps round 1's bound: clipping a tail costs its whole mass,
+    an empty stretch kept costs only the noise drawn into it."""
+    edges1, noisy1, sigma1 = round_one
+    outer = outer_octaves(bounds)
+    out = []
+    for trimmed, octave, kept in ((low > bounds.low, (bounds.low, outer[0]), (low, outer[0])),
+                                  (high < bounds.high, (outer[1], bounds.high), (outer[1], high))):
+        if not trimmed:
+            out.append(False)
+            continue
+        count, sd1, k1 = _interval_mass(edges1, noisy1, sigma1, *octave)
+        held, sd2, _ = _interval_mass(level.edges, level.noisy, level.sigma, *kept, overlapping=True)
+        out.append(k1 > 0 and count - held > TRIM_CHECK_SIGMAS * math.hypot(sd1, sd2))
+    return out[0], out[1]
+
