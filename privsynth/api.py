@@ -103,7 +103,8 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
                refuse_invalid_records: bool = False, allow_seed_with_budget: bool = False, audit: bool = False,
                audit_target: str | None = None, audit_location: str | None = None,
                public: list[str] | None = None, public_model: str | None = None, trust_data_derived: bool = False,
-               discovery_share: float | None = None, progress: Callable[[str], None] | None = None) -> Release:
+               discovery_share: float | None = None, fine_decoding: float | None = None,
+               progress: Callable[[str], None] | None = None) -> Release:
     """Release a DP synthetic table of ``data`` (the same run as ``privsynth run``, without Prefect).
 
     data: a source URL or path (every ``--input`` form), a pandas or polars DataFrame, a pyarrow
@@ -118,6 +119,8 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
     when None), after the public facts of the ``public`` data contracts; ``release.run_dir / "schema.yaml"``
     is reusable as the schema of later runs at no new cost. A contract that may be data-derived (a GX suite a
     profiler made, a catalogue's ENUM labels or CHECK values) is refused unless ``trust_data_derived=True``.
+    ``fine_decoding``: the budget's share for DP sub-bin counts (``--fine-decoding``; None: 0.05, or 0.2 where
+    discovery placed the bins).
     Raises the typed errors of ``privsynth.errors`` before anything is charged. ``progress``, if given,
     receives each progress line (stages, the mechanism's rounds: public facts only) as it happens.
     """
@@ -132,7 +135,8 @@ def synthesize(data: Any = None, schema: Schema | str | Path | None = None, *, e
         refuse_invalid_records=refuse_invalid_records,
         mechanism_options=dict(options or {}), audit=audit, audit_target=audit_target,
         audit_location=None if audit_location is None else str(audit_location), public=list(public or []),
-        public_model=public_model, trust_data_derived=trust_data_derived, discovery_share=discovery_share)
+        public_model=public_model, trust_data_derived=trust_data_derived, discovery_share=discovery_share,
+        fine_decoding=fine_decoding)
     with forwarded_progress(progress):
         ctx = prepare_run(parameters, data=data if in_memory else None, schema=schema_obj, release_store=release_store,
                           progress=progress)

@@ -80,13 +80,15 @@ def test_the_readme_states_the_default_runs_defaults_as_the_code_has_them():
     from privsynth.mechanisms import DEFAULT_MECHANISM
     from privsynth.privacy.accounting import DEFAULT_DELTA
     from privsynth.run.discover import MAX_SHARE, MIN_SHARE, SHARE_PER_COLUMN
+    from privsynth.run.fine_decoding import DEFAULT_SHARE, DISCOVERED_BINS_SHARE
     from privsynth.run.parameters import RunParameters
 
     readme = _flat("README.md")
     fields = RunParameters.model_fields
     stated = re.search(r"\[--epsilon ([\d.e-]+)\] \[--delta ([\d.e-]+)\]", readme)
     assert float(stated.group(1)) == fields["epsilon"].default and float(stated.group(2)) == DEFAULT_DELTA
-    assert f"`--fine-decoding SHARE` (default {fields['fine_decoding'].default:g})" in readme
+    assert fields["fine_decoding"].default is None  # the share follows the schema: fine_decoding.default_share
+    assert f"`--fine-decoding SHARE` (default {DEFAULT_SHARE:g}; {DISCOVERED_BINS_SHARE:g} where discovery" in readme
     assert (f"(default {SHARE_PER_COLUMN:.0%} per column read, at least {MIN_SHARE:.0%}, at most {MAX_SHARE:.0%})"
             in readme)
     assert f"| `{DEFAULT_MECHANISM}` (default) |" in readme

@@ -77,6 +77,37 @@ def test_share_zero_or_no_numeric_column_keeps_uniform_decoding():
     assert plan_fine_decoding(only_cat, 0.1, 1.0, DEFAULT_DELTA, _zcdp_mechanism, cost)[1] is None
 
 
+def test_the_default_share_follows_who_placed_the_bins():
+    """0.05 where a person wrote the bins, 0.2 where discovery placed a decoded column's (a function of the public
+    schema alone); a coded column's values are exact and never decoded, so its DP values do not count."""
+    from privsynth.run.fine_decoding import DEFAULT_SHARE, DISCOVERED_BINS_SHARE, default_share
+
+    assert default_share(SCHEMA) == DEFAULT_SHARE == 0.05
+    raw = SCHEMA.model_dump(mode="json")
+    raw["columns"][1]["dp_released"] = ["bounds", "bins"]  # x: bins from a discovery
+    assert default_share(parse_schema(raw)) == DISCOVERED_BINS_SHARE == 0.2
+    raw["columns"][1]["dp_released"] = []
+    raw["columns"][3] = {"name": "y", "type": "integer", "values": [2013, 2014], "dp_released": ["values"]}
+    assert default_share(parse_schema(raw)) == DEFAULT_SHARE
+    raw["columns"][1]["drop"] = True  # a dropped column is not decoded
+    raw["columns"][1]["dp_released"] = ["bins"]
+    assert default_share(parse_schema(raw)) == DEFAULT_SHARE
+
+
+def test_a_run_without_a_schema_gives_fine_decoding_the_discovered_share_and_an_explicit_one_wins(tmp_path):
+    import privsynth
+
+    data = tmp_path / "t.parquet"
+    _frame(2000).drop(columns=["y"]).to_parquet(data)
+    for share, expected in ((None, 0.2), (0.1, 0.1)):
+        out = tmp_path / f"r{share}"
+        privsynth.synthesize(str(data), None, epsilon=1.0, seed=0, unlimited=True, output=str(out),
+                             ledger=f"sqlite:///{tmp_path / 'ledger.db'}", release_store=str(tmp_path / "store"),
+                             **({} if share is None else {"fine_decoding": share}))
+        privacy = json.loads((out / "privacy.json").read_text())
+        assert privacy["fine_decoding"]["share"] == pytest.approx(expected)
+
+
 def test_one_record_moves_one_sub_bin_count_of_each_column_by_one():
     frame = _frame()
     base = sub_bin_counts(frame, SCHEMA)

@@ -105,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "sampling's guarantee needs it); never read from the data")
     run.add_argument("--option", action="append", metavar="KEY=VALUE", help="mechanism setting (repeatable)")
     run.add_argument("--fine-decoding", type=float, metavar="SHARE", help="share of the budget for DP sub-bin counts "
-                     "of numeric and temporal columns, so values follow the data inside a bin (default 0.05; 0: "
-                     "uniform inside the bin); the total charged is unchanged")
+                     "of numeric and temporal columns, so values follow the data inside a bin (default 0.05; 0.2 where "
+                     "discovery placed the bins; 0: uniform inside the bin); the total charged is unchanged")
     run.add_argument("--audit", action="store_true", help="also write the INTERNAL (not DP) audit against the real "
                      "data to DIR/internal-audit/ (never sent to Prefect)")
     run.add_argument("--audit-target", help="with --audit: column for the train-on-synthetic / test-on-real score")

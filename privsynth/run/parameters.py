@@ -84,10 +84,12 @@ class RunParameters(BaseModel):
                                           max_length=200)
     mechanism_options: dict[str, Any] = Field(default_factory=dict,
                                               description="Extra settings of the mechanism's config.")
-    fine_decoding: float = Field(0.05, ge=0, lt=1, allow_inf_nan=False,
-                                 description="Share of the budget for DP sub-bin counts of numeric and temporal "
-                                             "columns, so synthetic values follow the data inside a bin (0: uniform "
-                                             "inside the bin). The total charged is unchanged.")
+    fine_decoding: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False,
+                                        description="Share of the budget for DP sub-bin counts of numeric and "
+                                                    "temporal columns, so synthetic values follow the data inside a "
+                                                    "bin (0: uniform inside the bin). Default: 0.05, or 0.2 where "
+                                                    "discovery placed a decoded column's bins. The total charged is "
+                                                    "unchanged.")
     public: list[str] = Field(default_factory=list, description="Without a schema: data contracts whose facts are "
                               "PUBLIC (a dbt schema.yml, a Great Expectations suite, a Frictionless table schema, or "
                               "db: for the source database's catalogue); used first, never charged.")

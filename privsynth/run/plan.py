@@ -18,7 +18,7 @@ from privsynth.mechanisms.base import MechanismConfig
 from privsynth.mechanisms.catalogue import Mechanism, mechanism_config
 from privsynth.mechanisms.catalogue import load as load_mechanism
 from privsynth.privacy.accounting import PrivacyCost
-from privsynth.run.fine_decoding import FineDecoding, plan_fine_decoding
+from privsynth.run.fine_decoding import FineDecoding, default_share, plan_fine_decoding
 from privsynth.run.parameters import RunParameters, bundled_example, describe_validation_error
 from privsynth.schema import Schema, load_schema
 from privsynth.schema.encoding import domain_of
@@ -227,8 +227,8 @@ def plan_mechanism(parameters: RunParameters, mechanism: Mechanism, schema: Sche
             return mechanism.configure_for(built, domain)
 
         # the mechanism's share of the budget, and the fine-decoding measurement's (the total unchanged)
-        config, fine = plan_fine_decoding(schema, parameters.fine_decoding, epsilon, parameters.delta,
-                                          build, mechanism.privacy_cost)
+        share = parameters.fine_decoding if parameters.fine_decoding is not None else default_share(schema)
+        config, fine = plan_fine_decoding(schema, share, epsilon, parameters.delta, build, mechanism.privacy_cost)
         mechanism.check_config(config, domain)
         if mechanism.check_feasible is not None:
             mechanism.check_feasible(config)
