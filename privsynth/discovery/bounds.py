@@ -307,19 +307,26 @@ def codes_reach(codes: tuple[float, ...], bounds: Bounds) -> bool:
     return top_ok and bottom_ok
 
 
-CODE_TAIL_SIGMAS = 3.0  # a run of empty cells beyond true codes passes this with probability about 1% a side
+CODE_TAIL_SIGMAS = 3.0  # empty cells beyond true codes pass this with probability 0.13% a side
+CODE_TAIL_RUN_SIGMAS = 3.5  # ... and some run of them from the codes outwards this, about 0.4% a side (at 3: 1.4%,
+# and a survey's 20 coded years lost to 4 quantile bins about one run in fifteen)
 
 
 def mass_beyond(level: Level, codes: tuple[float, ...]) -> bool:
-    """Whether the one-cell-per-integer level holds, outside the codes' range, noisy mass above CODE_TAIL_SIGMAS
-    noise deviations of its sum on either side (post-processing): a tail the codes would clip. The sums run
-    outwards from the codes, cell by cell, and any of them may show it: a tail crowds next to the codes (visits
-    2-7 hold 600 of 4,406 rows, 8-16 another 130), and summed only over every cell to round 1's bound its noise
-    (sqrt(14) deviations) hid it about one run in three."""
+    """Whether the one-cell-per-integer level holds, outside the codes' range, a tail the codes would clip
+    (post-processing): on either side, the noisy sum of every cell beyond the codes above CODE_TAIL_SIGMAS
+    deviations of its noise, or a sum of the cells next to the codes, taken outwards one cell at a time, above
+    CODE_TAIL_RUN_SIGMAS deviations of its own. A tail crowds next to the codes (visits 2-7 hold 600 of 4,406 rows,
+    8-16 another 130): summed only over every cell to round 1's bound, its noise (sqrt(14) deviations) hid it
+    about one run in three; the sums outwards miss it about one run in seven."""
     cells = level.edges[:-1]
     for outwards in (level.noisy[cells > codes[-1]], level.noisy[cells < codes[0]][::-1]):
+        if not len(outwards):
+            continue
         sums = np.cumsum(outwards)
-        if bool(np.any(sums > CODE_TAIL_SIGMAS * level.sigma * np.sqrt(np.arange(1, len(sums) + 1)))):
+        runs = np.sqrt(np.arange(1, len(sums) + 1))
+        if sums[-1] > CODE_TAIL_SIGMAS * level.sigma * runs[-1] or bool(
+                np.any(sums > CODE_TAIL_RUN_SIGMAS * level.sigma * runs)):
             return True
     return False
 
