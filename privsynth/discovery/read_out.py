@@ -44,9 +44,7 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
             return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
     outer: tuple[float | None, float | None] = (None, None)  # a tail bin's outer edge, where a trim cut mass
     if not public and octave_grid:  # public bounds are facts, not estimates: never trimmed
-        level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
-        low, high = within_outer_octaves(*trim_empty_ends(level, low, high, integer, TRIM_SIGMAS), bounds)
-        outer = tail_bin_ends(level, bounds, low, high, integer, keep_ends)
+        low, high, outer = trimmed_span(levels, bounds, integer, keep_ends)
     elif not public:
         low, high = trim_empty_ends(levels[-1], low, high, integer, 1.0)
         low, high = (bounds.low if keep_ends[0] else low), (bounds.high if keep_ends[1] else high)
@@ -87,6 +85,17 @@ def tail_bin_ends(level: Level, bounds: Bounds, low: float, high: float, integer
     lower = reach_low if reach_low < low else bounds.low if keep_ends[0] and bounds.low < low else None
     upper = reach_high if reach_high > high else bounds.high if keep_ends[1] and bounds.high > high else None
     return lower, upper
+
+
+def trimmed_span(levels: list[Level], bounds: Bounds, integer: bool, keep_ends: tuple[bool, bool] = (False, False)
+                 ) -> tuple[float, float, tuple[float | None, float | None]]:
+    """(low, high, the tail bins' outer edges) of DP bounds on the octave grid (post-processing): empty space at
+    the ends trimmed (``trim_empty_ends`` at TRIM_SIGMAS on the level nearest TRIM_CELLS cells), never past an
+    octave round 1 found data in (``within_outer_octaves``), and the thin tails that trim cut
+    (``tail_bin_ends``). ``read_out`` places its bins in it; ``zoom.zoom_span`` zooms onto it."""
+    level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
+    low, high = within_outer_octaves(*trim_empty_ends(level, bounds.low, bounds.high, integer, TRIM_SIGMAS), bounds)
+    return low, high, tail_bin_ends(level, bounds, low, high, integer, keep_ends)
 
 
 TRIM_CHECK_SIGMAS = 3.0  # a trim that leaves this many deviations of round 1's octave count outside is undone

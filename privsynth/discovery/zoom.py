@@ -15,18 +15,15 @@ import math
 import numpy as np
 
 from privsynth.discovery.bounds import (
-    TRIM_CELLS,
     TRIM_SIGMAS,
     Bounds,
     FineResult,
     Level,
     fine_edges,
     measure_levels,
-    trim_empty_ends,
     utility_threshold,
-    within_outer_octaves,
 )
-from privsynth.discovery.read_out import read_out, tail_bin_ends
+from privsynth.discovery.read_out import read_out, trimmed_span
 
 ZOOM_CELLS = 16  # round 2 measures a finer grid over the data when its span covers at most this many fine cells
 
@@ -58,14 +55,12 @@ def passing_span(levels: list[Level]) -> tuple[float, float] | None:
 def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float, float] | None:
     """Where the data lie within round 1's DP bounds, from a first round-2 measurement: the span when it covers
     at most ZOOM_CELLS cells of the fine grid; else None (post-processing). The span is ``read_out``'s trim with
-    the thin tails it would keep as bins (``tail_bin_ends``: ages 8.5-10.9, a tenth of the rows, are no empty
+    the thin tails it would keep as bins (``trimmed_span``: ages 8.5-10.9, a tenth of the rows, are no empty
     space to zoom past), or where a noise excursion stopped that trim early, ``passing_span``."""
     fine = levels[0]
     if integer and len(fine.noisy) - 1 >= bounds.high - bounds.low:  # one cell per integer already
         return None
-    level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
-    low, high = within_outer_octaves(*trim_empty_ends(level, bounds.low, bounds.high, integer, TRIM_SIGMAS), bounds)
-    reach = tail_bin_ends(level, bounds, low, high, integer)  # a thin tail beyond the trim is part of the data's span
+    low, high, reach = trimmed_span(levels, bounds, integer)  # a thin tail beyond the trim is part of the data's span
     low, high = (low if reach[0] is None else reach[0]), (high if reach[1] is None else reach[1])
     if low < high and int(((fine.edges[1:] > low) & (fine.edges[:-1] < high)).sum()) <= ZOOM_CELLS:
         return low, high

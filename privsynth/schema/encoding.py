@@ -205,10 +205,16 @@ def sub_edges(col: Column) -> np.ndarray:
     return np.unique(np.concatenate(out))
 
 
+def decoded_columns(schema: Schema) -> tuple[Column, ...]:
+    """The kept numeric and temporal columns whose values fine decoding places inside their bins (a coded
+    column's values are exact)."""
+    return tuple(c for c in schema.kept_columns if c.type not in ("categorical", "boolean") and c.values is None)
+
+
 def fine_schema(schema: Schema) -> Schema | None:
     """The schema with every kept numeric and temporal column's bins replaced by its ``sub_edges`` and every
     other column dropped (None: no such column). Its 1-way marginals are the sub-bin counts."""
-    numeric = [c for c in schema.kept_columns if c.type not in ("categorical", "boolean") and c.values is None]
+    numeric = decoded_columns(schema)
     if not numeric:
         return None
     columns = []
