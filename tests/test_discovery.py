@@ -291,6 +291,40 @@ def test_a_narrow_range_far_from_zero_gets_bins_that_fit_it(tmp_path):
     assert len(inner) >= 4  # the quantile edges land inside the data, not one 0.25-wide cell around it
     low, high = columns["long"]["bounds"]
     assert -94.0 <= low <= frame["long"].quantile(0.01) and frame["long"].quantile(0.99) <= high <= -92.5
+    # The octave's grid puts the longitude in a span 3.5 wide, where the zoomed grid's cells (0.027) still
+    # hold its middle 90% in 4 cells: a second zoom places the quantile edges inside it (one zoom left 3).
+    middle = frame["long"].quantile([0.05, 0.95]).tolist()
+    assert sum(middle[0] < e < middle[1] for e in columns["long"]["bins"]) >= 6
+
+
+@pytest.mark.parametrize("zoomed", [False, True])
+def test_round_two_spends_its_rho_once_whether_it_zooms_or_not(zoomed):
+    """Round 2 spends its rho in MAX_ZOOMS + 1 equal parts, each at L levels: zoomed or not, the parts' rho sum
+    to the rho it was given, and a read-out without a zoom is one measurement at the whole rho."""
+    from privsynth.discovery import bounds as B
+    from privsynth.discovery import zoom as Z
+
+    spent: list[float] = []
+
+    class Meter:
+        def add_gaussian(self, x, sigma, *, sensitivity=None):
+            spent.append(sensitivity ** 2 / (2.0 * sigma ** 2))
+            return np.asarray(x, dtype=float)
+
+    rng = np.random.default_rng(0)
+    raw = rng.normal(-93.26, 0.03, 5_000) if zoomed else rng.uniform(-128.0, -64.0, 5_000)
+    values, counts = np.unique(np.round(raw, 4), return_counts=True)
+    bounds = B.Bounds(-128.0, -64.0, (-128.0, -64.0))
+    edges = B.fine_edges(bounds.low, bounds.high, False)
+    levels, fine = Z.measure_and_read(values, counts.astype(float), edges, 0.3, Meter(), bounds, False, False, 8,
+                                      public=False, numeric=True)
+    assert sum(spent) == pytest.approx(0.3)
+    assert levels[0].edges[0] == pytest.approx(-128.0) and levels[0].edges[-1] == pytest.approx(-64.0)
+    if zoomed:
+        assert -93.5 < fine.low and fine.high < -93.0
+    else:
+        whole = B.measure_levels(values, counts.astype(float), edges, 0.3, Meter())
+        assert [lv.sigma for lv in levels] == pytest.approx([lv.sigma for lv in whole])
 
 
 def test_two_half_measurements_averaged_are_one_at_the_whole_rho():

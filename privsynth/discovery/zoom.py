@@ -1,11 +1,13 @@
-"""Round 2 in two halves: find where the data lie, then zoom a fresh public grid onto a narrow span.
+"""Round 2 in parts: find where the data lie, then zoom a fresh public grid onto a narrow span, and again.
 
 A column whose values sit in a narrow range far from zero (a latitude 44.88-45.06 inside the octave [32, 64),
 a decimal year, a price band) falls in one or two cells of round 2's public grid over its DP bounds, so its
-quantile edges cannot be placed inside the data. The first half of round 2's rho measures that grid and
-finds the span; the second measures a fresh public grid over it (its edges depend only on the first half's
-noisy counts: adaptive composition, rho-zCDP in all), or, where no zoom is due, the same grid again, averaged
-with the first (the same as one measurement at the whole rho).
+quantile edges cannot be placed inside the data. Round 2's rho is spent in MAX_ZOOMS + 1 equal parts. The
+first measures that grid and finds the span; the next measures a fresh public grid over it (its edges depend
+only on the earlier noisy counts: adaptive composition, rho-zCDP in all), and where the data still lie in a
+few of that grid's cells (a longitude -93.33..-93.19 inside the 3.5-wide span the octave's grid gave), the
+next zooms again. The parts left when no further zoom is due measure the last grid again, averaged with it
+(the same as one measurement at their summed rho).
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from privsynth.discovery.bounds import (
 from privsynth.discovery.read_out import read_out, trimmed_span
 
 ZOOM_CELLS = 16  # round 2 measures a finer grid over the data when its span covers at most this many fine cells
+MAX_ZOOMS = 2  # a grid of 128 cells zoomed twice resolves a span 16^2 times narrower than the bounds
 
 
-def averaged(first: list[Level], second: list[Level]) -> list[Level]:
-    """Two measurements of one hierarchy at equal rho, averaged cell by cell: the same as one measurement at
-    their summed rho (sigma / sqrt 2; post-processing)."""
-    return [Level(a.factor, a.edges, (a.noisy + b.noisy) / 2.0, a.sigma / math.sqrt(2.0))
-            for a, b in zip(first, second)]
+def averaged(*measurements: list[Level]) -> list[Level]:
+    """k measurements of one hierarchy at equal rho, averaged cell by cell: the same as one measurement at
+    their summed rho (sigma / sqrt k; post-processing)."""
+    k = len(measurements)
+    return [Level(same[0].factor, same[0].edges, sum(lv.noisy for lv in same) / k, same[0].sigma / math.sqrt(k))
+            for same in zip(*measurements)]
 
 
 def passing_span(levels: list[Level]) -> tuple[float, float] | None:
@@ -73,18 +77,27 @@ def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float
 def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarray, rho: float, noise,
                      bounds: Bounds, integer: bool, coded: bool, bins: int, public: bool,
                      numeric: bool) -> tuple[list[Level], FineResult]:
-    """Round 2 at ``rho`` in all (module docstring): zoomed for DP bounds of a number column where
-    ``zoom_span`` finds a narrow span, the zoomed grid's own ``passing_span`` tightening it. Returns the
-    first grid's levels (they span ``bounds``) and the read-out."""
-    levels = measure_levels(values, counts, cell_edges, rho / 2.0, noise)
-    span = zoom_span(levels, bounds, integer) if numeric and not public else None
-    if span is None:
-        levels = averaged(levels, measure_levels(values, counts, cell_edges, rho / 2.0, noise))
+    """Round 2 at ``rho`` in all, in MAX_ZOOMS + 1 parts of equal rho (module docstring): for DP bounds of a
+    number column, each part zooms a fresh grid onto the span ``zoom_span`` finds in the last measurement,
+    that grid's own ``passing_span`` tightening it; the parts no zoom needs measure the last grid again and
+    are averaged with it. Returns the first grid's levels (they span ``bounds``) and the read-out."""
+    part = rho / (MAX_ZOOMS + 1)
+    first = measure_levels(values, counts, cell_edges, part, noise)
+    zoomable = numeric and not public
+    last, edges, span, left = first, cell_edges, bounds, MAX_ZOOMS
+    while left and zoomable:
+        found = zoom_span(last, span, integer)
+        if found is None:
+            break
+        edges = fine_edges(*found, integer)
+        last, left = measure_levels(values, counts, edges, part, noise), left - 1
+        tight = passing_span(last)
+        if tight is not None:
+            found = (max(found[0], tight[0]), min(found[1], tight[1]))
+            if integer:
+                found = (float(math.floor(found[0])), float(math.ceil(found[1])))
+        span = Bounds(*found, found)
+    levels = averaged(last, *(measure_levels(values, counts, edges, part, noise) for _ in range(left)))
+    if span is bounds:
         return levels, read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric)
-    zoomed = measure_levels(values, counts, fine_edges(*span, integer), rho / 2.0, noise)
-    tight = passing_span(zoomed)
-    if tight is not None:
-        span = (max(span[0], tight[0]), min(span[1], tight[1]))
-        if integer:
-            span = (float(math.floor(span[0])), float(math.ceil(span[1])))
-    return levels, read_out(zoomed, coded, bins, Bounds(*span, span))
+    return first, read_out(levels, coded, bins, span)
