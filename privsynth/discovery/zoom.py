@@ -98,6 +98,6 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
                 found = (float(math.floor(found[0])), float(math.ceil(found[1])))
         span = Bounds(*found, found)
     levels = averaged(last, *(measure_levels(values, counts, edges, part, noise) for _ in range(left)))
-    if span is bounds:
+    if left == MAX_ZOOMS:  # no zoom: every part measured the first grid
         return levels, read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric)
     return first, read_out(levels, coded, bins, span)
