@@ -87,13 +87,18 @@ def tail_bin_ends(level: Level, bounds: Bounds, low: float, high: float, integer
     return lower, upper
 
 
+def trim_level(levels: list[Level]) -> Level:
+    """The level a trim reads: the one nearest TRIM_CELLS cells (public: the grid alone)."""
+    return min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
+
+
 def trimmed_span(levels: list[Level], bounds: Bounds, integer: bool, keep_ends: tuple[bool, bool] = (False, False)
                  ) -> tuple[float, float, tuple[float | None, float | None]]:
     """(low, high, the tail bins' outer edges) of DP bounds on the octave grid (post-processing): empty space at
     the ends trimmed (``trim_empty_ends`` at TRIM_SIGMAS on the level nearest TRIM_CELLS cells), never past an
     octave round 1 found data in (``within_outer_octaves``), and the thin tails that trim cut
     (``tail_bin_ends``). ``read_out`` places its bins in it; ``zoom.zoom_span`` zooms onto it."""
-    level = min(levels, key=lambda lv: abs(len(lv.noisy) - TRIM_CELLS))
+    level = trim_level(levels)
     low, high = within_outer_octaves(*trim_empty_ends(level, bounds.low, bounds.high, integer, TRIM_SIGMAS), bounds)
     return low, high, tail_bin_ends(level, bounds, low, high, integer, keep_ends)
 

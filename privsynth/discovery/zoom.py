@@ -8,6 +8,13 @@ only on the earlier noisy counts: adaptive composition, rho-zCDP in all), and wh
 few of that grid's cells (a longitude -93.33..-93.19 inside the 3.5-wide span the octave's grid gave), the
 next zooms again. The parts left when no further zoom is due measure the last grid again, averaged with it
 (the same as one measurement at their summed rho).
+
+A zoom never rests on cells too noisy to show where the rows are. A span is taken only where the mass it could
+leave out unseen (its bar: the trimmed cells' noise, or the passing cells' test) is at most LOSS_SHARE of the
+rows; a small table's noise, a few hundred rows a cell, would otherwise let a run of empty cells swallow real
+ones or a lone noise excursion pass, and the zoomed grid would clip a third of a 2,930-row latitude. And the
+read-out of a zoomed grid keeps the span's ends (tail bins where its trim cut): the span already holds the data
+with a cell of margin, and a finer, noisier grid is no evidence to clip inside it.
 """
 
 from __future__ import annotations
@@ -25,10 +32,11 @@ from privsynth.discovery.bounds import (
     measure_levels,
     utility_threshold,
 )
-from privsynth.discovery.read_out import read_out, trimmed_span
+from privsynth.discovery.read_out import read_out, trim_level, trimmed_span
 
 ZOOM_CELLS = 16  # round 2 measures a finer grid over the data when its span covers at most this many fine cells
 MAX_ZOOMS = 2  # a grid of 128 cells zoomed twice resolves a span 16^2 times narrower than the bounds
+LOSS_SHARE = 0.1  # a zoom's span is taken only when the mass it could leave out unseen is at most this share
 
 
 def averaged(*measurements: list[Level]) -> list[Level]:
@@ -48,12 +56,22 @@ def passing_span(levels: list[Level]) -> tuple[float, float] | None:
     passing = np.flatnonzero(fine.noisy > utility_threshold(fine.sigma, n))
     if not len(passing):
         return None
-    rest = float(coarsest.noisy.sum() - fine.noisy[passing].sum())
-    if rest > TRIM_SIGMAS * math.hypot(coarsest.sigma * math.sqrt(len(coarsest.noisy)),
-                                       fine.sigma * math.sqrt(len(passing))):
+    total = float(coarsest.noisy.sum())
+    bar = TRIM_SIGMAS * math.hypot(coarsest.sigma * math.sqrt(len(coarsest.noisy)),
+                                   fine.sigma * math.sqrt(len(passing)))
+    if total - float(fine.noisy[passing].sum()) > bar or bar > LOSS_SHARE * total:
         return None
     first, last = max(int(passing[0]) - 1, 0), min(int(passing[-1]) + 1, n - 1)
     return float(fine.edges[first]), float(fine.edges[last + 1])
+
+
+def trim_bar(levels: list[Level], low: float, high: float) -> float:
+    """The most mass a trim to [low, high] can have cut unseen (post-processing): TRIM_SIGMAS deviations of the
+    noise of the cut cells of the level ``trimmed_span`` trims on (``trim_empty_ends`` cuts a run of cells while
+    its noisy sum stays under that bar, so rows under it go with the empty space)."""
+    level = trim_level(levels)
+    cut = int(((level.edges[1:] <= low) | (level.edges[:-1] >= high)).sum())
+    return TRIM_SIGMAS * level.sigma * math.sqrt(cut)
 
 
 def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float, float] | None:
@@ -66,7 +84,8 @@ def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float
         return None
     low, high, reach = trimmed_span(levels, bounds, integer)  # a thin tail beyond the trim is part of the data's span
     low, high = (low if reach[0] is None else reach[0]), (high if reach[1] is None else reach[1])
-    if low < high and int(((fine.edges[1:] > low) & (fine.edges[:-1] < high)).sum()) <= ZOOM_CELLS:
+    trusted = trim_bar(levels, low, high) <= LOSS_SHARE * float(levels[-1].noisy.sum())
+    if trusted and low < high and int(((fine.edges[1:] > low) & (fine.edges[:-1] < high)).sum()) <= ZOOM_CELLS:
         return low, high
     span = passing_span(levels)
     if span is None or int(((fine.edges[1:] > span[0]) & (fine.edges[:-1] < span[1])).sum()) > ZOOM_CELLS:
@@ -100,4 +119,4 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
     levels = averaged(last, *(measure_levels(values, counts, edges, part, noise) for _ in range(left)))
     if left == MAX_ZOOMS:  # no zoom: every part measured the first grid
         return levels, read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric)
-    return first, read_out(levels, coded, bins, span)
+    return first, read_out(levels, coded, bins, span, keep_ends=(True, True))
