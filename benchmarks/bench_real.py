@@ -65,6 +65,7 @@ TABLES = {
     "gss_vocab": ("carData", "GSSvocab", ()),
     "credit_default": ("ISLR", "Default", ()),
     "nmes": ("AER", "NMES1988", ()),
+    "ames": ("modeldata", "ames", ()),
 }
 
 

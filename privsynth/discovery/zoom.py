@@ -9,12 +9,14 @@ few of that grid's cells (a longitude -93.33..-93.19 inside the 3.5-wide span th
 next zooms again. The parts left when no further zoom is due measure the last grid again, averaged with it
 (the same as one measurement at their summed rho).
 
-A zoom never rests on cells too noisy to show where the rows are. A span is taken only where the mass it could
-leave out unseen (its bar: the trimmed cells' noise, or the passing cells' test) is at most LOSS_SHARE of the
-rows; a small table's noise, a few hundred rows a cell, would otherwise let a run of empty cells swallow real
-ones or a lone noise excursion pass, and the zoomed grid would clip a third of a 2,930-row latitude. And the
-read-out of a zoomed grid keeps the span's ends (tail bins where its trim cut): the span already holds the data
-with a cell of margin, and a finer, noisier grid is no evidence to clip inside it.
+A zoom never clips more than the grid before it would. The first zoom's span is the trim the unzoomed read-out
+would make of the same cells; a span read on a zoomed grid (the next zoom) and one from the passing cells
+(``passing_span``) are taken only where the mass they could leave out unseen (three noise deviations of the
+cells the trim cut, or of the passing cells' test) is at most LOSS_SHARE of the rows: at a small table's noise,
+a few hundred rows a cell, a run of empty cells swallows real ones and a lone noise excursion passes (a
+2,930-row latitude lost a third of its rows, in one run 99%). And the read-out of a zoomed grid keeps the span's
+ends (tail bins where its trim cut): the span already holds the data with a cell of margin, and a finer, noisier
+grid is no evidence to clip inside it.
 """
 
 from __future__ import annotations
@@ -74,17 +76,19 @@ def trim_bar(levels: list[Level], low: float, high: float) -> float:
     return TRIM_SIGMAS * level.sigma * math.sqrt(cut)
 
 
-def zoom_span(levels: list[Level], bounds: Bounds, integer: bool) -> tuple[float, float] | None:
-    """Where the data lie within round 1's DP bounds, from a first round-2 measurement: the span when it covers
-    at most ZOOM_CELLS cells of the fine grid; else None (post-processing). The span is ``read_out``'s trim with
-    the thin tails it would keep as bins (``trimmed_span``: ages 8.5-10.9, a tenth of the rows, are no empty
-    space to zoom past), or where a noise excursion stopped that trim early, ``passing_span``."""
+def zoom_span(levels: list[Level], bounds: Bounds, integer: bool, zoomed: bool = False) -> tuple[float, float] | None:
+    """Where the data lie within ``bounds`` (round 1's DP bounds, or the span a zoom measured: ``zoomed``), from
+    the last round-2 measurement: the span when it covers at most ZOOM_CELLS cells of its grid; else None
+    (post-processing). The span is ``read_out``'s trim with the thin tails it would keep as bins
+    (``trimmed_span``: ages 8.5-10.9, a tenth of the rows, are no empty space to zoom past), on a zoomed grid
+    only where ``trim_bar`` is under LOSS_SHARE of the rows; or where a noise excursion stopped that trim early,
+    ``passing_span``."""
     fine = levels[0]
     if integer and len(fine.noisy) - 1 >= bounds.high - bounds.low:  # one cell per integer already
         return None
     low, high, reach = trimmed_span(levels, bounds, integer)  # a thin tail beyond the trim is part of the data's span
     low, high = (low if reach[0] is None else reach[0]), (high if reach[1] is None else reach[1])
-    trusted = trim_bar(levels, low, high) <= LOSS_SHARE * float(levels[-1].noisy.sum())
+    trusted = not zoomed or trim_bar(levels, low, high) <= LOSS_SHARE * float(levels[-1].noisy.sum())
     if trusted and low < high and int(((fine.edges[1:] > low) & (fine.edges[:-1] < high)).sum()) <= ZOOM_CELLS:
         return low, high
     span = passing_span(levels)
@@ -105,7 +109,7 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
     zoomable = numeric and not public
     last, edges, span, left = first, cell_edges, bounds, MAX_ZOOMS
     while left and zoomable:
-        found = zoom_span(last, span, integer)
+        found = zoom_span(last, span, integer, zoomed=left < MAX_ZOOMS)
         if found is None:
             break
         edges = fine_edges(*found, integer)
