@@ -299,10 +299,10 @@ def test_a_narrow_range_far_from_zero_gets_bins_that_fit_it(tmp_path):
 
 def test_a_small_table_never_zooms_onto_noise():
     """A 2,930-row latitude (41.99-42.06, the octave [32, 64)) at the rho a 74-column table gives one column: the
-    zoomed grid's cells hold about 500 rows under noise of about 400, so a trim on it (a run of empty cells'
-    bar swallows a real cell) or a lone excursion passing its threshold clipped a third of the rows, in one seed
-    99%. A zoom is taken only where what it could leave out unseen is under LOSS_SHARE of the rows, and a zoomed
-    read-out keeps its span's ends: every row stays inside the bounds."""
+    zoomed grid's cells hold about 500 rows under noise of about 400, and a second zoom onto what they showed
+    (a lone noise excursion) kept 2% of the rows in seed 0. What a zoomed grid shows narrows the span only where
+    it could not leave out more than LOSS_SHARE of the rows unseen: no run keeps less than the cells the first
+    zoom's read-out keeps (82% here, where the next cell's 18% hides in the noise)."""
     from privsynth.discovery import bounds as B
     from privsynth.discovery import zoom as Z
 
@@ -318,10 +318,10 @@ def test_a_small_table_never_zooms_onto_noise():
     values, counts = np.unique(raw, return_counts=True)
     bounds = B.Bounds(32.0, 64.0, (32.0, 64.0))
     edges = B.fine_edges(bounds.low, bounds.high, False)
-    for seed in range(8):
+    for seed in range(20):
         _, fine = Z.measure_and_read(values, counts.astype(float), edges, 2.8e-5, Seeded(seed), bounds, False, False, 8,
                                      public=False, numeric=True)
-        assert fine.low <= raw.min() and raw.max() <= fine.high, (seed, fine.low, fine.high)
+        assert ((raw >= fine.low) & (raw <= fine.high)).mean() >= 0.8, (seed, fine.low, fine.high)
 
 
 @pytest.mark.parametrize("zoomed", [False, True])

@@ -9,14 +9,14 @@ few of that grid's cells (a longitude -93.33..-93.19 inside the 3.5-wide span th
 next zooms again. The parts left when no further zoom is due measure the last grid again, averaged with it
 (the same as one measurement at their summed rho).
 
-A zoom never clips more than the grid before it would. The first zoom's span is the trim the unzoomed read-out
-would make of the same cells; a span read on a zoomed grid (the next zoom) and one from the passing cells
-(``passing_span``) are taken only where the mass they could leave out unseen (three noise deviations of the
-cells the trim cut, or of the passing cells' test) is at most LOSS_SHARE of the rows: at a small table's noise,
-a few hundred rows a cell, a run of empty cells swallows real ones and a lone noise excursion passes (a
-2,930-row latitude lost a third of its rows, in one run 99%). And the read-out of a zoomed grid keeps the span's
-ends (tail bins where its trim cut): the span already holds the data with a cell of margin, and a finer, noisier
-grid is no evidence to clip inside it.
+Where a small table's cells hold a few hundred rows under noise of about 400, a zoomed grid's own evidence is
+weak: a run of its empty cells swallows a real one and a lone noise excursion passes its threshold (a zoom onto
+such a window kept 1% of a 2,930-row latitude). So what is read on a zoomed grid to narrow the span again (the
+next zoom's span, and the passing cells that tighten a zoom) is taken only where the mass it could leave out
+unseen (three noise deviations of the cells a trim cut, or of the test that the passing cells hold all the
+rows) is at most LOSS_SHARE of the rows. The first zoom reads the grid over round 1's bounds, as the unzoomed
+read-out would, and is not held to that bar: without it a small table's longitude keeps bins 4 wide around data
+0.12 wide, and decoding spreads its values over them.
 """
 
 from __future__ import annotations
@@ -49,10 +49,11 @@ def averaged(*measurements: list[Level]) -> list[Level]:
             for same in zip(*measurements)]
 
 
-def passing_span(levels: list[Level]) -> tuple[float, float] | None:
+def passing_span(levels: list[Level], guarded: bool = True) -> tuple[float, float] | None:
     """The finest level's cells that pass the threshold, with a cell of margin on each side, when they hold
-    all the noisy mass (the coarsest level's total, the least noisy) but its noise; else None
-    (post-processing). Unlike a trim from the ends, one noise excursion in the empty cells cannot hold it."""
+    all the noisy mass (the coarsest level's total, the least noisy) but its noise, and (``guarded``) that test
+    could not miss more than LOSS_SHARE of the rows; else None (post-processing). Unlike a trim from the ends,
+    one noise excursion in the empty cells cannot hold it."""
     fine, coarsest = levels[0], levels[-1]
     n = len(fine.noisy)
     passing = np.flatnonzero(fine.noisy > utility_threshold(fine.sigma, n))
@@ -61,7 +62,7 @@ def passing_span(levels: list[Level]) -> tuple[float, float] | None:
     total = float(coarsest.noisy.sum())
     bar = TRIM_SIGMAS * math.hypot(coarsest.sigma * math.sqrt(len(coarsest.noisy)),
                                    fine.sigma * math.sqrt(len(passing)))
-    if total - float(fine.noisy[passing].sum()) > bar or bar > LOSS_SHARE * total:
+    if total - float(fine.noisy[passing].sum()) > bar or (guarded and bar > LOSS_SHARE * total):
         return None
     first, last = max(int(passing[0]) - 1, 0), min(int(passing[-1]) + 1, n - 1)
     return float(fine.edges[first]), float(fine.edges[last + 1])
@@ -91,7 +92,7 @@ def zoom_span(levels: list[Level], bounds: Bounds, integer: bool, zoomed: bool =
     trusted = not zoomed or trim_bar(levels, low, high) <= LOSS_SHARE * float(levels[-1].noisy.sum())
     if trusted and low < high and int(((fine.edges[1:] > low) & (fine.edges[:-1] < high)).sum()) <= ZOOM_CELLS:
         return low, high
-    span = passing_span(levels)
+    span = passing_span(levels, guarded=zoomed)
     if span is None or int(((fine.edges[1:] > span[0]) & (fine.edges[:-1] < span[1])).sum()) > ZOOM_CELLS:
         return None
     return span
@@ -123,4 +124,4 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
     levels = averaged(last, *(measure_levels(values, counts, edges, part, noise) for _ in range(left)))
     if left == MAX_ZOOMS:  # no zoom: every part measured the first grid
         return levels, read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric)
-    return first, read_out(levels, coded, bins, span, keep_ends=(True, True))
+    return first, read_out(levels, coded, bins, span)
