@@ -286,7 +286,9 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
         return _categorical_or_identifier(facts, present, "DP: its values are text")
     written = number_format(facts) if declared == "text" else None
     fraction = facts.count("fraction") + (sum(max(0.0, x) for x in facts.decimals[1:]) if written else 0.0)
-    integer = fraction <= max(FRACTION_SHARE * present, 3.0 * sigma * (2.0 if written else 1.0))
+    # A declared integer column holds no fraction (the source's type is public): only noise could say otherwise.
+    integer = declared == "integer" or fraction <= max(FRACTION_SHARE * present,
+                                                       3.0 * sigma * (2.0 if written else 1.0))
     unreadable = _share(not_numbers, facts.noise_of(len(_others(NUMBER_CLASSES))), present) \
         if declared == "text" else 0.0
     form = f" written with {written}" if written else ""
