@@ -305,6 +305,31 @@ def test_float_precision_rounds_synthetic_values_inside_their_bins():
                                                 "precision": 1}]})
 
 
+def test_a_sub_bin_narrower_than_the_precision_sends_its_draws_to_the_bins_grid():
+    """Ages written in tenths (precision 1) in a discovered bin [6.53125, 6.71875): fine decoding's 16 sub-bins
+    are 0.0117 wide, and most hold no tenth. A draw in such a sub-bin (6.583) went out unrounded, in no real
+    form and below the data's 6.6; it now takes the nearest tenth of its bin, and still encodes to its level."""
+    import numpy as np
+
+    from privsynth.schema import parse_schema
+    from privsynth.schema.encoding import decode_codes, encode_codes, sub_edges
+
+    schema = parse_schema({"name": "people", "columns": [
+        {"name": "age", "type": "float", "bounds": [6.53125, 16.0], "bins": [6.53125, 6.71875, 16.0],
+         "precision": 1}]})
+    sub = sub_edges(schema.columns[0])
+    counts = np.zeros(len(sub) - 1)
+    counts[:16] = 100.0  # every sub-bin of the first bin weighs alike: most draws land where no tenth lies
+    counts[16:] = 10.0
+    fine = {"age": {"edges": sub.tolist(), "noisy_counts": counts.tolist(), "scale": 0.0}}
+    codes = np.repeat(np.array([[0], [1]]), 3000, axis=0)
+    frame = decode_codes(codes, schema, np.random.default_rng(0), fine=fine)
+    age = frame["age"].to_numpy(dtype=float)
+    assert np.allclose(age, np.round(age, 1))
+    assert set(np.round(age[:3000], 1)) <= {6.6, 6.7}
+    assert np.array_equal(encode_codes(frame, schema), codes)
+
+
 def test_float_precision_keeps_values_in_their_bin_when_an_edge_is_on_the_grid():
     """A bin [0, 0.01) at precision 2 holds only 0.00: rounding a draw up to the edge 0.01 would move it
     to the next level (half the draws did), so decode -> encode must give back the same codes."""

@@ -235,6 +235,30 @@ def structural_levels(schema: Schema) -> dict[int, tuple[int, ...]]:
             if len(col.labels) > col.domain_levels}
 
 
+def _grid_points(lo: np.ndarray, hi: np.ndarray, step: float, precision: int,
+                 last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first and last multiples of ``step`` in [lo, hi) ([lo, hi] where ``last``); first > last: none."""
+    low_grid = np.round(np.ceil(lo / step - 1e-9) * step, precision)
+    high_steps = np.where(last, np.floor(hi / step + 1e-9), np.ceil(hi / step - 1e-9) - 1)
+    return low_grid, np.round(high_steps * step, precision)
+
+
+def on_precision_grid(draws: np.ndarray, precision: int, sub: tuple[np.ndarray, np.ndarray],
+                      bin_: tuple[np.ndarray, np.ndarray], top: float) -> np.ndarray:
+    """Draws rounded to the schema's stated precision (money in cents: 2; ages in tenths: 1), kept on the
+    grid points of their sub-bin, else of their bin (post-processing). A sub-bin narrower than the grid step
+    can hold no such value: its draws go to the nearest grid point of the bin, which holds the level's values
+    (an age written in tenths drawn at 6.583 is 6.6, never 6.583, and never below the bin). Every value encodes
+    back to its own level; a bin without a grid point keeps its unrounded draws. The last bin is [lo, hi]."""
+    step = 10.0 ** -precision
+    out = np.asarray(draws, dtype=np.float64).copy()
+    for lo, hi in (bin_, sub):  # the sub-bin's grid where it has one, else the bin's
+        low_grid, high_grid = _grid_points(lo, hi, step, precision, hi >= top)
+        has = low_grid <= high_grid
+        out = np.where(has, np.clip(np.round(draws, precision), low_grid, np.maximum(low_grid, high_grid)), out)
+    return out
+
+
 def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fine: dict | None = None) -> pd.Series:
     n_levels = col.domain_levels
     in_domain = codes < n_levels
@@ -257,7 +281,7 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
                                                                                                         dtype="Float64")
         values[~in_domain] = pd.NA
         return pd.Series(values)
-    lo, hi = edges[safe], edges[safe + 1]
+    lo, hi = bin_lo, bin_hi = edges[safe], edges[safe + 1]
     if fine is not None:
         lo, hi = fine_draws(col, safe, fine, rng)
     if col.type in ("integer", "date", "timestamp"):
@@ -278,17 +302,7 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
         point = (hi - lo) <= POINT_WIDTH * np.maximum(1.0, np.abs(lo))
         draws = np.where(point, lo, draws)
         if col.precision is not None:
-            # The schema's stated precision (money in cents: 2): a draw rounded to it, kept inside its bin
-            # [lo, hi) (the last bin [lo, hi]), so the value encodes back to its own level: the grid points
-            # from the first >= lo to the last < hi (<= hi in the last bin). A bin without a grid point
-            # keeps its unrounded draw.
-            step = 10.0 ** -col.precision
-            last = hi >= edges[-1]
-            low_grid = np.round(np.ceil(lo / step - 1e-9) * step, col.precision)
-            high_steps = np.where(last, np.floor(hi / step + 1e-9), np.ceil(hi / step - 1e-9) - 1)
-            high_grid = np.round(high_steps * step, col.precision)
-            rounded = np.clip(np.round(draws, col.precision), low_grid, np.maximum(low_grid, high_grid))
-            draws = np.where(low_grid <= high_grid, rounded, draws)
+            draws = on_precision_grid(draws, col.precision, (lo, hi), (bin_lo, bin_hi), edges[-1])
         values = pd.array(draws, dtype="Float64")
     values[~in_domain] = pd.NA
     return pd.Series(values)
