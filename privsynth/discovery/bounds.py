@@ -108,7 +108,10 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     A spread-out column may have no single cell above the threshold: the cells are also read merged by
     2, 4, 8 and 16 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
     passing cells hold as much as the most any merge holds, within TIGHT_SIGMAS deviations of the two
-    sums' noise and within 1 - TIGHT_SHARE of it, sets the bounds (more is a tail that thin cells hid);
+    sums' noise and within 1 - TIGHT_SHARE of it, and whose span meets every passing cell of the coarser
+    merges, sets the bounds (more is a tail that thin cells hid: a second floor's area is 0 in 57% of 2,930
+    houses and spread over [128, 2048) in the rest, where no single octave passes in one draw of four, and the
+    zeros' cell alone clipped 43% of the column to 2);
     they then grow into adjacent octaves with evidence (``extend_into_tails``). An outermost passing
     cell that is the zeros' cell bounds the column at 0 (its other edge, 2^-32, is grid, not data)."""
     found = []
@@ -117,14 +120,22 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
         s = sigma * math.sqrt(factor)
         span = passing_span(cells, s)
         if span is not None:
-            ok = cells > utility_threshold(s, len(cells))
-            found.append((float(cells[ok].sum()), s * math.sqrt(int(ok.sum())), float(cell_edges[span[0]]),
-                          float(cell_edges[span[1] + 1])))
+            ok = np.flatnonzero(cells > utility_threshold(s, len(cells)))
+            passing = [(float(cell_edges[i]), float(cell_edges[i + 1])) for i in ok]
+            found.append((float(cells[ok].sum()), s * math.sqrt(len(ok)), float(cell_edges[span[0]]),
+                          float(cell_edges[span[1] + 1]), passing))
     if not found:
         return None
-    best, best_sd, _, _ = max(found)
-    _, _, low, high = next(f for f in found if f[0] >= best - max(TIGHT_SIGMAS * math.hypot(f[1], best_sd),
-                                                                   (1.0 - TIGHT_SHARE) * best))
+    best, best_sd = max((f[0], f[1]) for f in found)
+
+    def misses(i: int) -> bool:  # a coarser read-out's passing cell lies wholly outside this one's span
+        low, high = found[i][2], found[i][3]
+        return any(b <= low or a >= high for later in found[i + 1:] for a, b in later[4])
+
+    def holds_the_most(f) -> bool:
+        return f[0] >= best - max(TIGHT_SIGMAS * math.hypot(f[1], best_sd), (1.0 - TIGHT_SHARE) * best)
+
+    _, _, low, high, _ = next((f for i, f in enumerate(found) if holds_the_most(f) and not misses(i)), found[-1])
     core = _snapped(low, high, integer)
     low, high = _snapped(*extend_into_tails(noisy, edges, sigma, low, high), integer)
     return Bounds(low, high, core)
