@@ -109,9 +109,10 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     2, 4, 8 and 16 (post-processing; a sum of m cells has noise sigma sqrt(m)); the finest merge whose
     passing cells hold as much as the most any merge holds, within TIGHT_SIGMAS deviations of the two
     sums' noise and within 1 - TIGHT_SHARE of it, and whose span meets every passing cell of the coarser
-    merges, sets the bounds (more is a tail that thin cells hid: a second floor's area is 0 in 57% of 2,930
-    houses and spread over [128, 2048) in the rest, where no single octave passes in one draw of four, and the
-    zeros' cell alone clipped 43% of the column to 2);
+    merges that holds 1 - TIGHT_SHARE of the most, sets the bounds (more is a tail that thin cells hid: a second
+    floor's area is 0 in 57% of 2,930 houses and spread over [128, 2048) in the rest, where no single octave
+    passes in one draw of four, and the zeros' cell alone clipped 43% of the column to 2; a thin tail spread
+    over twenty octaves beyond a gap stays outside, its share stated as clipped);
     they then grow into adjacent octaves with evidence (``extend_into_tails``). An outermost passing
     cell that is the zeros' cell bounds the column at 0 (its other edge, 2^-32, is grid, not data)."""
     found = []
@@ -121,16 +122,17 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
         span = passing_span(cells, s)
         if span is not None:
             ok = np.flatnonzero(cells > utility_threshold(s, len(cells)))
-            passing = [(float(cell_edges[i]), float(cell_edges[i + 1])) for i in ok]
+            passing = [(float(cell_edges[i]), float(cell_edges[i + 1]), float(cells[i])) for i in ok]
             found.append((float(cells[ok].sum()), s * math.sqrt(len(ok)), float(cell_edges[span[0]]),
                           float(cell_edges[span[1] + 1]), passing))
     if not found:
         return None
     best, best_sd = max((f[0], f[1]) for f in found)
 
-    def misses(i: int) -> bool:  # a coarser read-out's passing cell lies wholly outside this one's span
-        low, high = found[i][2], found[i][3]
-        return any(b <= low or a >= high for later in found[i + 1:] for a, b in later[4])
+    def misses(i: int) -> bool:  # a coarser read-out's passing cell, wholly outside this one's span, holds
+        low, high = found[i][2], found[i][3]  # 1 - TIGHT_SHARE of the most (a thin far tail is no such cell)
+        return any((b <= low or a >= high) and count >= (1.0 - TIGHT_SHARE) * best
+                   for later in found[i + 1:] for a, b, count in later[4])
 
     def holds_the_most(f) -> bool:
         return f[0] >= best - max(TIGHT_SIGMAS * math.hypot(f[1], best_sd), (1.0 - TIGHT_SHARE) * best)
