@@ -24,6 +24,17 @@ from privsynth.privacy.spending import rho_allowance
 N = 4000
 
 
+class SeededDraws:
+    """Gaussian noise from numpy's generator at ``seed``, in the noise source's ``add_gaussian`` form: the
+    discovery functions' draws, many per test, without a ledger charge (these tests count outcomes over draws)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def add_gaussian(self, x, sigma, *, sensitivity=1.0):
+        return np.asarray(x, dtype=float) + self.rng.normal(0.0, sigma * sensitivity, np.shape(x))
+
+
 def survey(n: int = N, seed: int = 0) -> pd.DataFrame:
     """A warehouse-like table: integer codes stored as floats with missing values, a rare 0/1 outcome, a
     heavy-tailed amount with many zeros, an identifier, text, a date."""
@@ -306,20 +317,14 @@ def test_a_small_table_never_zooms_onto_noise():
     from privsynth.discovery import bounds as B
     from privsynth.discovery import zoom as Z
 
-    class Seeded:
-        def __init__(self, seed):
-            self.rng = np.random.default_rng(seed)
-
-        def add_gaussian(self, x, sigma, *, sensitivity=1.0):
-            return np.asarray(x, dtype=float) + self.rng.normal(0.0, sigma * sensitivity, np.shape(x))
-
     rng = np.random.default_rng(7)
     raw = np.round(np.clip(rng.normal(42.03, 0.018, 2_930), 41.9865, 42.0634), 6)
     values, counts = np.unique(raw, return_counts=True)
     bounds = B.Bounds(32.0, 64.0, (32.0, 64.0))
     edges = B.fine_edges(bounds.low, bounds.high, False)
     for seed in range(20):
-        _, fine = Z.measure_and_read(values, counts.astype(float), edges, 2.8e-5, Seeded(seed), bounds, False, False, 8,
+        noise = SeededDraws(seed)
+        _, fine = Z.measure_and_read(values, counts.astype(float), edges, 2.8e-5, noise, bounds, False, False, 8,
                                      public=False, numeric=True)
         assert ((raw >= fine.low) & (raw <= fine.high)).mean() >= 0.8, (seed, fine.low, fine.high)
 
@@ -391,13 +396,6 @@ def test_inconclusive_text_facts_never_turn_text_into_dates_or_numbers_on_noise(
     them, inconclusive at this rho in most runs) is read as numbers."""
     from privsynth.discovery import facts as F
 
-    class Seeded:
-        def __init__(self, seed):
-            self.rng = np.random.default_rng(seed)
-
-        def add_gaussian(self, x, sigma, *, sensitivity=1.0):
-            return np.asarray(x, dtype=float) + self.rng.normal(0.0, sigma * sensitivity, np.shape(x))
-
     def exact(**counts):
         classes = np.zeros(len(F.CLASSES))
         for name, count in counts.items():
@@ -405,10 +403,10 @@ def test_inconclusive_text_facts_never_turn_text_into_dates_or_numbers_on_noise(
         return F.ExactFacts(classes, 5.0, np.zeros(F.DECIMALS))
 
     text = exact(missing=2_824, text=106)
-    kinds = [F.decide(F.release("misc", text, 1.4e-5, Seeded(s)), "text").kind for s in range(300)]
+    kinds = [F.decide(F.release("misc", text, 1.4e-5, SeededDraws(s)), "text").kind for s in range(300)]
     assert set(kinds) == {"categorical"}
     numbers = exact(missing=500, whole=4_000)
-    decided = [F.decide(F.release("n", numbers, 1.4e-5, Seeded(s)), "text") for s in range(50)]
+    decided = [F.decide(F.release("n", numbers, 1.4e-5, SeededDraws(s)), "text") for s in range(50)]
     assert sum("too noisy" in d.reason for d in decided) >= 40 and all(d.kind == "integer" for d in decided)
 
 
@@ -418,17 +416,11 @@ def test_a_declared_integer_column_stays_integer_whatever_the_noise():
     per column did: a visit count came back as 2.37 visits)."""
     from privsynth.discovery import facts as F
 
-    class Seeded:
-        def __init__(self, seed):
-            self.rng = np.random.default_rng(seed)
-
-        def add_gaussian(self, x, sigma, *, sensitivity=1.0):
-            return np.asarray(x, dtype=float) + self.rng.normal(0.0, sigma * sensitivity, np.shape(x))
-
     classes = np.zeros(len(F.CLASSES))
     classes[F.CLASSES.index("whole")] = 4_406
     exact = F.ExactFacts(classes, 60.0, np.r_[4_406.0, np.zeros(F.DECIMALS - 1)])
-    kinds = {F.decide(F.release("visits", exact, 5.5e-5, Seeded(s)), "integer").kind for s in range(3_000)}
+    kinds = {F.decide(F.release("visits", exact, 5.5e-5, SeededDraws(s)), "integer").kind
+             for s in range(3_000)}
     assert kinds == {"integer"}
 
 
@@ -440,19 +432,12 @@ def test_round_one_never_stops_at_the_zeros_when_merged_cells_show_the_rest():
     coarser merges."""
     from privsynth.discovery import bounds as B
 
-    class Seeded:
-        def __init__(self, seed):
-            self.rng = np.random.default_rng(seed)
-
-        def add_gaussian(self, x, sigma, *, sensitivity=1.0):
-            return np.asarray(x, dtype=float) + self.rng.normal(0.0, sigma * sensitivity, np.shape(x))
-
     rng = np.random.default_rng(3)
     raw = np.concatenate([np.zeros(1_678), rng.integers(128, 256, 19), rng.integers(256, 512, 148),
                           rng.integers(512, 1024, 866), rng.integers(1024, 2048, 219)]).astype(float)
     values, counts = np.unique(raw, return_counts=True)
     edges = B.log_edges()
     for seed in range(40):
-        noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), 2.855e-5, Seeded(seed))
+        noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), 2.855e-5, SeededDraws(seed))
         found = B.coarse_bounds(noisy, sigma, edges, integer=True)
         assert found is not None and found.high >= 1024, (seed, found)
