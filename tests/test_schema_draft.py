@@ -266,7 +266,9 @@ def test_dp_pass_drafts_every_numeric_column_without_flags(tmp_path):
     assert result.read == 3 and "TODO" not in result.text
     cols = _entries(result.text)
     low, high = cols["score"]["bounds"]
-    assert -1 <= low <= 1 and 48 <= high <= 64 and cols["score"]["dp_released"] == ["bounds", "bins"]
+    # one tail octave at most: round 1 grows into an empty octave beside the data at 2 deviations (2.3% of
+    # draws) and round 2 keeps it where round 1's count of it stood out (about 0.1% of draws end at 128)
+    assert -1 <= low <= 1 and 48 <= high <= 128 and cols["score"]["dp_released"] == ["bounds", "bins"]
     low, high = cols["amount"]["bounds"]
     assert 0 <= low < 1000 and 4000 < high <= 16384 and len(cols["amount"]["bins"]) >= 3  # one tail octave at most
     assert sorted(cols["grp"]["categories"]) == ["a", "b"] and cols["grp"]["dp_released"] == ["categories"]
