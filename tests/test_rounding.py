@@ -96,6 +96,20 @@ def test_deterministic_rows_round_to_themselves():
     np.testing.assert_array_equal(counts, [10, 10, 10])
 
 
+def test_rows_across_chunks_keep_their_own_point(monkeypatch):
+    """Rows are drawn a chunk at a time, one attribute after another: every row's levels still come from the
+    one point it picked (a row's codes are one of the points', never a mix of two points')."""
+    import privsynth.mechanisms.rounding as rounding
+
+    monkeypatch.setattr(rounding, "ROUNDING_CHUNK_ROWS", 7)
+    codes = np.array([[0, 1, 3], [2, 0, 0], [1, 1, 2], [2, 1, 1]], dtype=np.int32)
+    release = Release("test", one_hot(codes, DOMAIN).astype(float), np.array([0.1, 0.2, 0.3, 0.4]))
+    out = round_release(release, DOMAIN, 50, np.random.default_rng(3))
+    rows, counts = np.unique(out, axis=0, return_counts=True)
+    assert {tuple(r) for r in rows} == {tuple(c) for c in codes}
+    assert sorted(counts) == [5, 10, 15, 20]
+
+
 def test_round_release_is_unbiased_on_marginals():
     # Spec 7.6 item 26: the average rounded answer -> the relaxed answer, tolerance 4 sqrt(p(1-p)/(rows R)).
     release = relaxed_release(8, seed=5)

@@ -121,7 +121,9 @@ class Release:
     def from_arrow(table: pa.Table) -> Release:
         meta = table.schema.metadata or {}
         names = [n for n in table.column_names if n != WEIGHT_COLUMN]
-        points = np.column_stack([table.column(n).to_numpy() for n in names]).astype(np.float64)
+        points = np.empty((table.num_rows, len(names)), dtype=np.float64)  # one copy: the table is as large
+        for j, name in enumerate(names):
+            points[:, j] = table.column(name).to_numpy()
         weights = table.column(WEIGHT_COLUMN).to_numpy().astype(np.float64)
         return Release(mechanism=meta.get(b"mechanism", b"").decode(), points=points, weights=weights,
                        exact=meta.get(b"exact") == b"1")
