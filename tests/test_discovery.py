@@ -424,6 +424,30 @@ def test_a_declared_integer_column_stays_integer_whatever_the_noise():
     assert kinds == {"integer"}
 
 
+def test_round_one_bounds_skip_a_false_cell_far_from_the_data_but_keep_a_real_cluster_apart():
+    """4,000 scores between 0 and 49 at a 3-column draft's rho (sigma 8.2): an empty octave passes the usual bar
+    (4.4 deviations on 194 octaves) in 0.1% of read-outs, and one at 2^62 took the bounds to 4.6e18. A cluster
+    apart from the fullest cell's stands only when it holds a share of the rows or passes a stricter bar; a
+    sentinel of 200 rows at 99,999 does, and so does the zeros' cell beside positive values."""
+    from privsynth.discovery import bounds as B
+
+    edges = B.log_edges()
+    values, counts = np.arange(50.0), np.full(50, 80.0)
+    far = int(np.searchsorted(edges, 2.0 ** 62, side="right")) - 1
+    for seed in range(20):
+        noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), 0.007442, SeededDraws(seed))
+        noisy[far] = 4.6 * sigma  # passes the usual bar, not the stricter one; 1% of the rows
+        found = B.coarse_bounds(noisy, sigma, edges, integer=True)
+        assert found is not None and found.low == 0.0 and 64.0 <= found.high <= 128.0, (seed, found)
+        sentinel = np.append(values, 99_999.0), np.append(counts, 200.0)
+        noisy, sigma = B.noisy_cells(B.cell_counts(*sentinel, edges), 0.007442, SeededDraws(seed))
+        assert B.coarse_bounds(noisy, sigma, edges, integer=True).high == 131_072.0, seed
+        positive = np.arange(1.0, 50.0), np.full(49, 80.0)
+        zeros = np.append(0.0, positive[0]), np.append(60.0, positive[1])  # 60 zeros: 1.5% of the rows
+        noisy, sigma = B.noisy_cells(B.cell_counts(*zeros, edges), 0.007442, SeededDraws(seed))
+        assert B.coarse_bounds(noisy, sigma, edges, integer=True).low == 0.0, seed
+
+
 def test_round_one_never_stops_at_the_zeros_when_merged_cells_show_the_rest():
     """A second floor's area: 0 in 57% of 2,930 houses, the rest spread over [128, 2048) with 866 in [512, 1024).
     At a 74-column table's rho (sigma 132 a cell, a bar of 584) that octave fails in about one draw of four,
