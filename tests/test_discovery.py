@@ -17,6 +17,7 @@ import yaml
 
 import privsynth
 from privsynth.discovery import facts as F
+from privsynth.discovery import points as P
 from privsynth.privacy.accounting import DEFAULT_DELTA
 from privsynth.privacy.ledger import BudgetLedger
 from privsynth.privacy.spending import rho_allowance
@@ -446,6 +447,45 @@ def test_round_one_bounds_skip_a_false_cell_far_from_the_data_but_keep_a_real_cl
         zeros = np.append(0.0, positive[0]), np.append(60.0, positive[1])  # 60 zeros: 1.5% of the rows
         noisy, sigma = B.noisy_cells(B.cell_counts(*zeros, edges), 0.007442, SeededDraws(seed))
         assert B.coarse_bounds(noisy, sigma, edges, integer=True).low == 0.0, seed
+
+
+def test_round_one_bounds_skip_a_false_cell_far_from_a_count_at_a_wide_tables_noise():
+    """A count of basement bathrooms in 2,930 houses (0, 1, 2, 3) at a 74-column table's rho (sigma 133): a
+    false cell at 2^47 passing the usual bar holds a fifth of the rows, as much as a real cluster; far from the
+    data it must pass the stricter bar too. The integer octaves between 0 and 1 are no gap: 1 is beside 0."""
+    from privsynth.discovery import bounds as B
+
+    edges = B.log_edges()
+    values, counts = np.array([0.0, 1.0, 2.0, 3.0]), np.array([1_707.0, 1_181.0, 23.0, 2.0])
+    far = int(np.searchsorted(edges, 2.0 ** 47, side="right")) - 1
+    for seed in range(20):
+        noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), 2.816e-5, SeededDraws(seed))
+        noisy[far] = 4.8 * sigma
+        found = B.coarse_bounds(noisy, sigma, edges, integer=True)
+        assert found is not None and found.low == 0.0 and 2.0 <= found.high <= 8.0, (seed, found)
+
+
+def test_zeros_that_round_one_counted_are_a_point_of_the_bins():
+    """A second floor's area (57% zeros, the rest in [128, 2048)) at a 74-column table's rho: round 2's grids
+    are mostly noise there, and a quantile bin [0, 79) decoded its zeros as whole numbers 0-4 drawn uniformly
+    (12% zeros). Round 1's zeros' cell, already paid for, makes 0 a bin of its own, written exactly."""
+    from privsynth.discovery.column_release import round_one_bounds, round_two_edges
+    from privsynth.discovery.declared import DeclaredColumn
+    from privsynth.discovery.draft import ColumnDraft
+
+    rng = np.random.default_rng(3)
+    raw = np.concatenate([np.zeros(1_678), rng.integers(128, 256, 19), rng.integers(256, 512, 148),
+                          rng.integers(512, 1024, 866), rng.integers(1024, 2048, 219)]).astype(float)
+    values, counts = np.unique(raw, return_counts=True)
+    for seed in range(10):
+        d = ColumnDraft(DeclaredColumn("second_floor", "integer", "INTEGER", True), {}, [])
+        noise = SeededDraws(seed)
+        found = round_one_bounds(d, values, counts, 2.816e-5, noise)
+        round_two_edges(d, values, counts, 2.816e-5, found, 8, noise, public=False)
+        assert d.entry["bins"][:2] == [0, 1], (seed, d.entry["bins"])
+    assert P.zero_point((np.array([-1.0, 1.0, 2.0]), np.array([50.0, 10.0]), 1.0), 1_000.0) == (0.0,)
+    assert P.zero_point((np.array([-1.0, 1.0, 2.0]), np.array([15.0, 1_000.0]), 1.0), 1_000.0) == ()  # < 2%
+    assert P.zero_point((np.array([1.0, 2.0, 3.0]), np.array([50.0, 10.0]), 1.0), 60.0) == ()  # no zeros' cell
 
 
 def test_round_one_never_stops_at_the_zeros_when_merged_cells_show_the_rest():

@@ -93,7 +93,10 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         keep = R.trims_that_cut_mass(d.bounds_histogram, levels[0], coarse, fine.low, fine.high)
         if any(keep):  # a trim cut a tail round 1 counted: that end keeps round 1's bound (post-processing)
             fine = R.read_out(levels, integer, bins, coarse, keep_ends=keep)
-    points = P.find_points(values, counts, cands, rho_points, noise, float(levels[-1].noisy.sum())) if cands else ()
+    present = float(levels[-1].noisy.sum())
+    points = P.find_points(values, counts, cands, rho_points, noise, present) if cands else ()
+    if not public and c.kind in NUMERIC and d.bounds_histogram is not None:
+        points = tuple(sorted({*points, *P.zero_point(d.bounds_histogram, present)}))
     if points and fine.codes is None and not fine.small_domain:
         fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer))
     d.spent["edges"] = rho
