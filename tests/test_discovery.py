@@ -465,6 +465,21 @@ def test_round_one_bounds_skip_a_false_cell_far_from_a_count_at_a_wide_tables_no
         assert found is not None and found.low == 0.0 and 2.0 <= found.high <= 8.0, (seed, found)
 
 
+def test_a_trim_keeps_a_cell_that_shows_data_though_an_empty_cell_beyond_dilutes_it():
+    """Year built, 2,930 houses, cells of 64 years under noise 266.5: [1984, 2048) holds 40% of the houses (877
+    noisy), and the grid's last cell [2048, 2049) is empty (-137). Their running total (740) stayed under three
+    deviations of two cells (1,131), so the trim cut both and clipped 40% of the column at 1984. A cell whose own
+    count shows three deviations is data."""
+    from privsynth.discovery import bounds as B
+
+    edges = np.append(np.arange(1024.0, 2049.0, 64.0), 2049.0)
+    noisy = np.array([-60, 40, -120, 90, 10, -30, 70, -100, 20, 55, -138, 10, 30, 468, 1556, 877, -137], dtype=float)
+    level = B.Level(64, edges, noisy, 266.5)
+    assert B.trim_empty_ends(level, 1024.0, 2048.0, True, B.TRIM_SIGMAS)[1] == 2048.0
+    quiet = B.Level(64, edges, np.where(np.arange(17) == 15, 700.0, noisy), 266.5)  # under 3 deviations: cut
+    assert B.trim_empty_ends(quiet, 1024.0, 2048.0, True, B.TRIM_SIGMAS)[1] == 1984.0
+
+
 def test_zeros_that_round_one_counted_are_a_point_of_the_bins():
     """A second floor's area (57% zeros, the rest in [128, 2048)) at a 74-column table's rho: round 2's grids
     are mostly noise there, and a quantile bin [0, 79) decoded its zeros as whole numbers 0-4 drawn uniformly

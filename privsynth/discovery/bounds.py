@@ -388,22 +388,26 @@ TRIM_SIGMAS = 3.0  # a run of empty cells' noisy sum stays under this many devia
 def trim_empty_ends(level: Level, low: float, high: float, integer: bool,
                     sigmas: float = 1.0) -> tuple[float, float]:
     """The bounds without the outer cells that hold no evidence of data: from each end inwards, cells are
-    cut while their noisy total stays within ``sigmas`` noise deviations of zero (post-processing). A tail with
-    mass, however thin per cell, adds up and stays; a round-1 false alarm's empty region goes."""
+    cut while their noisy total stays within ``sigmas`` noise deviations of zero and each cell's own count
+    within TRIM_SIGMAS (post-processing). A tail with mass, however thin per cell, adds up and stays; a round-1
+    false alarm's empty region goes. The cell's own count matters where an empty cell's noise at the grid's end
+    would dilute the next: 64 years holding 40% of 2,930 houses (877 under noise 267) were cut with the empty
+    cell beyond them (-137), and the column was clipped at 1984."""
     noisy, edges, n = level.noisy, level.edges, len(level.noisy)
     ok = np.flatnonzero(noisy > utility_threshold(level.sigma, n))
     if not len(ok):
         return low, high
+    bar, alone = sigmas * level.sigma, max(sigmas, TRIM_SIGMAS) * level.sigma
     top, total = n, 0.0
     for j in range(n - 1, int(ok[-1]), -1):
         total += float(noisy[j])
-        if total > sigmas * level.sigma * math.sqrt(n - j):
+        if total > bar * math.sqrt(n - j) or noisy[j] > alone:
             break
         top = j
     bottom, total = 0, 0.0
     for j in range(0, int(ok[0])):
         total += float(noisy[j])
-        if total > sigmas * level.sigma * math.sqrt(j + 1):
+        if total > bar * math.sqrt(j + 1) or noisy[j] > alone:
             break
         bottom = j + 1
     new_low, new_high = max(low, float(edges[bottom])), min(high, float(edges[top]))
