@@ -362,10 +362,17 @@ def written_precision(facts: NoisyFacts) -> int | None:
     return None
 
 
+FEW_DISTINCT_SIGMAS = 2.0
+
+
 def few_distinct(facts: NoisyFacts) -> bool:
-    """The noisy distinct count is, beyond three of its noise deviations, under half the noisy present count:
-    values repeat, so the column is no identifier whatever its name (post-processing)."""
-    return facts.distinct + 3.0 * facts.sigma_distinct < FEW_DISTINCT_SHARE * facts.present_standing
+    """The noisy distinct count is under half the noisy present count by FEW_DISTINCT_SIGMAS deviations of that
+    comparison's noise (the distinct count's and half the present count's): values repeat, so the column is no
+    identifier whatever its name (post-processing). At a 74-column table's noise (299 a count) a street type
+    with 2 values in 2,930 rows failed three deviations of the distinct count alone in one draw of twenty and
+    was dropped for its name; a column of unique values stands half its rows above the bar, and never passes."""
+    spread = math.hypot(facts.sigma_distinct, FEW_DISTINCT_SHARE * facts.present_standing_sd)
+    return facts.distinct + FEW_DISTINCT_SIGMAS * spread < FEW_DISTINCT_SHARE * facts.present_standing
 
 
 def nearly_unique(facts: NoisyFacts) -> bool:
