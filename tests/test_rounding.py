@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from privsynth.mechanisms.base import WEIGHT_COLUMN, Release
-from privsynth.mechanisms.rounding import round_release, sample_levels, systematic_indices
+from privsynth.mechanisms.rounding import draw_levels, level_cdf, round_release, systematic_indices
 from privsynth.schema.encoding import Domain, one_hot
 from privsynth.schema.workload import all_marginals, marginal_counts, relaxed_marginal
 
@@ -62,6 +62,11 @@ def test_systematic_unnormalised_weights_and_rows_check():
 
 
 # ---------------------------------------------------------------- level sampling
+
+def sample_levels(probabilities, rng):
+    """One level per row, drawn as round_release draws them (its cumulative probabilities, then a uniform)."""
+    return draw_levels(level_cdf(probabilities), rng)
+
 
 def test_sample_levels_valid_and_frequencies():
     rng = np.random.default_rng(3)

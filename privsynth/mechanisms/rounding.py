@@ -45,11 +45,6 @@ def draw_levels(cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.minimum((u > cdf).sum(axis=1), cdf.shape[1] - 1)
 
 
-def sample_levels(probabilities: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One level per row from each row's probability vector (rows x levels), independently."""
-    return draw_levels(level_cdf(probabilities), rng)
-
-
 def round_release(release: Release, domain: Domain, rows: int | None, rng: np.random.Generator) -> np.ndarray:
     """Records (rows x attributes level codes) from a release.
 
