@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 import privsynth
-from privsynth.discovery.categories import CategoryRelease, dp_categories, shows_unfound, threshold
+from privsynth.discovery.categories import CategoryRelease, dp_categories, pool_shares, shows_unfound, threshold
 from privsynth.privacy.accounting import gaussian_sigma
 
 
@@ -92,3 +92,27 @@ def test_yes_no_columns_found_whole_give_their_budget_to_a_column_of_rare_codes(
     budget = re.search(r"rho ([\d.e-]+)-zCDP, charged", text)
     assert budget and sum(spent.values()) + sum(float(x) for x in re.findall(r"facts ([\d.e-]+)", text)) == \
         pytest.approx(float(budget.group(1)), rel=1e-3)  # the header's figures have 4 significant digits
+
+
+def test_the_pool_goes_to_columns_by_their_unfound_mass():
+    sigma = gaussian_sigma(2e-5)
+    shares = pool_shares({"codes": 2400.0, "style": 1200.0, "kind": 600.0}, 1e-3, sigma, 1e-12)
+    assert sum(shares.values()) == pytest.approx(1e-3)
+    assert shares["codes"] == pytest.approx(2 * shares["style"])
+    assert shares["style"] == pytest.approx(2 * shares["kind"])
+    # no present count measured: weighed as the most unfound column
+    assert pool_shares({"a": 900.0, "b": None}, 1e-3, sigma, 1e-12) == pytest.approx({"a": 5e-4, "b": 5e-4})
+
+
+def test_a_column_that_could_find_nothing_gives_its_share_back():
+    """Ten rows unfound can pass no threshold of this budget (hundreds of rows): its share goes to the column
+    whose unfound values could pass, and the pool is spent whole."""
+    sigma = gaussian_sigma(2e-5)
+    shares = pool_shares({"roof": 10.0, "codes": 2400.0}, 1e-3, sigma, 1e-12)
+    assert shares == pytest.approx({"codes": 1e-3})
+    reach = threshold((sigma ** -2 + gaussian_sigma(1e-3) ** -2) ** -0.5, 1e-12)
+    assert 10.0 < reach < 2400.0  # the rule's premise, computed
+    # every column short of what it could find: none gives its share back (the pool is split by mass)
+    alike = pool_shares({"a": 10.0, "b": 20.0}, 1e-3, sigma, 1e-12)
+    assert alike == pytest.approx({"a": 1e-3 / 3, "b": 2e-3 / 3})
+    assert pool_shares({}, 1e-3, sigma, 1e-12) == {}

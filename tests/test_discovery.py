@@ -279,7 +279,7 @@ def test_the_draft_says_before_reading_what_its_budget_can_find(tmp_path):
     text = privsynth.discovery.draft_schema(str(tmp_path / "t.csv"), privsynth.discovery.DraftOptions(
         name="t", epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}", require_budget=False, seed=1)).text
     stated = re.search(r"# At this budget, .* fewer than about ([\d,]+) rows is lost .* about ([\d,]+) rows when "
-                       "every column does", text)
+                       "every column is short alike", text)
     applied = re.search(r"passed the threshold \(([\d,]+) rows at this budget\)", text)
     assert stated and applied
     first, pooled, used = (float(x.replace(",", "")) for x in (*stated.groups(), applied.group(1)))

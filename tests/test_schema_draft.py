@@ -451,6 +451,31 @@ def test_fine_read_out_coded_values_constant_and_quantiles():
     assert got.low == 0 and got.high == 1000 and len(got.edges) == 5 and got.codes is None
 
 
+def test_values_near_the_codes_that_missed_the_bar_are_codes_and_empty_gaps_stay_gaps():
+    """Garage sizes and room counts of 2,930 houses under noise 133 a cell (the bar: about 505). Coded from the
+    passing cells alone, the 374 three-car garages were written as two-car ones, and the 649 houses of 7 rooms
+    as 6. A cell next to the outermost code passing 2 deviations, and a run between two codes whose sum passes
+    2.5, are codes too; a survey's empty years between its codes stay gaps."""
+    from privsynth.discovery import bounds as B
+
+    sigma = 133.0
+    garages = np.array([150.0, 780.0, 1600.0, 370.0, 20.0, -90.0])  # noisy counts of 0..5 cars
+    level = B.Level(1, np.arange(0.0, 7.0), garages, sigma)
+    assert B.coded_values(level) == (1.0, 2.0)  # the bar alone
+    assert B.near_codes(level, (1.0, 2.0)) == (1.0, 2.0, 3.0)  # 370 > 2 deviations; 150 is not (within noise)
+    rooms = np.array([15.0, 30.0, 200.0, 590.0, 840.0, 450.0, 880.0, 140.0, 130.0, 30.0])  # 2..11 rooms
+    level = B.Level(1, np.arange(2.0, 13.0), rooms, sigma)
+    assert B.coded_values(level) == (5.0, 6.0, 8.0)
+    assert B.near_codes(level, (5.0, 6.0, 8.0)) == (5.0, 6.0, 7.0, 8.0)  # the gap's 450 > 2.5 deviations
+    years = np.zeros(12)
+    years[[0, 4, 6, 8, 11]] = 2000.0
+    years[[1, 2, 3]] = [60.0, -40.0, 100.0]  # noise: a run summing to 120, under 2.5 * 133 * sqrt(3)
+    level = B.Level(1, np.arange(1978.0, 1991.0), years, sigma)
+    codes = B.coded_values(level)
+    assert codes == (1978.0, 1982.0, 1984.0, 1986.0, 1989.0)
+    assert B.near_codes(level, codes) == codes
+
+
 def test_read_out_keeps_every_octave_of_a_heavy_tail():
     from privsynth.discovery import bounds as B
 

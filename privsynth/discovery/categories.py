@@ -11,7 +11,8 @@ the categorical columns (the cost's notes and the draft's header say so).
 
 Two looks (``discovery.discover``): each categorical column first looks at FIRST_LOOK_SHARE of its rho
 with half its delta_tau; the rest of every column's rho is pooled for a second look, at the same values,
-by the columns whose first look left present values unfound (``shows_unfound``). The second look's noisy
+by the columns whose first look left present values unfound (``shows_unfound``), in proportion to the mass
+each left unfound (``pool_shares``). The second look's noisy
 counts are averaged with the first's by inverse variance (one Gaussian measurement at the summed rho) and
 thresholded with the other half of delta_tau, so a value seen once is released with probability at most
 delta_tau over both looks, and the column's rho is the sum of its looks'.
@@ -45,7 +46,7 @@ def threshold(sigma: float, delta_tau: float) -> float:
     return 1.0 + sigma * float(norm.isf(delta_tau))
 
 
-FIRST_LOOK_SHARE = 0.5  # of a categorical column's rho: its first look; the rest is pooled (``shows_unfound``)
+FIRST_LOOK_SHARE = 0.4  # of a categorical column's rho: its first look; the rest is pooled (``shows_unfound``)
 UNFOUND_SIGMAS = 1.0  # a first look leaves values unfound when the present count exceeds the kept mass by this
 # many deviations: a column flagged in vain only shares the pool, one missed loses a category
 
@@ -74,6 +75,40 @@ def shows_unfound(release: CategoryRelease, present: float | None, present_sd: f
         return True
     kept_sd = release.sigma * math.sqrt(max(len(release.noisy), 1))
     return present - release.kept_mass > UNFOUND_SIGMAS * math.hypot(present_sd, kept_sd)
+
+
+def unfound_mass(release: CategoryRelease, present: float | None) -> float | None:
+    """A DP estimate of a column's present values in no kept category: its noisy present count less the kept
+    values' noisy total (post-processing); None when no present count was measured."""
+    return None if present is None else max(present - release.kept_mass, 0.0)
+
+
+def pool_shares(unfound: dict[str, float | None], pool: float, first_sigma: float,
+                delta_tau: float) -> dict[str, float]:
+    """The second looks' rho, ``pool`` in all, split over the columns short of values in proportion to their
+    unfound mass (``unfound_mass``; a column without a present count is weighed as the most unfound): a code
+    column missing half its rows needs more than one missing a few. A column whose whole unfound mass, held by
+    one value, would stay under its two looks' threshold (``first_sigma`` and its share, ``delta_tau`` for
+    the second look) could find nothing: the furthest under gives its share back to the others, one at a time,
+    while any other could still find a value. Post-processing of DP estimates; the shares sum to ``pool``."""
+    if not unfound:
+        return {}
+    known = [u for u in unfound.values() if u is not None]
+    weight = {name: max(u if u is not None else max(known, default=1.0), 1.0) for name, u in unfound.items()}
+
+    def reach(name: str, total: float) -> float:
+        second = gaussian_sigma(pool * weight[name] / total)
+        return threshold((first_sigma ** -2 + second ** -2) ** -0.5, delta_tau)
+
+    while len(weight) > 1:
+        total = sum(weight.values())
+        hopeless = {n: (unfound[n] or 0.0) / reach(n, total) for n in weight
+                    if unfound[n] is not None and unfound[n] < reach(n, total)}
+        if not hopeless or len(hopeless) == len(weight):
+            break
+        del weight[min(hopeless, key=hopeless.__getitem__)]
+    total = sum(weight.values())
+    return {name: pool * w / total for name, w in weight.items()}
 
 
 def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:

@@ -25,7 +25,14 @@ import numpy as np
 
 from privsynth.discovery import facts as F
 from privsynth.discovery.bounds import Bounds
-from privsynth.discovery.categories import FIRST_LOOK_SHARE, CategoryRelease, dp_categories, shows_unfound
+from privsynth.discovery.categories import (
+    FIRST_LOOK_SHARE,
+    CategoryRelease,
+    dp_categories,
+    pool_shares,
+    shows_unfound,
+    unfound_mass,
+)
 from privsynth.discovery.column_release import round_one_bounds, round_two_edges, write_categories
 from privsynth.discovery.draft import (
     NUMERIC,
@@ -38,6 +45,7 @@ from privsynth.discovery.draft import (
     set_kind,
 )
 from privsynth.errors import ParameterError
+from privsynth.privacy.accounting import gaussian_sigma
 
 FACTS_SHARE = 0.2  # of a column's part of rho: its DP column facts
 BOUNDS_SHARE = 0.5  # of a numeric column's remaining part: its bounds (the rest places its edges)
@@ -47,7 +55,6 @@ def category_rows(rho: float, columns: int, delta_tau: float, *, both_looks: boo
     """The rows a value needs to pass its column's threshold (public arithmetic): at the column's first look,
     or at both looks' pooled rho (every column short of values); each look holds half of ``delta_tau``."""
     from privsynth.discovery.categories import threshold
-    from privsynth.privacy.accounting import gaussian_sigma
 
     part = rho / columns * (1.0 - FACTS_SHARE)
     return threshold(gaussian_sigma(part if both_looks else part * FIRST_LOOK_SHARE), delta_tau / 2.0)
@@ -95,8 +102,6 @@ def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
     """Before the charge, what ``rho`` over ``columns`` read can find (public arithmetic, no row read): the
     rows below which a category is lost (its threshold when every column needs categories after its facts),
     and the present values below which a column's type stays undecided."""
-    from privsynth.privacy.accounting import gaussian_sigma
-
     if columns <= 0 or rho <= 0:
         return "discovery reads no column"
     part = rho / columns
@@ -106,9 +111,9 @@ def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
     undecided = F.EVIDENCE_SIGMAS * facts_sigma * (len(F.CLASSES) - 1) ** 0.5
     return (f"rho {rho:.4g} over {columns} columns: a category held by fewer than about {first:,.0f} rows is lost "
             f"(<out-of-domain>) unless its column's first look shows values unfound (such columns share the budget "
-            f"the others did not need: about {both:,.0f} rows when every column does), and a column with fewer than "
-            f"about {undecided:,.0f} present values keeps its declared type; public facts (--public, a schema) or a "
-            "larger epsilon keep more")
+            f"the others did not need by their unfound mass: about {both:,.0f} rows when every column is short "
+            f"alike), and a column with fewer than about {undecided:,.0f} present values keeps its declared type; "
+            "public facts (--public, a schema) or a larger epsilon keep more")
 
 
 def source_kind(d: ColumnDraft) -> str:
@@ -210,8 +215,9 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
                   released: dict[str, F.NoisyFacts], pool_to_all: bool) -> None:
     """Round 1's categories by need: every categorical column had a first look at FIRST_LOOK_SHARE of its part
     ``left``; the rest of their parts is pooled and spent on a second look at the columns whose first look left
-    values unfound (``shows_unfound``), in equal parts: a yes/no column found whole gives its budget to a column
-    of rare codes. Where none is short, the pool goes to round 2's edges, or (no edges) back to every column.
+    values unfound (``shows_unfound``), split by their unfound mass (``pool_shares``): a yes/no column found
+    whole gives its budget to a column of rare codes. Where none is short, the pool goes to round 2's edges, or
+    (no edges) back to every column in equal parts.
     Adaptive composition: which columns look again depends only on the first looks' noisy counts and the
     facts' noisy present counts; each look is Gaussian at its rho, and each holds half the column's
     threshold delta. Writes every categorical column's entry."""
@@ -220,15 +226,19 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     facts = {d.column.name: released.get(d.column.name) for d in categorical}
     short = {name for name, f in facts.items()
              if shows_unfound(looks[name][2], *((f.present_standing, f.present_standing_sd) if f else (None, 0.0)))}
-    again = short or ({d.column.name for d in categorical} if pool_to_all else set())
     first_rho = left * FIRST_LOOK_SHARE
-    each = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical) / len(again) if again else 0.0
+    pool = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical)
+    if short:
+        shares = pool_shares({name: unfound_mass(looks[name][2], facts[name].present_standing if facts[name] else None)
+                              for name in sorted(short)}, pool, gaussian_sigma(first_rho), delta_tau / 2.0)
+    else:
+        shares = {d.column.name: pool / len(categorical) for d in categorical} if pool_to_all else {}
     for d in categorical:
         values, counts, release = looks[d.column.name]
         rho = first_rho
-        if d.column.name in again:
-            release = dp_categories(values, counts, each, delta_tau / 2.0, noise, prior=release)
-            rho += each
+        if d.column.name in shares:
+            release = dp_categories(values, counts, shares[d.column.name], delta_tau / 2.0, noise, prior=release)
+            rho += shares[d.column.name]
         f = facts[d.column.name]
         write_categories(d, release, rho, f.present if f else None)
 

@@ -21,6 +21,7 @@ from privsynth.discovery.bounds import (
     coded_values,
     codes_reach,
     mass_beyond,
+    near_codes,
     outer_octaves,
     quantile_cuts,
     trim_empty_ends,
@@ -41,6 +42,7 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     if integer:
         codes = coded_values(levels[0])
         if codes is not None and (public or (codes_reach(codes, bounds) and not mass_beyond(levels[0], codes))):
+            codes = near_codes(levels[0], codes)
             return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
     outer: tuple[float | None, float | None] = (None, None)  # a tail bin's outer edge, where a trim cut mass
     if not public and octave_grid:  # public bounds are facts, not estimates: never trimmed
