@@ -224,13 +224,13 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     if not categorical:
         return
     facts = {d.column.name: released.get(d.column.name) for d in categorical}
-    short = {name for name, f in facts.items()
-             if shows_unfound(looks[name][2], *((f.present_standing, f.present_standing_sd) if f else (None, 0.0)))}
+    present = {name: f.present_for_values() if f else (None, 0.0) for name, f in facts.items()}
+    short = {name for name in facts if shows_unfound(looks[name][2], *present[name])}
     first_rho = left * FIRST_LOOK_SHARE
     pool = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical)
     if short:
-        shares = pool_shares({name: unfound_mass(looks[name][2], facts[name].present_standing if facts[name] else None)
-                              for name in sorted(short)}, pool, gaussian_sigma(first_rho), delta_tau / 2.0)
+        shares = pool_shares({name: unfound_mass(looks[name][2], present[name][0]) for name in sorted(short)}, pool,
+                             gaussian_sigma(first_rho), delta_tau / 2.0)
     else:
         shares = {d.column.name: pool / len(categorical) for d in categorical} if pool_to_all else {}
     for d in categorical:

@@ -81,6 +81,16 @@ class NoisyFacts:
         """The noise deviation of ``present_standing``: a sum of a few classes' noise, not fourteen."""
         return self.sigma_classes * math.sqrt(max(1, len(self.standing_classes())))
 
+    def present_for_values(self) -> tuple[float, float]:
+        """A DP estimate of the present values to weigh a column's found values against, and its deviation
+        (post-processing): ``present_standing``, or, where no class stands out of its noise (a column of few
+        present values: 1,155 masonry types of 2,930 houses under noise 298 a class), the likeliest present
+        class's noisy count. Without it such a column showed no present value, so no value unfound, and its
+        only category lost at the first look stayed lost."""
+        if self.standing_classes():
+            return self.present_standing, self.present_standing_sd
+        return max(0.0, max(self.classes[1:], default=0.0)), self.sigma_classes
+
     def standing_classes(self) -> list[float]:
         """The noisy counts of the present classes that stand STANDING_SIGMAS out of their noise."""
         return [x for x in self.classes[1:] if x > STANDING_SIGMAS * self.sigma_classes]
