@@ -17,6 +17,7 @@ import privsynth.discovery as sd
 import privsynth.discovery.discover as discover_module
 import privsynth.discovery.facts as facts_module
 from privsynth.cli import EXIT_USAGE, main
+from privsynth.discovery import codes as C
 from privsynth.discovery import read_out as R
 from privsynth.privacy.accounting import DEFAULT_DELTA, epsilon_from_rho, gaussian_sigma, gumbel_scale
 from privsynth.privacy.ledger import BudgetLedger
@@ -461,19 +462,19 @@ def test_values_near_the_codes_that_missed_the_bar_are_codes_and_empty_gaps_stay
     sigma = 133.0
     garages = np.array([150.0, 780.0, 1600.0, 370.0, 20.0, -90.0])  # noisy counts of 0..5 cars
     level = B.Level(1, np.arange(0.0, 7.0), garages, sigma)
-    assert B.coded_values(level) == (1.0, 2.0)  # the bar alone
-    assert B.near_codes(level, (1.0, 2.0)) == (1.0, 2.0, 3.0)  # 370 > 2 deviations; 150 is not (within noise)
+    assert C.coded_values(level) == (1.0, 2.0)  # the bar alone
+    assert C.near_codes(level, (1.0, 2.0)) == (1.0, 2.0, 3.0)  # 370 > 2 deviations; 150 is not (within noise)
     rooms = np.array([15.0, 30.0, 200.0, 590.0, 840.0, 450.0, 880.0, 140.0, 130.0, 30.0])  # 2..11 rooms
     level = B.Level(1, np.arange(2.0, 13.0), rooms, sigma)
-    assert B.coded_values(level) == (5.0, 6.0, 8.0)
-    assert B.near_codes(level, (5.0, 6.0, 8.0)) == (5.0, 6.0, 7.0, 8.0)  # the gap's 450 > 2.5 deviations
+    assert C.coded_values(level) == (5.0, 6.0, 8.0)
+    assert C.near_codes(level, (5.0, 6.0, 8.0)) == (5.0, 6.0, 7.0, 8.0)  # the gap's 450 > 2.5 deviations
     years = np.zeros(12)
     years[[0, 4, 6, 8, 11]] = 2000.0
     years[[1, 2, 3]] = [60.0, -40.0, 100.0]  # noise: a run summing to 120, under 2.5 * 133 * sqrt(3)
     level = B.Level(1, np.arange(1978.0, 1991.0), years, sigma)
-    codes = B.coded_values(level)
+    codes = C.coded_values(level)
     assert codes == (1978.0, 1982.0, 1984.0, 1986.0, 1989.0)
-    assert B.near_codes(level, codes) == codes
+    assert C.near_codes(level, codes) == codes
 
 
 def test_read_out_keeps_every_octave_of_a_heavy_tail():
@@ -523,9 +524,9 @@ def test_a_tail_next_to_the_codes_is_seen_whatever_the_noise_of_the_empty_cells_
 
     noisy = np.r_[[3004.0, 568.0, 190.0, 141.0, 100.0], np.full(11, -30.0)]
     level = B.Level(1, np.arange(0.0, 17.0), noisy, 67.5)
-    assert float(noisy[2:].sum()) < B.CODE_TAIL_SIGMAS * 67.5 * math.sqrt(14)
-    assert B.mass_beyond(level, (0.0, 1.0))
-    assert not B.mass_beyond(B.Level(1, np.arange(0.0, 17.0), np.r_[[3004.0, 568.0], np.full(14, 30.0)], 67.5),
+    assert float(noisy[2:].sum()) < C.CODE_TAIL_SIGMAS * 67.5 * math.sqrt(14)
+    assert C.mass_beyond(level, (0.0, 1.0))
+    assert not C.mass_beyond(B.Level(1, np.arange(0.0, 17.0), np.r_[[3004.0, 568.0], np.full(14, 30.0)], 67.5),
                              (0.0, 1.0))  # cells within their noise: no tail
 
 
@@ -574,12 +575,12 @@ def test_codes_that_stop_short_of_round_one_bounds_are_a_tail_not_codes():
     counts[0], counts[1] = 3000.0, 570.0
     counts[2:8] = 25.0  # each below the threshold at sigma 20, together within the noise of 7 cells
     levels = [B.Level(1, edges, counts, 20.0)]
-    assert B.coded_values(levels[0]) == (0.0, 1.0)
+    assert C.coded_values(levels[0]) == (0.0, 1.0)
     got = R.read_out(levels, True, 4, B.Bounds(0, 8))
     assert got.codes is None and got.high >= 4  # the octave [4, 8) round 1 found stays: a tail, not clipped to 1
-    assert B.codes_reach((0.0, 1.0), B.Bounds(0, 2)) and not B.codes_reach((0.0, 1.0), B.Bounds(0, 8))
-    assert B.codes_reach((1.0, 5.0, 12.0), B.Bounds(1, 16)) and not B.codes_reach((6.0, 7.0), B.Bounds(1, 8))
-    assert B.codes_reach((-6.0, 0.0), B.Bounds(-8, 1)) and not B.codes_reach((-2.0, 0.0), B.Bounds(-8, 1))
+    assert C.codes_reach((0.0, 1.0), B.Bounds(0, 2)) and not C.codes_reach((0.0, 1.0), B.Bounds(0, 8))
+    assert C.codes_reach((1.0, 5.0, 12.0), B.Bounds(1, 16)) and not C.codes_reach((6.0, 7.0), B.Bounds(1, 8))
+    assert C.codes_reach((-6.0, 0.0), B.Bounds(-8, 1)) and not C.codes_reach((-2.0, 0.0), B.Bounds(-8, 1))
 
 
 # ---------------------------------------------------------------- a budget that can find nothing is refused first

@@ -18,15 +18,12 @@ from privsynth.discovery.bounds import (
     Bounds,
     FineResult,
     Level,
-    coded_values,
-    codes_reach,
-    mass_beyond,
-    near_codes,
     outer_octaves,
     quantile_cuts,
     trim_empty_ends,
     within_outer_octaves,
 )
+from privsynth.discovery.codes import coded_values, codes_reach, mass_beyond, near_codes
 
 MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hold this many noise sigmas
 
