@@ -136,3 +136,15 @@ def test_a_column_of_few_present_values_whose_first_look_found_nothing_looks_aga
     classes[CLASSES.index("text")] = 2500.0  # a class that stands: the standing present count, as before
     standing = NoisyFacts("t", tuple(classes), 4.0, 298.0, 298.0)
     assert standing.present_for_values() == (standing.present_standing, standing.present_standing_sd)
+
+
+def test_the_pool_is_spent_whole_on_the_short_columns_whatever_their_estimates():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        k = int(rng.integers(1, 12))
+        unfound = {f"c{i}": (None if rng.random() < 0.1 else float(rng.choice([0.0, *rng.gamma(1.0, 500.0, 3)])))
+                   for i in range(k)}
+        pool = float(rng.uniform(1e-5, 1e-2))
+        shares = pool_shares(unfound, pool, gaussian_sigma(float(rng.uniform(1e-6, 1e-3))), 1e-12)
+        assert set(shares) <= set(unfound) and shares
+        assert sum(shares.values()) == pytest.approx(pool) and all(v > 0 for v in shares.values())
