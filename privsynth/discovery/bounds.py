@@ -85,6 +85,13 @@ APART_NEAR = 16
 APART_FALSE_ALARM = 1e-5
 
 
+def zeros_cell(cell_edges: np.ndarray) -> int | None:
+    """The index of the cell holding 0 inside it (the log grid's zeros' cell, or a merged cell containing it);
+    None on a grid without one (years; public arithmetic)."""
+    i = int(np.searchsorted(cell_edges, 0.0, side="right")) - 1
+    return i if 0 <= i < len(cell_edges) - 1 and cell_edges[i] < 0.0 < cell_edges[i + 1] else None
+
+
 def passing_cells(noisy: np.ndarray, sigma: float, cell_edges: np.ndarray, integer: bool,
                   factor: int = 1) -> np.ndarray:
     """Indices of the cells whose noisy count passes the threshold, less the clusters apart from the fullest
@@ -97,7 +104,7 @@ def passing_cells(noisy: np.ndarray, sigma: float, cell_edges: np.ndarray, integ
     can_hold = np.ceil(cell_edges[:-1]) < cell_edges[1:] if integer else np.ones(len(noisy), dtype=bool)
     position = np.cumsum(can_hold)  # cells that could hold a value, counted from the grid's start
     cluster = np.concatenate([[0], np.cumsum(position[ok[1:] - 1] - position[ok[:-1]] > APART_GAP)])
-    holds_zero = (cell_edges[ok] < 0.0) & (cell_edges[ok + 1] > 0.0)
+    holds_zero = ok == zeros_cell(cell_edges)
     anchors = position[ok[(cluster == cluster[int(np.argmax(noisy[ok]))]) | holds_zero]]
     strict = utility_threshold(sigma, len(noisy), APART_FALSE_ALARM)
     total = float(noisy[ok].sum())

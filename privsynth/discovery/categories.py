@@ -102,8 +102,8 @@ def pool_shares(unfound: dict[str, float | None], pool: float, first_sigma: floa
 
     while len(weight) > 1:
         total = sum(weight.values())
-        hopeless = {n: (unfound[n] or 0.0) / reach(n, total) for n in weight
-                    if unfound[n] is not None and unfound[n] < reach(n, total)}
+        under = {n: u / reach(n, total) for n in weight if (u := unfound[n]) is not None}
+        hopeless = {n: ratio for n, ratio in under.items() if ratio < 1.0}
         if not hopeless or len(hopeless) == len(weight):
             break
         del weight[min(hopeless, key=hopeless.__getitem__)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privsynth.discovery.bounds import FINE_INTEGER_CELLS, noisy_cells, utility_threshold
+from privsynth.discovery.bounds import FINE_INTEGER_CELLS, noisy_cells, utility_threshold, zeros_cell
 
 NINES = tuple(10 ** k - 1 for k in range(1, 10))  # 9, 99, ..., 999999999: "not applicable", "refused", top codes
 ROUND = tuple(10 ** k for k in range(0, 10))  # 1, 10, ..., 1e9: prices, capped values
@@ -50,8 +50,8 @@ def zero_point(round_one: tuple[np.ndarray, np.ndarray, float], present: float) 
     in 57% of the houses: inside a quantile bin [0, 79) the zeros came back as whole numbers 0-4 drawn
     uniformly, 12% zeros; as a point they are written as 0."""
     edges, noisy, sigma = round_one
-    i = int(np.searchsorted(edges, 0.0, side="right")) - 1
-    if not (0 <= i < len(noisy) and edges[i] < 0.0 < edges[i + 1]):  # a grid with no zeros' cell (years)
+    i = zeros_cell(edges)
+    if i is None:  # a grid with no zeros' cell (years)
         return ()
     count = float(noisy[i])
     return (0.0,) if count > utility_threshold(sigma, len(noisy)) and count >= POINT_SHARE * present else ()
