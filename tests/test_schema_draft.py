@@ -593,16 +593,18 @@ def test_a_budget_that_can_find_no_category_is_refused_before_the_charge_naming_
         return sd.draft_cost(epsilon, DEFAULT_DELTA, 20).rho
 
     delta_tau = sd.THRESHOLD_DELTA_FRACTION * DEFAULT_DELTA / 20
-    needed = category_rows(rho_at(0.1), 20, delta_tau, both_looks=True)
-    check_budget_finds_values(rho_at, 0.1, 20, delta_tau, None, "draft")  # no public row count: no refusal
-    check_budget_finds_values(rho_at, 0.1, 20, delta_tau, int(needed) + 1, "draft")  # a value can still be found
+    # 20 columns, 12 of them categorical: one column may get the whole pool of the 12 columns' second looks
+    needed = category_rows(rho_at(0.1), 20, delta_tau, pooled=12)
+    assert needed < category_rows(rho_at(0.1), 20, delta_tau, pooled=1)  # the pool on one column finds more
+    check_budget_finds_values(rho_at, 0.1, 20, 12, delta_tau, None, "draft")  # no public row count: no refusal
+    check_budget_finds_values(rho_at, 0.1, 20, 12, delta_tau, int(needed) + 1, "draft")  # a value can be found
     rows = int(needed) - 1
     with pytest.raises(ParameterError, match="nothing was read or charged") as refused:
-        check_budget_finds_values(rho_at, 0.1, 20, delta_tau, rows, "draft")
+        check_budget_finds_values(rho_at, 0.1, 20, 12, delta_tau, rows, "draft")
     named = float(re.search(r"epsilon ([\d.]+) finds", str(refused.value)).group(1))
     # the named epsilon finds a value held by FINDABLE_SHARE of the rows at its first look, and barely so
-    assert category_rows(rho_at(named * 1.001), 20, delta_tau, both_looks=False) <= FINDABLE_SHARE * rows
-    assert category_rows(rho_at(named * 0.99), 20, delta_tau, both_looks=False) > FINDABLE_SHARE * rows
+    assert category_rows(rho_at(named * 1.001), 20, delta_tau) <= FINDABLE_SHARE * rows
+    assert category_rows(rho_at(named * 0.99), 20, delta_tau) > FINDABLE_SHARE * rows
 
 
 def test_schema_draft_and_a_run_refuse_a_hopeless_budget_with_nothing_charged(parquet, tmp_path):

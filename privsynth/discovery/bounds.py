@@ -145,6 +145,23 @@ FULLEST_MERGE = 4  # where no cell passes: the fullest of the cells merged by th
 ZERO_CELL = 2.0 ** MIN_OCTAVE  # the log grid's cell [-2^-32, 2^-32) holds the zeros
 
 
+@dataclass(frozen=True)
+class MergedReadOut:
+    """Round 1's histogram read merged by one factor (post-processing): its passing cells' noisy sum and that
+    sum's noise deviation, the span from the first passing cell to the last, and each passing cell
+    (low, high, noisy count)."""
+
+    mass: float
+    mass_sd: float
+    low: float
+    high: float
+    passing: tuple[tuple[float, float, float], ...]
+
+    def misses_a_cell_of(self, coarser: MergedReadOut, bar: float) -> bool:
+        """Whether a passing cell of a coarser read-out lies wholly outside this span and holds ``bar``."""
+        return any((b <= self.low or a >= self.high) and count >= bar for a, b, count in coarser.passing)
+
+
 def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: bool) -> Bounds | None:
     """Round 1: the outer edges of the outermost passing cells (integers: rounded outwards).
 
@@ -158,30 +175,28 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     over twenty octaves beyond a gap stays outside, its share stated as clipped);
     they then grow into adjacent octaves with evidence (``extend_into_tails``). An outermost passing
     cell that is the zeros' cell bounds the column at 0 (its other edge, 2^-32, is grid, not data)."""
-    found = []
+    found: list[MergedReadOut] = []
     for factor in COARSE_FACTORS:
         cells, cell_edges = merged(noisy, edges, factor)
         s = sigma * math.sqrt(factor)
         ok = passing_cells(cells, s, cell_edges, integer, factor)
         if len(ok):
-            passing = [(float(cell_edges[i]), float(cell_edges[i + 1]), float(cells[i])) for i in ok]
-            found.append((float(cells[ok].sum()), s * math.sqrt(len(ok)), float(cell_edges[ok[0]]),
-                          float(cell_edges[ok[-1] + 1]), passing))
+            passing = tuple((float(cell_edges[i]), float(cell_edges[i + 1]), float(cells[i])) for i in ok)
+            found.append(MergedReadOut(float(cells[ok].sum()), s * math.sqrt(len(ok)), float(cell_edges[ok[0]]),
+                                       float(cell_edges[ok[-1] + 1]), passing))
     if not found:
         return None
-    best, best_sd = max((f[0], f[1]) for f in found)
+    most = max(found, key=lambda f: (f.mass, f.mass_sd))
+    bar = (1.0 - TIGHT_SHARE) * most.mass  # a thin far tail holds less than this
 
-    def misses(i: int) -> bool:  # a coarser read-out's passing cell, wholly outside this one's span, holds
-        low, high = found[i][2], found[i][3]  # 1 - TIGHT_SHARE of the most (a thin far tail is no such cell)
-        return any((b <= low or a >= high) and count >= (1.0 - TIGHT_SHARE) * best
-                   for later in found[i + 1:] for a, b, count in later[4])
+    def holds_the_most(f: MergedReadOut) -> bool:
+        return f.mass >= most.mass - max(TIGHT_SIGMAS * math.hypot(f.mass_sd, most.mass_sd), bar)
 
-    def holds_the_most(f) -> bool:
-        return f[0] >= best - max(TIGHT_SIGMAS * math.hypot(f[1], best_sd), (1.0 - TIGHT_SHARE) * best)
-
-    _, _, low, high, _ = next((f for i, f in enumerate(found) if holds_the_most(f) and not misses(i)), found[-1])
-    core = _snapped(low, high, integer)
-    low, high = _snapped(*extend_into_tails(noisy, edges, sigma, low, high), integer)
+    chosen = next((f for i, f in enumerate(found)
+                   if holds_the_most(f) and not any(f.misses_a_cell_of(later, bar) for later in found[i + 1:])),
+                  found[-1])
+    core = _snapped(chosen.low, chosen.high, integer)
+    low, high = _snapped(*extend_into_tails(noisy, edges, sigma, chosen.low, chosen.high), integer)
     return Bounds(low, high, core)
 
 

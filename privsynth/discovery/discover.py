@@ -51,34 +51,37 @@ FACTS_SHARE = 0.2  # of a column's part of rho: its DP column facts
 BOUNDS_SHARE = 0.5  # of a numeric column's remaining part: its bounds (the rest places its edges)
 
 
-def category_rows(rho: float, columns: int, delta_tau: float, *, both_looks: bool) -> float:
-    """The rows a value needs to pass its column's threshold (public arithmetic): at the column's first look,
-    or at both looks' pooled rho (every column short of values); each look holds half of ``delta_tau``."""
+def category_rows(rho: float, columns: int, delta_tau: float, *, pooled: int = 0) -> float:
+    """The rows a value needs to pass its column's threshold (public arithmetic): at the column's first look
+    (``pooled`` 0), or with the second-look parts of ``pooled`` columns added to it (1: its own, as when every
+    column is short alike; every categorical column's: the whole pool on one column, the most any column can
+    get); each look holds half of ``delta_tau``."""
     from privsynth.discovery.categories import threshold
 
     part = rho / columns * (1.0 - FACTS_SHARE)
-    return threshold(gaussian_sigma(part if both_looks else part * FIRST_LOOK_SHARE), delta_tau / 2.0)
+    return threshold(gaussian_sigma(part * (FIRST_LOOK_SHARE + (1.0 - FIRST_LOOK_SHARE) * pooled)), delta_tau / 2.0)
 
 
 FINDABLE_SHARE = 0.05  # a refusal names the epsilon at which a value held by this share of the rows is found
 EPSILON_SEARCH_LIMIT = 1e4
 
 
-def check_budget_finds_values(rho_at: Callable[[float], float], epsilon: float, columns: int, delta_tau: float,
-                              public_rows: int | None, what: str) -> None:
+def check_budget_finds_values(rho_at: Callable[[float], float], epsilon: float, columns: int, categorical: int,
+                              delta_tau: float, public_rows: int | None, what: str) -> None:
     """Before any charge: refuse a discovery that could find no value of any categorical column. With the
     table's public row count (``--public-rows``; never read from the data), a value needs more rows than the
-    table holds at ``epsilon`` (``rho_at(epsilon)``: discovery's rho), even at both looks. The refusal names
-    the epsilon at which a value held by FINDABLE_SHARE of the rows passes its first look. Public arithmetic."""
-    if public_rows is None or columns <= 0:
+    table holds at ``epsilon`` (``rho_at(epsilon)``: discovery's rho over ``columns`` read), even at both looks
+    with the whole pool of the ``categorical`` columns' second looks on its column. The refusal names the
+    epsilon at which a value held by FINDABLE_SHARE of the rows passes its first look. Public arithmetic."""
+    if public_rows is None or columns <= 0 or categorical <= 0:
         return
-    needed = category_rows(rho_at(epsilon), columns, delta_tau, both_looks=True)
+    needed = category_rows(rho_at(epsilon), columns, delta_tau, pooled=categorical)
     if needed < public_rows:
         return
     target = max(FINDABLE_SHARE * public_rows, 2.0)
 
     def found(eps: float) -> bool:
-        return category_rows(rho_at(eps), columns, delta_tau, both_looks=False) <= target
+        return category_rows(rho_at(eps), columns, delta_tau) <= target
 
     low, high = epsilon, epsilon
     while not found(high) and high < EPSILON_SEARCH_LIMIT:
@@ -93,9 +96,10 @@ def check_budget_finds_values(rho_at: Callable[[float], float], epsilon: float, 
         need = f"no epsilon up to {EPSILON_SEARCH_LIMIT:g} finds a value held by {target:,.0f} rows"
     raise ParameterError(
         f"{what}: at epsilon {epsilon:g} over {columns} columns a category needs about {needed:,.0f} rows to be "
-        f"found, and the table has {public_rows:,} (--public-rows): no value of any categorical column could be "
-        f"found, so every one would hold only <out-of-domain>. Refused before any charge (nothing was read or "
-        f"charged): {need}; public facts (--public, a schema, --categories) need no budget")
+        f"found even with every second look's budget on its column, and the table has {public_rows:,} "
+        f"(--public-rows): no value of any categorical column could be found, so every one would hold only "
+        f"<out-of-domain>. Refused before any charge (nothing was read or charged): {need}; public facts "
+        "(--public, a schema, --categories) need no budget")
 
 
 def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
@@ -105,8 +109,8 @@ def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
     if columns <= 0 or rho <= 0:
         return "discovery reads no column"
     part = rho / columns
-    first = category_rows(rho, columns, delta_tau, both_looks=False)
-    both = category_rows(rho, columns, delta_tau, both_looks=True)
+    first = category_rows(rho, columns, delta_tau)
+    both = category_rows(rho, columns, delta_tau, pooled=1)
     facts_sigma = gaussian_sigma(part * FACTS_SHARE * F.CLASS_SHARE)
     undecided = F.EVIDENCE_SIGMAS * facts_sigma * (len(F.CLASSES) - 1) ** 0.5
     return (f"rho {rho:.4g} over {columns} columns: a category held by fewer than about {first:,.0f} rows is lost "

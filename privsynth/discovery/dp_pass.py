@@ -72,7 +72,8 @@ def run_dp_pass(table, drafts: list[ColumnDraft], options: DraftOptions):
               "columns": [d.column.name for d in read]}
     if n_cat:
         check_budget_finds_values(lambda epsilon: draft_cost(epsilon, options.delta, n_cat).rho,
-                                  float(options.epsilon), len(read), delta_tau, options.public_rows, "schema draft")
+                                  float(options.epsilon), len(read), n_cat, delta_tau, options.public_rows,
+                                  "schema draft")
     ledger = BudgetLedger(options.ledger)
     try:
         check_draft_seed(ledger, dataset, options)

@@ -138,8 +138,9 @@ def _discover(ctx) -> DiscoveryOutcome:
             def discovery_rho(epsilon: float) -> float:  # ``rho`` above, at another epsilon
                 return share * run_rho_with_discovery(epsilon, parameters.delta)
 
-            if any(needs(d, options) in (Need.FACTS, Need.CATEGORIES) for d in read):
-                check_budget_finds_values(discovery_rho, parameters.epsilon, len(read),
+            categorical = sum(1 for d in read if needs(d, options) in (Need.FACTS, Need.CATEGORIES))
+            if categorical:
+                check_budget_finds_values(discovery_rho, parameters.epsilon, len(read), categorical,
                                           THRESHOLD_DELTA_FRACTION * parameters.delta / n_thresholds,
                                           parameters.public_rows, "the run's discover stage")
             secret = ctx.ledger.release_secret()
