@@ -583,6 +583,31 @@ def test_codes_that_stop_short_of_round_one_bounds_are_a_tail_not_codes():
     assert C.codes_reach((-6.0, 0.0), B.Bounds(-8, 1)) and not C.codes_reach((-2.0, 0.0), B.Bounds(-8, 1))
 
 
+def test_round_one_octaves_that_hold_more_than_their_codes_make_the_column_binned_not_coded():
+    """Doctor visits of 4,406 people: 0 (3,397) and 1 (526) pass round 2's bar at noise 150 a cell, and so does a
+    noisy 4; 2 and 3 (280 together) do not, nor does the tail. Coded, the column wrote 2-3 as 1. Round 1 counted
+    the octave [2, 4) whole at noise 67: 280 over no code is more than 3 deviations of the difference, so the
+    column gets bin edges; a column whose octaves hold what their codes hold stays coded (garages 0-3)."""
+    from privsynth.discovery import bounds as B
+
+    edges1 = B.log_edges()
+    noisy1 = np.zeros(len(edges1) - 1)
+    zero = int(np.searchsorted(edges1, 0.0)) - 1  # the zeros' cell [-2^-32, 2^-32)
+    one = int(np.searchsorted(edges1, 1.0))  # the octave [1, 2)
+    noisy1[zero], noisy1[one], noisy1[one + 1], noisy1[one + 2] = 3410.0, 510.0, 290.0, 95.0
+    visits = np.array([3380.0, 540.0, 120.0, 160.0, 640.0, 40.0, -110.0, 90.0])  # 0..7, noise 120 a cell
+    level = B.Level(1, np.arange(0.0, 9.0), visits, 120.0)
+    codes = C.coded_values(level)
+    assert codes == (0.0, 1.0, 4.0)
+    assert C.off_codes((edges1, noisy1, 67.0), level, codes)  # [2, 4): 290 over no code
+    garages = np.array([150.0, 780.0, 1600.0, 370.0])
+    g1 = np.zeros(len(edges1) - 1)
+    g1[zero], g1[one], g1[one + 1] = 160.0, 770.0, 2090.0
+    level = B.Level(1, np.arange(0.0, 5.0), garages, 133.0)
+    assert not C.off_codes((edges1, g1, 67.0), level, (0.0, 1.0, 2.0, 3.0))
+    assert C.off_codes((edges1, g1, 67.0), level, (0.0, 1.0, 2.0))  # 3 missing: [2, 4) holds 490 more than 2
+
+
 # ---------------------------------------------------------------- a budget that can find nothing is refused first
 
 def test_a_budget_that_can_find_no_category_is_refused_before_the_charge_naming_the_epsilon():

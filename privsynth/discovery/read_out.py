@@ -24,19 +24,23 @@ from privsynth.discovery.bounds import (
     within_outer_octaves,
 )
 from privsynth.discovery.codes import coded_values, codes_reach, mass_beyond, near_codes
+from privsynth.discovery.figures import round_figure_edges
 
 MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hold this many noise sigmas
 
 
 def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
-             octave_grid: bool = True, keep_ends: tuple[bool, bool] = (False, False)) -> FineResult:
+             octave_grid: bool = True, keep_ends: tuple[bool, bool] = (False, False),
+             codes_allowed: bool = True) -> FineResult:
     """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values
     (``coded_values``), else ``bins`` edges where the noisy CDF of the finest level with signal crosses
-    i/bins (equal widths when the noise leaves too little to place them). DP bounds on the octave grid
+    i/bins (equal widths when the noise leaves too little to place them), each moved to a round figure near it
+    (``figures.round_figure_edges``, numbers only) where both bins beside it show data. DP bounds on the octave grid
     lose empty space at their ends (``trim_empty_ends`` on the level nearest TRIM_CELLS cells) but never
-    an octave round 1 found data in; other grids (years) are trimmed on the coarsest level's evidence."""
+    an octave round 1 found data in; other grids (years) are trimmed on the coarsest level's evidence.
+    ``codes_allowed`` False: edges even where the level looks coded (round 1 saw values off the codes)."""
     low, high = bounds.low, bounds.high
-    if integer:
+    if integer and codes_allowed:
         codes = coded_values(levels[0])
         if codes is not None and (public or (codes_reach(codes, bounds) and not mass_beyond(levels[0], codes))):
             codes = near_codes(levels[0], codes)
@@ -61,9 +65,20 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     out = sorted({*out, *(edge for edge in outer if edge is not None)})
     if integer:
         out = sorted({float(round(e)) for e in out})
+    if octave_grid:  # numbers: the cuts at round figures (a calendar's bins are its own)
+        out = round_figure_edges(out, integer, lambda u, v: shows_data(chosen, u, v))
     if len(out) < 2:
         out = [low, low + 1.0]
     return FineResult(out[0], out[-1], tuple(out), False)
+
+
+def shows_data(level: Level, low: float, high: float) -> bool:
+    """Whether the cells of ``level`` whose centres lie in [low, high) hold a noisy sum above TAIL_BIN_SIGMAS
+    deviations of its noise (post-processing)."""
+    centres = (level.edges[:-1] + level.edges[1:]) / 2.0
+    inside = (centres >= low) & (centres < high)
+    k = int(inside.sum())
+    return k > 0 and float(level.noisy[inside].sum()) > TAIL_BIN_SIGMAS * level.sigma * math.sqrt(k)
 
 
 TAIL_BIN_SIGMAS = 2.0  # a trim at this bar marks how far a thin tail reaches beyond the trim at TRIM_SIGMAS (at 1,

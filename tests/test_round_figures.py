@@ -1,0 +1,79 @@
+"""Discovered bin edges at round figures (``discovery.figures``): where a reader's questions lie."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privsynth.discovery import figures as F
+from privsynth.discovery import read_out as R
+from privsynth.discovery.bounds import Bounds, Level
+
+
+def test_the_roundest_number_in_a_window_is_taken_nearest_the_cut():
+    assert F.roundest_in(44_000.0, 52_000.0, 47_616.0) == 50_000.0
+    assert F.roundest_in(1_772.0, 1_952.0, 1_920.0) == 1_800.0
+    assert F.roundest_in(44.9302, 44.9431, 44.9409) == 44.94
+    assert F.roundest_in(1932.0, 1940.0, 1936.0, integer=True) == 1940.0
+    assert F.roundest_in(-93.331, -93.321, -93.3274) == -93.33  # not -93.325: a digit more
+    assert F.roundest_in(187.5, 312.5, 250.0) == 200.0
+    assert F.roundest_in(0.2, 0.7, 0.5, integer=True) is None  # no whole number between
+    assert F.roundest_in(3.0, 3.0, 3.0, integer=True) == 3.0
+
+
+def test_round_figure_edges_keep_the_bounds_the_order_and_the_count_and_move_a_cut_at_most_a_quarter_bin():
+    rng = np.random.default_rng(7)
+    for case in range(500):
+        integer = case % 3 == 0
+        scale = 10.0 ** rng.uniform(-4, 7)
+        edges = np.sort(rng.uniform(-1, 1, size=rng.integers(2, 14)) * scale + rng.normal() * scale * 3)
+        if integer:
+            edges = np.unique(np.round(edges))
+        edges = sorted(set(edges.tolist()))
+        if len(edges) < 2:
+            continue
+        out = F.round_figure_edges(edges, integer)
+        assert len(out) == len(edges) and out[0] == edges[0] and out[-1] == edges[-1], case
+        assert all(a < b for a, b in zip(out, out[1:])), (case, edges, out)
+        for i in range(1, len(edges) - 1):
+            assert edges[i] - F.ROUND_REACH * (edges[i] - edges[i - 1]) - 1e-9 * scale <= out[i], case
+            assert out[i] <= edges[i] + F.ROUND_REACH * (edges[i + 1] - edges[i]) + 1e-9 * scale, case
+            if integer:
+                assert out[i] == round(out[i]), case
+
+
+def test_quantile_cuts_read_out_of_a_noisy_histogram_land_on_round_figures():
+    # incomes spread over [8,192, 65,536) in cells of 512: the noisy CDF's crossings sit on the cells' edges
+    # (47,616; 42,240), which no reader's question names; the read-out's cuts are round figures near them
+    edges = np.arange(8192.0, 65536.0 + 1, 512.0)
+    centres = (edges[:-1] + edges[1:]) / 2
+    counts = 10_000 * np.exp(-0.5 * ((centres - 35_000) / 12_000) ** 2)
+    counts = counts / counts.sum() * 10_000
+    level = Level(1, edges, counts + np.random.default_rng(1).normal(0, 5, len(counts)), 5.0)
+    fine = R.read_out([level], False, 8, Bounds(8192.0, 65536.0, (8192.0, 65536.0)))
+    interior = fine.edges[1:-1]
+    assert len(interior) >= 6
+    for cut in interior:  # two significant digits at most: 15,000, 20,000, 37,000, 50,000
+        assert np.isclose(cut, float(f"{cut:.2g}")), fine.edges
+    before = [8192.0, 10623.7, 16256.0, 20288.0, 25664.0, 33280.0, 36864.0, 42240.0, 47616.0, 65536.0]
+    assert F.round_figure_edges(before) == [8192.0, 12000.0, 15000.0, 20000.0, 25000.0, 34000.0, 36000.0, 42000.0,
+                                            50000.0, 65536.0]
+
+
+def test_a_cut_where_the_data_begin_stays_when_the_move_would_hand_empty_space_to_a_bin_of_data():
+    # ages from 6.6 (tenths), empty space from the bounds' 4.0: the cut at 6.6 would move to 6.0, and the bin
+    # [6.0, 7.0) would hold the empty stretch [6.0, 6.6), where values are drawn (wrong ones: below every age)
+    def shows_data(low: float, high: float) -> bool:
+        return min(high, 8.5) - max(low, 6.6) > 0.05
+
+    edges = [4.0, 6.6, 7.0, 7.4, 8.5]
+    assert F.round_figure_edges(edges)[1] == 6.0  # unguarded
+    guarded = F.round_figure_edges(edges, shows_data=shows_data)
+    assert guarded[1] == 6.6 and guarded[2:] == F.round_figure_edges(edges)[2:]
+
+
+def test_shows_data_reads_the_noisy_cells_of_a_span_against_their_noise():
+    edges = np.arange(0.0, 11.0)
+    level = Level(1, edges, np.array([0, 0, 0, 1, -2, 40, 50, 45, 0, 0], dtype=float), 10.0)
+    assert not R.shows_data(level, 0.0, 5.0)  # noise only: 2 + ... under 2 deviations of 5 cells
+    assert R.shows_data(level, 4.0, 8.0)
+    assert not R.shows_data(level, 8.0, 10.0)
