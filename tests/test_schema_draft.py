@@ -608,6 +608,32 @@ def test_round_one_octaves_that_hold_more_than_their_codes_make_the_column_binne
     assert C.off_codes((edges1, g1, 67.0), level, (0.0, 1.0, 2.0))  # 3 missing: [2, 4) holds 490 more than 2
 
 
+def test_quantile_cuts_are_read_inside_the_span_and_the_noise_of_empty_cells_is_no_signal():
+    """A 100,000-row column over 280 of a grid's 1,536 one-wide cells, under noise 427 a cell: the noise passing
+    one deviation in the empty cells outweighed the data, three of seven cuts fell outside it and the column
+    kept four bins. The cuts are read from the cells inside the span, and noise alone is discounted from the
+    signal that chooses the level."""
+    from privsynth.discovery import bounds as B
+
+    rng = np.random.default_rng(5)
+    edges = np.arange(512.0, 2049.0)
+    true = np.zeros(len(edges) - 1)
+    inside = (edges[:-1] >= 840) & (edges[:-1] < 1120)
+    true[inside] = rng.dirichlet(np.full(int(inside.sum()), 2.0)) * 100_000
+    levels = []
+    for factor in (1, 8, 64):
+        cells = true.reshape(-1, factor).sum(axis=1)
+        levels.append(B.Level(factor, edges[::factor], cells + rng.normal(0, 427.0, len(cells)), 427.0))
+    got = R.read_out(levels, True, 8, B.Bounds(832.0, 1152.0, (832.0, 1152.0)))
+    assert got.low == 832.0 and got.high == 1152.0
+    assert len(got.edges) - 1 >= 7  # eight quantile bins (a cut may merge), not four
+    cdf = np.cumsum(true) / true.sum()
+    shares = np.diff(np.interp(got.edges, edges[1:], cdf))
+    assert shares.max() < 0.25, (got.edges, shares)  # none holds twice its eighth
+    empty = B.Level(1, edges, rng.normal(0, 427.0, len(edges) - 1), 427.0)  # noise alone: no level is chosen
+    assert R.quantile_level([empty, levels[-1]], 512.0, 2048.0) is levels[-1]
+
+
 # ---------------------------------------------------------------- a budget that can find nothing is refused first
 
 def test_a_budget_that_can_find_no_category_is_refused_before_the_charge_naming_the_epsilon():

@@ -51,14 +51,9 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     elif not public:
         low, high = trim_empty_ends(levels[-1], low, high, integer, 1.0)
         low, high = (bounds.low if keep_ends[0] else low), (bounds.high if keep_ends[1] else high)
-    n_hat = float(levels[-1].noisy.sum())
-    chosen = levels[-1]
-    for level in levels:
-        signal = level.noisy[level.noisy > level.sigma].sum()
-        if signal >= 0.5 * n_hat and signal >= MIN_SIGNAL * level.sigma:
-            chosen = level
-            break
-    cuts = quantile_cuts(chosen.noisy, chosen.edges, bins, floor=chosen.sigma)
+    chosen = quantile_level(levels, low, high)
+    inside = (chosen.edges[1:] > low) & (chosen.edges[:-1] < high)
+    cuts = quantile_cuts(np.where(inside, chosen.noisy, 0.0), chosen.edges, bins, floor=chosen.sigma)
     out = sorted({low, high, *(c for c in cuts if low < c < high)})
     if len(out) - 1 < max(2, bins // 2):
         out = sorted(set(np.linspace(low, high, bins + 1).tolist()))
@@ -70,6 +65,25 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     if len(out) < 2:
         out = [low, low + 1.0]
     return FineResult(out[0], out[-1], tuple(out), False)
+
+
+NOISE_OVER_SIGMA = 0.2420  # E[X 1{X > sigma}] / sigma for X ~ N(0, sigma^2): what an empty cell adds to a signal
+
+
+def quantile_level(levels: list[Level], low: float, high: float) -> Level:
+    """The level the quantile cuts are read on (post-processing): the finest whose cells meeting [low, high]
+    that pass one noise deviation hold half the coarsest level's noisy total and MIN_SIGNAL deviations, after
+    what noise alone would add there (NOISE_OVER_SIGMA deviations a cell), else the coarsest. Counted over the
+    whole grid, the noise passing in empty cells outweighed the data: 1,537 one-wide cells under noise 427
+    around a 100,000-row column spanning 280 of them put three of seven cuts outside the data."""
+    n_hat = float(levels[-1].noisy.sum())
+    for level in levels:
+        inside = (level.edges[1:] > low) & (level.edges[:-1] < high)
+        cells = level.noisy[inside]
+        signal = float(cells[cells > level.sigma].sum()) - NOISE_OVER_SIGMA * level.sigma * len(cells)
+        if signal >= 0.5 * n_hat and signal >= MIN_SIGNAL * level.sigma:
+            return level
+    return levels[-1]
 
 
 def shows_data(level: Level, low: float, high: float) -> bool:
