@@ -17,7 +17,6 @@ from privsynth.discovery import read_out as R
 from privsynth.discovery import zoom as Z
 from privsynth.discovery.beyond import beyond_bounds
 from privsynth.discovery.categories import CategoryRelease, merged_spellings
-from privsynth.discovery.codes import coded_values, off_codes
 from privsynth.discovery.draft import NUMERIC, TEMPORAL, ColumnDraft, numeric_entry
 
 
@@ -89,17 +88,12 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     cands = P.candidates(coarse.low, coarse.high, integer) if c.kind in NUMERIC else ()  # public: bounds alone
     rho_points = P.POINTS_RHO_SHARE * rho if cands else 0.0
     levels, fine = Z.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
-                                      c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC)
-    codes_allowed = True
-    if not public and c.kind in NUMERIC and d.bounds_histogram is not None and fine.codes is not None:
-        base = coded_values(levels[0])  # the codes that made the column coded, before the values near them
-        if base is not None and off_codes(d.bounds_histogram, levels[0], base):
-            codes_allowed = False  # round 1 counted values off the codes: bin edges (post-processing)
-            fine = R.read_out(levels, integer, bins, coarse, codes_allowed=False)
+                                      c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC,
+                                      round_one=d.bounds_histogram)
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None and fine.codes is None:
         keep = R.trims_that_cut_mass(d.bounds_histogram, levels[0], coarse, fine.low, fine.high)
         if any(keep):  # a trim cut a tail round 1 counted: that end keeps round 1's bound (post-processing)
-            fine = R.read_out(levels, integer, bins, coarse, keep_ends=keep, codes_allowed=codes_allowed)
+            fine = R.read_out(levels, integer, bins, coarse, keep_ends=keep, round_one=d.bounds_histogram)
     present = float(levels[-1].noisy.sum())
     points = P.find_points(values, counts, cands, rho_points, noise, present) if cands else ()
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None:

@@ -23,7 +23,7 @@ from privsynth.discovery.bounds import (
     trim_empty_ends,
     within_outer_octaves,
 )
-from privsynth.discovery.codes import coded_values, codes_reach, mass_beyond, near_codes
+from privsynth.discovery.codes import coded_values, codes_reach, mass_beyond, near_codes, off_codes
 from privsynth.discovery.figures import round_figure_edges
 
 MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hold this many noise sigmas
@@ -31,18 +31,21 @@ MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hol
 
 def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
              octave_grid: bool = True, keep_ends: tuple[bool, bool] = (False, False),
-             codes_allowed: bool = True) -> FineResult:
+             round_one: tuple[np.ndarray, np.ndarray, float] | None = None) -> FineResult:
     """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values
     (``coded_values``), else ``bins`` edges where the noisy CDF of the finest level with signal crosses
     i/bins (equal widths when the noise leaves too little to place them), each moved to a round figure near it
     (``figures.round_figure_edges``, numbers only) where both bins beside it show data. DP bounds on the octave grid
     lose empty space at their ends (``trim_empty_ends`` on the level nearest TRIM_CELLS cells) but never
     an octave round 1 found data in; other grids (years) are trimmed on the coarsest level's evidence.
-    ``codes_allowed`` False: edges even where the level looks coded (round 1 saw values off the codes)."""
+    With round 1's histogram (``round_one``: ``levels`` span whole octaves), a level that looks coded gets
+    edges when round 1 saw values off its codes (``off_codes``)."""
     low, high = bounds.low, bounds.high
-    if integer and codes_allowed:
+    if integer:
         codes = coded_values(levels[0])
-        if codes is not None and (public or (codes_reach(codes, bounds) and not mass_beyond(levels[0], codes))):
+        if codes is not None and (public or (codes_reach(codes, bounds) and not mass_beyond(levels[0], codes)
+                                             and not (round_one is not None and off_codes(round_one, levels[0],
+                                                                                          codes)))):
             codes = near_codes(levels[0], codes)
             return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
     outer: tuple[float | None, float | None] = (None, None)  # a tail bin's outer edge, where a trim cut mass

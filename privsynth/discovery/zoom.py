@@ -100,11 +100,14 @@ def zoom_span(levels: list[Level], bounds: Bounds, integer: bool, zoomed: bool =
 
 def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarray, rho: float, noise,
                      bounds: Bounds, integer: bool, coded: bool, bins: int, public: bool,
-                     numeric: bool) -> tuple[list[Level], FineResult]:
+                     numeric: bool, round_one: tuple[np.ndarray, np.ndarray, float] | None = None
+                     ) -> tuple[list[Level], FineResult]:
     """Round 2 at ``rho`` in all, in MAX_ZOOMS + 1 parts of equal rho (module docstring): for DP bounds of a
     number column, each part zooms a fresh grid onto the span ``zoom_span`` finds in the last measurement,
     that grid's own ``passing_span`` tightening it; the parts no zoom needs measure the last grid again and
-    are averaged with it. Returns the first grid's levels (they span ``bounds``) and the read-out."""
+    are averaged with it. Returns the first grid's levels (they span ``bounds``) and the read-out; round 1's
+    histogram (``round_one``) judges a coded read-out of the grid spanning the bounds only (a zoomed grid
+    spans part of round 1's octaves)."""
     part = rho / (MAX_ZOOMS + 1)
     first = measure_levels(values, counts, cell_edges, part, noise)
     zoomable = numeric and not public
@@ -123,5 +126,5 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
         span = Bounds(*found, found)
     levels = averaged(last, *(measure_levels(values, counts, edges, part, noise) for _ in range(left)))
     if left == MAX_ZOOMS:  # no zoom: every part measured the first grid
-        return levels, read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric)
+        return levels, read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric, round_one=round_one)
     return first, read_out(levels, coded, bins, span)
