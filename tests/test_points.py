@@ -59,3 +59,70 @@ def test_a_sentinel_comes_back_exactly_not_smeared(tmp_path, sentinel):
     assert sentinel in column["bins"]
     synthetic = pd.to_numeric(release.to_pandas()["income"])
     assert 0.02 <= (synthetic == sentinel).mean() <= 0.08  # written exactly, at about its share (5%)
+
+
+def _level(counts, edges=None, sigma=10.0):
+    from privsynth.discovery.bounds import Level
+
+    counts = np.asarray(counts, dtype=float)
+    edges = np.arange(len(counts) + 1, dtype=float) if edges is None else np.asarray(edges, dtype=float)
+    return Level(1, edges, counts, sigma)
+
+
+def test_a_cell_far_denser_than_its_neighbours_is_a_heap():
+    counts = np.full(60, 100.0)
+    counts[37] = 2_000.0  # 26% of the rows on one whole number
+    assert P.heaps(_level(counts), counts.sum(), 0.0, 60.0, integer=True) == ((37.0, 38.0),)
+    # a float grid: the heap is its cell, which fine decoding resolves inside
+    spans = P.heaps(_level(counts, np.linspace(0.0, 6.0, 61)), counts.sum(), 0.0, 6.0, integer=False)
+    assert len(spans) == 1 and spans[0] == pytest.approx((3.7, 3.8))
+
+
+def test_a_smooth_column_has_no_heap():
+    x = np.arange(200)
+    counts = 5_000.0 * np.exp(-0.5 * ((x - 100) / 15.0) ** 2) + 20.0  # a bell: its mode is no heap
+    assert P.heaps(_level(counts), counts.sum(), 0.0, 200.0, integer=True) == ()
+    skewed = 3_000.0 * np.exp(-x / 10.0)  # a steep fall from its first cell: neighbours on one side only
+    assert P.heaps(_level(skewed[:60]), skewed[:60].sum(), 1.0, 60.0, integer=True) == ()
+
+
+def test_a_heap_needs_its_share_its_ratio_and_its_deviations():
+    counts = np.full(60, 100.0)
+    counts[20] = 500.0  # 5x its neighbours but 7.8% of the rows: a heap
+    assert P.heaps(_level(counts), counts.sum(), 0.0, 60.0, integer=True) == ((20.0, 21.0),)
+    counts[20] = 350.0  # 3.5x: under HEAP_RATIO
+    assert P.heaps(_level(counts), counts.sum(), 0.0, 60.0, integer=True) == ()
+    counts[20] = 500.0
+    assert P.heaps(_level(counts, sigma=100.0), counts.sum(), 0.0, 60.0, integer=True) == ()  # 4 deviations
+    assert P.heaps(_level(counts), 100_000.0, 0.0, 60.0, integer=True) == ()  # under POINT_SHARE of present
+    assert P.heaps(_level(counts), counts.sum(), 30.0, 60.0, integer=True) == ()  # outside the span
+
+
+def test_the_fullest_heaps_only():
+    counts = np.full(100, 50.0)
+    for i, extra in zip((10, 25, 40, 55, 70, 85), (900, 1_000, 1_100, 1_200, 1_300, 1_400)):
+        counts[i] += extra
+    spans = P.heaps(_level(counts), counts.sum(), 0.0, 100.0, integer=True)
+    assert [s[0] for s in spans] == [40.0, 55.0, 70.0, 85.0] and len(spans) == P.MAX_HEAPS
+
+
+def test_a_span_is_a_bin_of_its_own():
+    assert P.with_spans((0.0, 10.0, 20.0, 30.0), ((9.0, 12.0),)) == (0.0, 9.0, 12.0, 20.0, 30.0)
+    assert P.with_spans((0.0, 10.0), ((10.0, 11.0),)) == (0.0, 10.0)  # outside the outer edges: not a bin
+    assert P.with_points((0.0, 10.0, 20.0), (9.0,), integer=True) == P.with_spans((0.0, 10.0, 20.0), ((9.0, 10.0),))
+
+
+def test_a_heap_at_no_round_value_comes_back_as_itself(tmp_path):
+    rng = np.random.default_rng(4)
+    n = 20_000
+    term = rng.integers(1, 400, n)
+    term[rng.random(n) < 0.12] = 37  # a default many rows keep: no public candidate
+    pd.DataFrame({"term": term, "g": rng.choice(["a", "b"], n)}).to_csv(tmp_path / "t.csv", index=False)
+    release = privsynth.synthesize(str(tmp_path / "t.csv"), epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}",
+                                   unlimited=True, seed=5, output=tmp_path / "run", release_store=tmp_path / "s")
+    text = (release.run_dir / "schema.yaml").read_text()
+    assert "heaps round 2 showed ([37, 38))" in text
+    column = next(c for c in yaml.safe_load(text)["columns"] if c["name"] == "term")
+    assert 37 in column["bins"] and 38 in column["bins"]
+    synthetic = pd.to_numeric(release.to_pandas()["term"])
+    assert 0.09 <= (synthetic == 37).mean() <= 0.15  # about its share (12.2%), not smeared over a quantile bin

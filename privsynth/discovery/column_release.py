@@ -100,6 +100,11 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         points = tuple(sorted({*points, *P.zero_point(d.bounds_histogram, present)}))
     if points and fine.codes is None and not fine.small_domain:
         fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer))
+    heaps: tuple[tuple[float, float], ...] = ()
+    if c.kind in NUMERIC and fine.codes is None and not fine.small_domain:
+        heaps = tuple(h for h in P.heaps(levels[0], present, fine.low, fine.high, integer)
+                      if not any(h[0] <= p < h[1] for p in points))  # a point there is written exactly already
+        fine = dataclasses.replace(fine, edges=P.with_spans(fine.edges, heaps))
     d.spent["edges"] = rho
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
         top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code
@@ -110,7 +115,9 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
             if fine.codes is not None else
             f"calendar bins ({d.entry['bin_by']})" if "bin_by" in d.entry else f"{len(fine.edges) - 1} DP quantile bins"
             + (f", {len(points)} of them points written exactly ({', '.join(f'{p:g}' for p in points)})"
-               if points and fine.codes is None else ""))
+               if points and fine.codes is None else "")
+            + (f", {len(heaps)} of them heaps round 2 showed ({', '.join(f'[{a:g}, {b:g})' for a, b in heaps)})"
+               if heaps else ""))
     src = "PUBLIC bounds" if public else f"DP bounds (rho {d.spent.get('bounds', 0):.4g}, the widest span with signal)"
     d.comments.append(f"{src}; {what} from DP histograms on a fine public grid (rho {rho:.4g}); values outside "
                       "the domain are clipped to it")

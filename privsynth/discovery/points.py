@@ -3,6 +3,10 @@ hold becomes a point of the domain, a bin of its own written back exactly, inste
 bin that decoding smears over its width (an income with 5% at 9999999 came back spread over 4.6-10.2
 million, none of it 9999999).
 
+A heap anywhere else (a default price, a common term, a narrow band many rows share) is found on round 2's own
+noisy histogram, at no cost (``heaps``): a cell far denser than the cells around it becomes a bin of its own, an
+integer cell its one value, a wider cell a narrow bin that fine decoding resolves inside.
+
 The candidates are PUBLIC (this module's list, inside the column's DP bounds); each row equals at most one of
 them, so their exact counts have L2 sensitivity 1 and the Gaussian histogram of them is rho-zCDP. A candidate
 is a point when its noisy count passes the threshold that finds data on a grid of that many cells and holds
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privsynth.discovery.bounds import FINE_INTEGER_CELLS, noisy_cells, utility_threshold, zeros_cell
+from privsynth.discovery.bounds import FINE_INTEGER_CELLS, Level, noisy_cells, utility_threshold, zeros_cell
 
 NINES = tuple(10 ** k - 1 for k in range(1, 10))  # 9, 99, ..., 999999999: "not applicable", "refused", top codes
 ROUND = tuple(10 ** k for k in range(0, 10))  # 1, 10, ..., 1e9: prices, capped values
@@ -22,6 +26,10 @@ SENTINELS = tuple(sorted({-1, *(-x for x in NINES), *NINES, *ROUND}))
 POINT_SHARE = 0.02  # a candidate held by at least this share of the present values is a point
 POINTS_RHO_SHARE = 0.2  # of a number column's round-2 rho, when a candidate lies inside its bounds
 POINT_WIDTH = 5e-10  # a float point's bin, relative to max(1, |value|): under the decoder's POINT_WIDTH
+HEAP_WINDOW = 8  # a heap cell is judged against the density of this many cells on each side (their median)
+HEAP_RATIO = 4.0  # ... holding at least this many times what that density puts in it ...
+HEAP_SIGMAS = 5.0  # ... by at least this many noise deviations of the cell
+MAX_HEAPS = 4  # the fullest heaps of a column, at most this many, become bins
 
 
 def candidates(low: float, high: float, integer: bool) -> tuple[float, ...]:
@@ -57,15 +65,45 @@ def zero_point(round_one: tuple[np.ndarray, np.ndarray, float], present: float) 
     return (0.0,) if count > utility_threshold(sigma, len(noisy)) and count >= POINT_SHARE * present else ()
 
 
+def heaps(level: Level, present: float, low: float, high: float, integer: bool) -> tuple[tuple[float, float], ...]:
+    """The cells of a round-2 level inside [low, high] that hold a heap (post-processing of its noisy counts): a
+    cell passing the level's data threshold, holding POINT_SHARE of ``present`` (a DP estimate), and more than
+    HEAP_RATIO times, and HEAP_SIGMAS noise deviations above, what the median density of the HEAP_WINDOW cells
+    on each side puts in its width. The MAX_HEAPS fullest, as (start, end) spans; an integer column's span has
+    whole ends (a one-wide cell: its value alone). Where the rows spread smoothly, no cell stands out of its
+    neighbours: a smooth column keeps its quantile bins."""
+    edges, noisy, sigma = level.edges, level.noisy, level.sigma
+    n = len(noisy)
+    if n < 3:
+        return ()
+    widths = np.diff(edges)
+    density = noisy / widths
+    bar = max(utility_threshold(sigma, n), POINT_SHARE * max(present, 0.0))
+    found = []
+    for i in np.flatnonzero((edges[:-1] >= low) & (edges[1:] <= high) & (noisy > bar)):
+        around = np.r_[density[max(0, i - HEAP_WINDOW):i], density[i + 1:i + 1 + HEAP_WINDOW]]
+        expected = max(float(np.median(around)), 0.0) * widths[i]
+        if noisy[i] > HEAP_RATIO * expected and noisy[i] - expected > HEAP_SIGMAS * sigma:
+            found.append((float(noisy[i]), i))
+    spans = []
+    for _, i in sorted(found, reverse=True)[:MAX_HEAPS]:
+        start, end = float(edges[i]), float(edges[i + 1])
+        spans.append((float(np.floor(start)), float(np.ceil(end))) if integer else (start, end))
+    return tuple(sorted(spans))
+
+
+def with_spans(edges: tuple[float, ...], spans: tuple[tuple[float, float], ...]) -> tuple[float, ...]:
+    """Bin edges with each span [start, end) a bin of its own (one inside the outer edges); edges inside a span
+    go."""
+    out = [float(e) for e in edges]
+    for start, end in spans:
+        if not (out[0] <= start < end <= out[-1]):
+            continue
+        out = sorted({*(e for e in out if not start < e < end), start, end})
+    return tuple(out)
+
+
 def with_points(edges: tuple[float, ...], points: tuple[float, ...], integer: bool) -> tuple[float, ...]:
     """Bin edges with each point's own bin [c, c + width) (an integer's width 1: the bin holds c alone; a
     float's a relative 5e-10, which the decoder writes as c exactly); edges inside a point's bin go."""
-    out = [float(e) for e in edges]
-    high = out[-1]
-    for c in points:
-        width = 1.0 if integer else POINT_WIDTH * max(1.0, abs(c))
-        if not (out[0] <= c and c + width <= high):
-            continue
-        out = [e for e in out if not c < e < c + width] + [c, c + width]
-        out = sorted(set(out))
-    return tuple(out)
+    return with_spans(edges, tuple((c, c + (1.0 if integer else POINT_WIDTH * max(1.0, abs(c)))) for c in points))
