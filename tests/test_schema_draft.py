@@ -671,3 +671,33 @@ def test_schema_draft_and_a_run_refuse_a_hopeless_budget_with_nothing_charged(pa
     with BudgetLedger(url) as ledger:
         assert ledger.history("customers") == []
     assert not out.exists()
+
+
+def test_bins_grow_with_the_rows_as_their_square_root():
+    from privsynth.discovery.draft import bins_for_rows
+
+    assert [bins_for_rows(n) for n in (-50.0, 0.0, 4_406.0, 10_000.0, 15_000.0, 28_867.0, 40_000.0, 1e7)] == \
+        [8, 8, 8, 8, 10, 14, 16, 16]
+    assert bins_for_rows(28_867.0, epsilon=1.0, delta=1e-9) == 14
+    # by rho^(1/4): epsilon 3 holds 8.05 times epsilon 1's rho at delta 1e-9, epsilon 0.3 a tenth of it
+    assert bins_for_rows(10_000.0, epsilon=3.0, delta=1e-9) == round(8 * (0.12058243 / 0.01497306) ** 0.25) == 13
+    assert bins_for_rows(51_920.0, epsilon=0.3, delta=1e-9) == round(8 * (51_920 / 10_000) ** 0.5 * 0.5604) == 10
+    assert bins_for_rows(28_867.0, epsilon=0.3, delta=1e-9) == 8
+
+
+def _quantile_bins(tmp_path, n: int, **options) -> int:
+    db = tmp_path / f"w{n}.duckdb"
+    with duckdb.connect(str(db)) as con:  # a smooth column: no point, no heap, no coded values
+        con.execute("CREATE OR REPLACE TABLE t AS SELECT (sqrt(i + 1) * 100 + (i * 7919 % 997) / 997.0)::DOUBLE "
+                    f"AS amount FROM range({n}) r(i)")
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    result = sd.draft_schema(f"duckdb:{db}?table=t", sd.DraftOptions(name="t", epsilon=2.0, ledger=url,
+                                                                    require_budget=False, **options))
+    return len(_entries(result.text)["amount"]["bins"]) - 1
+
+
+def test_a_column_of_many_rows_gets_more_quantile_bins(tmp_path):
+    # a tail bin beyond a trim may add one
+    assert all(8 <= _quantile_bins(tmp_path, 5_000, seed=s) <= 9 for s in (3, 4))
+    assert all(16 <= _quantile_bins(tmp_path, 60_000, seed=s) <= 17 for s in (3, 4))
+    assert 8 <= _quantile_bins(tmp_path, 60_000, seed=3, bins=8) <= 9  # a number the user gave is kept

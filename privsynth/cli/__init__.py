@@ -169,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "(repeatable): never read from the data")
     add_public_options(draft, "a data contract whose facts are PUBLIC (dbt schema.yml or project, GX suite, "
                        "Frictionless schema, db:): never read, never charged")
-    draft.add_argument("--bins", type=int, default=8, help="bins per numeric column with --epsilon (default 8)")
+    draft.add_argument("--bins", type=int, default=None,
+                       help="bins per numeric column with --epsilon (default: 8 at epsilon 1 up to 10,000 values, "
+                            "growing as sqrt(values) and epsilon's rho^(1/4), at most 16)")
     draft.add_argument("--public-rows", type=int, help="the table's row count, if it is public knowledge (never read "
                        "from the data): a draft whose --epsilon could find no category is refused before the charge")
     draft.add_argument("--unlimited", action="store_true", help="charge a dataset that has no budget (explicit)")

@@ -40,6 +40,7 @@ from privsynth.discovery.draft import (
     ColumnDraft,
     DraftOptions,
     Need,
+    bins_for_rows,
     needs,
     public_bounds,
     set_kind,
@@ -212,7 +213,18 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
         name = d.column.name
         values, counts = cache.pop(name) if name in cache else _numeric_counts(table, d)
         public = needs(d, options) is Need.EDGES
-        round_two_edges(d, values, counts, unspent / len(edged), coarse[name], options.bins, noise, public=public)
+        bins = options.bins or bins_for_rows(_present_estimate(d, released.get(name)), options.epsilon, options.delta)
+        round_two_edges(d, values, counts, unspent / len(edged), coarse[name], bins, noise, public=public)
+
+
+def _present_estimate(d: ColumnDraft, facts: F.NoisyFacts | None) -> float:
+    """A DP estimate of a column's present values (post-processing): its facts', else round 1's noisy total;
+    0 where neither was measured (public bounds and a declared type)."""
+    if facts is not None:
+        return facts.present
+    if d.bounds_histogram is not None:
+        return float(d.bounds_histogram[1].sum())
+    return 0.0
 
 
 def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delta_tau: float, noise,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from privsynth.discovery.dp_pass import value_counts
-from privsynth.discovery.draft import ColumnDraft, DraftOptions
+from privsynth.discovery.draft import ColumnDraft, DraftOptions, bins_for_rows
 
 PEEK_LABEL = "NOT DP: exact values read by --peek-without-dp"
 PEEK_MIN_KEPT_MASS = 0.5
@@ -44,7 +44,8 @@ def peek_pass(table, drafts: list[ColumnDraft], options: DraftOptions) -> None:
         order = np.argsort(x)
         x, w = x[order], counts[order]
         cum = np.cumsum(w) / w.sum()
-        inner = [float(x[np.searchsorted(cum, i / options.bins)]) for i in range(1, options.bins)]
+        bins = options.bins or bins_for_rows(float(w.sum()))
+        inner = [float(x[np.searchsorted(cum, i / bins)]) for i in range(1, bins)]
         edges = sorted({float(x[0]), *inner, float(x[-1])})
         if c.kind == "integer":
             edges = sorted({round(e) for e in edges})
