@@ -126,3 +126,43 @@ def test_a_heap_at_no_round_value_comes_back_as_itself(tmp_path):
     assert 37 in column["bins"] and 38 in column["bins"]
     synthetic = pd.to_numeric(release.to_pandas()["term"])
     assert 0.09 <= (synthetic == 37).mean() <= 0.15  # about its share (12.2%), not smeared over a quantile bin
+
+
+def test_a_heap_wider_than_a_value_is_narrowed_on_a_grid_of_its_own():
+    rng = np.random.default_rng(0)
+    band = np.round(rng.uniform(2091.12, 2091.69, 16_000), 2)
+    values, counts = np.unique(np.r_[band, rng.uniform(2080.0, 2104.0, 400), 2104.0], return_counts=True)
+    assert P.needs_zoom(((2080.0, 2104.0),), integer=False) and not P.needs_zoom(((37.0, 38.0),), integer=True)
+    (narrowed,) = P.narrowed_heaps(values, counts, ((2080.0, 2104.0),), rho=1.0, noise=NoNoise(), integer=False)
+    step = 24.0 / P.HEAP_ZOOM_CELLS
+    assert narrowed[0] <= 2091.12 and narrowed[1] >= 2091.69 and narrowed[1] - narrowed[0] <= 0.57 + 2 * step
+    # an integer heap of a few values: one cell per value; a heap with no passing cell keeps its span
+    values, counts = np.array([10.0, 11.0, 12.0, 13.0]), np.array([5.0, 900.0, 800.0, 5.0])
+    assert P.narrowed_heaps(values, counts, ((8.0, 16.0), (40.0, 48.0)), rho=1.0, noise=NoNoise(), integer=True) \
+        == ((11.0, 13.0), (40.0, 48.0))
+
+
+def test_the_heap_grids_count_each_row_once():
+    class Recording(NoNoise):
+        def add_gaussian(self, x, sigma, *, sensitivity=None):
+            self.seen = np.asarray(x, dtype=float)
+            return self.seen
+
+    noise = Recording()
+    values, counts = np.array([1.0, 2.0, 3.0, 4.0]), np.array([10.0, 20.0, 30.0, 40.0])
+    P.narrowed_heaps(values, counts, ((1.0, 2.0), (2.0, 4.0)), rho=1.0, noise=noise, integer=False)
+    assert noise.seen.sum() == 60.0  # 2.0 in the second span only, 4.0 in neither: half-open, disjoint
+
+
+def test_a_narrow_band_comes_back_in_its_band(tmp_path):
+    rng = np.random.default_rng(6)
+    n = 30_000
+    amount = np.round(rng.uniform(600.0, 1400.0, n), 2)
+    band = rng.random(n) < 0.15
+    amount[band] = np.round(rng.uniform(1314.27, 1314.8, band.sum()), 2)  # no value held by 2%: no point
+    pd.DataFrame({"amount": amount, "g": rng.choice(["a", "b"], n)}).to_csv(tmp_path / "t.csv", index=False)
+    release = privsynth.synthesize(str(tmp_path / "t.csv"), epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}",
+                                   unlimited=True, seed=5, output=tmp_path / "run", release_store=tmp_path / "s")
+    assert "heaps round 2 showed" in (release.run_dir / "schema.yaml").read_text()
+    synthetic = pd.to_numeric(release.to_pandas()["amount"])
+    assert 0.12 <= synthetic.between(1314.1, 1314.9).mean() <= 0.19  # in its band, not smeared over its cell

@@ -293,6 +293,8 @@ class FineResult:
     edges: tuple[float, ...]  # the bin edges (low ... high)
     small_domain: bool  # one level per integer value
     codes: tuple[float, ...] | None = None  # a coded column: exactly these values (``Column.values``)
+    # heaps measured on a grid of their own (``points.narrowed_heaps``); None: read them off round 2's levels
+    heaps: tuple[tuple[float, float], ...] | None = None
 
 
 def quantile_cuts(noisy: np.ndarray, cell_edges: np.ndarray, bins: int, floor: float = 0.0) -> list[float]:

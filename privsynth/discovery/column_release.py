@@ -93,7 +93,8 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None and fine.codes is None:
         keep = R.trims_that_cut_mass(d.bounds_histogram, levels[0], coarse, fine.low, fine.high)
         if any(keep):  # a trim cut a tail round 1 counted: that end keeps round 1's bound (post-processing)
-            fine = R.read_out(levels, integer, bins, coarse, keep_ends=keep, round_one=d.bounds_histogram)
+            fine = dataclasses.replace(R.read_out(levels, integer, bins, coarse, keep_ends=keep,
+                                                  round_one=d.bounds_histogram), heaps=fine.heaps)
     present = float(levels[-1].noisy.sum())
     points = P.find_points(values, counts, cands, rho_points, noise, present) if cands else ()
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None:
@@ -102,8 +103,8 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer))
     heaps: tuple[tuple[float, float], ...] = ()
     if c.kind in NUMERIC and fine.codes is None and not fine.small_domain:
-        heaps = tuple(h for h in P.heaps(levels[0], present, fine.low, fine.high, integer)
-                      if not any(h[0] <= p < h[1] for p in points))  # a point there is written exactly already
+        found = fine.heaps if fine.heaps is not None else P.heaps(levels[0], present, fine.low, fine.high, integer)
+        heaps = tuple(h for h in found if not any(h[0] <= p < h[1] for p in points))  # a point is exact already
         fine = dataclasses.replace(fine, edges=P.with_spans(fine.edges, heaps))
     d.spent["edges"] = rho
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip

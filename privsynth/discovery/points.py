@@ -30,6 +30,7 @@ HEAP_WINDOW = 8  # a heap cell is judged against the density of this many cells 
 HEAP_RATIO = 4.0  # ... holding at least this many times what that density puts in it ...
 HEAP_SIGMAS = 5.0  # ... by at least this many noise deviations of the cell
 MAX_HEAPS = 4  # the fullest heaps of a column, at most this many, become bins
+HEAP_ZOOM_CELLS = 64  # a heap wider than a value is measured again on this many cells of its own
 
 
 def candidates(low: float, high: float, integer: bool) -> tuple[float, ...]:
@@ -90,6 +91,42 @@ def heaps(level: Level, present: float, low: float, high: float, integer: bool) 
         start, end = float(edges[i]), float(edges[i + 1])
         spans.append((float(np.floor(start)), float(np.ceil(end))) if integer else (start, end))
     return tuple(sorted(spans))
+
+
+def needs_zoom(spans: tuple[tuple[float, float], ...], integer: bool) -> bool:
+    """Whether a heap is wider than one value (a float's always is): its cell holds more than the heap."""
+    return any(not integer or end - start > 1.0 for start, end in spans)
+
+
+def narrowed_heaps(values: np.ndarray, counts: np.ndarray, spans: tuple[tuple[float, float], ...], rho: float,
+                   noise, integer: bool) -> tuple[tuple[float, float], ...]:
+    """Each heap narrowed to the cells of a fresh public grid over it (HEAP_ZOOM_CELLS equal cells; one per
+    value for an integer heap of fewer values) whose noisy count passes the threshold and holds HEAP_RATIO times
+    the grid's median cell (the rows the heap's cell holds beside the heap), first to last; a heap none of whose
+    cells pass (a dense stretch as wide as its cell) keeps its span. The spans are disjoint and each row lies in
+    one of them at most: one Gaussian histogram over all their cells has L2 sensitivity 1 and is rho-zCDP.
+    ``values`` and ``counts``: the column's exact distinct values and counts (private); the grids depend on
+    earlier DP outputs only (adaptive composition)."""
+    values, counts = np.asarray(values, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    grids = [np.arange(start, end + 1.0) if integer and end - start <= HEAP_ZOOM_CELLS
+             else np.linspace(start, end, HEAP_ZOOM_CELLS + 1) for start, end in spans]
+    exact = np.concatenate([_half_open_counts(values, counts, grid) for grid in grids])
+    noisy, sigma = noisy_cells(exact, rho, noise)
+    bar = utility_threshold(sigma, len(noisy))
+    out, at = [], 0
+    for span, grid in zip(spans, grids):
+        cells = noisy[at:at + len(grid) - 1]
+        at += len(grid) - 1
+        passing = np.flatnonzero((cells > bar) & (cells > HEAP_RATIO * max(float(np.median(cells)), 0.0)))
+        out.append(span if not len(passing) else (float(grid[passing[0]]), float(grid[passing[-1] + 1])))
+    return tuple(out)
+
+
+def _half_open_counts(values: np.ndarray, counts: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Counts of the cells [g_i, g_{i+1}) of ``grid``; values outside [g_0, g_last) are not counted."""
+    inside = (values >= grid[0]) & (values < grid[-1])
+    idx = np.searchsorted(grid, values[inside], side="right") - 1
+    return np.bincount(idx, weights=counts[inside], minlength=len(grid) - 1).astype(np.float64)
 
 
 def with_spans(edges: tuple[float, ...], spans: tuple[tuple[float, float], ...]) -> tuple[float, ...]:

@@ -7,7 +7,10 @@ first measures that grid and finds the span; the next measures a fresh public gr
 only on the earlier noisy counts: adaptive composition, rho-zCDP in all), and where the data still lie in a
 few of that grid's cells (a longitude -93.33..-93.19 inside the 3.5-wide span the octave's grid gave), the
 next zooms again. The parts left when no further zoom is due measure the last grid again, averaged with it
-(the same as one measurement at their summed rho).
+(the same as one measurement at their summed rho). Where no zoom is due and the first grid shows heaps wider than
+one value (``points.heaps``: a float's cell 24 wide holding a band 0.6 wide with 16% of the rows), one of those
+parts measures each heap's cell again on a grid of its own (``points.narrowed_heaps``), so the heap's bin is the
+band, not the cell.
 
 Where a small table's cells hold a few hundred rows under noise of about 400, a zoomed grid's own evidence is
 weak: a run of its empty cells swallows a real one and a lone noise excursion passes its threshold (a zoom onto
@@ -21,10 +24,12 @@ read-out would, and is not held to that bar: without it a small table's longitud
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
+from privsynth.discovery import points as P
 from privsynth.discovery.bounds import (
     TRIM_SIGMAS,
     Bounds,
@@ -105,7 +110,8 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
     """Round 2 at ``rho`` in all, in MAX_ZOOMS + 1 parts of equal rho (module docstring): for DP bounds of a
     number column, each part zooms a fresh grid onto the span ``zoom_span`` finds in the last measurement,
     that grid's own ``passing_span`` tightening it; the parts no zoom needs measure the last grid again and
-    are averaged with it. Returns the first grid's levels (they span ``bounds``) and the read-out; round 1's
+    are averaged with it, but for one part that narrows the first grid's heaps where one is wider than a value
+    (the read-out's ``heaps``). Returns the first grid's levels (they span ``bounds``) and the read-out; round 1's
     histogram (``round_one``) judges a coded read-out of the grid spanning the bounds only (a zoomed grid
     spans part of round 1's octaves)."""
     part = rho / (MAX_ZOOMS + 1)
@@ -124,7 +130,13 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
             if integer:
                 found = (float(math.floor(found[0])), float(math.ceil(found[1])))
         span = Bounds(*found, found)
+    heaps = P.heaps(first[0], float(first[-1].noisy.sum()), bounds.low, bounds.high, integer) \
+        if numeric and left == MAX_ZOOMS else ()
+    if P.needs_zoom(heaps, integer):  # one part measures the heaps on grids of their own instead
+        heaps, left = P.narrowed_heaps(values, counts, heaps, part, noise, integer), left - 1
     levels = averaged(last, *(measure_levels(values, counts, edges, part, noise) for _ in range(left)))
-    if left == MAX_ZOOMS:  # no zoom: every part measured the first grid
-        return levels, read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric, round_one=round_one)
+    if last is first:  # no zoom: the parts measured the first grid
+        fine = read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric, round_one=round_one)
+        return levels, dataclasses.replace(fine, heaps=heaps) if P.needs_zoom(heaps, integer) else fine
     return first, read_out(levels, coded, bins, span)
+
