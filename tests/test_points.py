@@ -96,6 +96,8 @@ def test_a_heap_needs_its_share_its_ratio_and_its_deviations():
     assert P.heaps(_level(counts, sigma=100.0), counts.sum(), 0.0, 60.0, integer=True) == ()  # 4 deviations
     assert P.heaps(_level(counts), 100_000.0, 0.0, 60.0, integer=True) == ()  # under POINT_SHARE of present
     assert P.heaps(_level(counts), counts.sum(), 30.0, 60.0, integer=True) == ()  # outside the span
+    counts[20], counts[59] = 100.0, 2_000.0  # the last cell holds what the grid clips: a tail, not a heap
+    assert P.heaps(_level(counts), counts.sum(), 0.0, 60.0, integer=True) == ()
 
 
 def test_the_fullest_heaps_only():

@@ -67,12 +67,13 @@ def zero_point(round_one: tuple[np.ndarray, np.ndarray, float], present: float) 
 
 
 def heaps(level: Level, present: float, low: float, high: float, integer: bool) -> tuple[tuple[float, float], ...]:
-    """The cells of a round-2 level inside [low, high] that hold a heap (post-processing of its noisy counts): a
-    cell passing the level's data threshold, holding POINT_SHARE of ``present`` (a DP estimate), and more than
-    HEAP_RATIO times, and HEAP_SIGMAS noise deviations above, what the median density of the HEAP_WINDOW cells
-    on each side puts in its width. The MAX_HEAPS fullest, as (start, end) spans; an integer column's span has
-    whole ends (a one-wide cell: its value alone). Where the rows spread smoothly, no cell stands out of its
-    neighbours: a smooth column keeps its quantile bins."""
+    """The cells of a round-2 level inside [low, high], never its outermost two (they also hold what the grid
+    clips), that hold a heap (post-processing of its noisy counts): a cell passing the level's data threshold,
+    holding POINT_SHARE of ``present`` (a DP estimate), and more than HEAP_RATIO times, and HEAP_SIGMAS noise
+    deviations above, what the median density of the HEAP_WINDOW cells on each side puts in its width. The
+    MAX_HEAPS fullest, as (start, end) spans; an integer column's span has whole ends (a one-wide cell: its value
+    alone). Where the rows spread smoothly, no cell stands out of its neighbours: a smooth column keeps its
+    quantile bins."""
     edges, noisy, sigma = level.edges, level.noisy, level.sigma
     n = len(noisy)
     if n < 3:
@@ -81,7 +82,9 @@ def heaps(level: Level, present: float, low: float, high: float, integer: bool) 
     density = noisy / widths
     bar = max(utility_threshold(sigma, n), POINT_SHARE * max(present, 0.0))
     found = []
-    for i in np.flatnonzero((edges[:-1] >= low) & (edges[1:] <= high) & (noisy > bar)):
+    inner = np.zeros(n, dtype=bool)
+    inner[1:-1] = True  # the grid's outermost cells also hold what it clips: a tail beyond the bounds is no heap
+    for i in np.flatnonzero(inner & (edges[:-1] >= low) & (edges[1:] <= high) & (noisy > bar)):
         around = np.r_[density[max(0, i - HEAP_WINDOW):i], density[i + 1:i + 1 + HEAP_WINDOW]]
         expected = max(float(np.median(around)), 0.0) * widths[i]
         if noisy[i] > HEAP_RATIO * expected and noisy[i] - expected > HEAP_SIGMAS * sigma:
