@@ -168,3 +168,28 @@ def test_a_narrow_band_comes_back_in_its_band(tmp_path):
     assert "heaps round 2 showed" in (release.run_dir / "schema.yaml").read_text()
     synthetic = pd.to_numeric(release.to_pandas()["amount"])
     assert 0.12 <= synthetic.between(1314.1, 1314.9).mean() <= 0.19  # in its band, not smeared over its cell
+
+
+def test_measuring_a_heap_again_spends_round_two_s_rho_no_more():
+    """Round 2's three parts: the first grid, the heaps' own grids, the first grid again (averaged). Each Gaussian
+    histogram has L2 sensitivity 1, so its rho is 1 / (2 sigma^2); they add to the rho given."""
+    from privsynth.discovery import zoom as Z
+    from privsynth.discovery.bounds import Bounds, fine_edges
+
+    class Metered(NoNoise):
+        rho = 0.0
+
+        def add_gaussian(self, x, sigma, *, sensitivity=None):
+            assert sensitivity == 1.0
+            self.rho += 1.0 / (2.0 * sigma ** 2)
+            return np.asarray(x, dtype=float)
+
+    rng = np.random.default_rng(1)
+    x = np.r_[np.round(rng.uniform(600.0, 1400.0, 25_000), 2), np.round(rng.uniform(1314.27, 1314.8, 5_000), 2)]
+    values, counts = np.unique(x, return_counts=True)
+    noise = Metered()
+    bounds = Bounds(512.0, 2048.0, (512.0, 2048.0))
+    _, fine = Z.measure_and_read(values, counts.astype(float), fine_edges(512.0, 2048.0, False), 0.03, noise, bounds,
+                                 integer=False, coded=False, bins=8, public=False, numeric=True)
+    assert fine.heaps is not None and any(a <= 1314.27 and 1314.8 <= b and b - a < 1.0 for a, b in fine.heaps)
+    assert noise.rho == pytest.approx(0.03, rel=1e-12)
