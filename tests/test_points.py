@@ -142,6 +142,10 @@ def test_a_heap_wider_than_a_value_is_narrowed_on_a_grid_of_its_own():
     values, counts = np.array([10.0, 11.0, 12.0, 13.0]), np.array([5.0, 900.0, 800.0, 5.0])
     assert P.narrowed_heaps(values, counts, ((8.0, 16.0), (40.0, 48.0)), rho=1.0, noise=NoNoise(), integer=True) \
         == ((11.0, 13.0), (40.0, 48.0))
+    # an integer heap of many values: its grid's cells are not whole, its narrowed span is
+    values, counts = np.array([1_000.0, 5_017.0, 5_018.0, 9_000.0]), np.array([2.0, 900.0, 800.0, 2.0])
+    ((start, end),) = P.narrowed_heaps(values, counts, ((0.0, 10_000.0),), rho=1.0, noise=NoNoise(), integer=True)
+    assert start == int(start) and end == int(end) and start <= 5_017.0 < 5_019.0 <= end <= start + 200
 
 
 def test_the_heap_grids_count_each_row_once():

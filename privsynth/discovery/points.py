@@ -121,7 +121,11 @@ def narrowed_heaps(values: np.ndarray, counts: np.ndarray, spans: tuple[tuple[fl
         cells = noisy[at:at + len(grid) - 1]
         at += len(grid) - 1
         passing = np.flatnonzero((cells > bar) & (cells > HEAP_RATIO * max(float(np.median(cells)), 0.0)))
-        out.append(span if not len(passing) else (float(grid[passing[0]]), float(grid[passing[-1] + 1])))
+        if not len(passing):
+            out.append(span)
+            continue
+        start, end = float(grid[passing[0]]), float(grid[passing[-1] + 1])
+        out.append((float(np.floor(start)), float(np.ceil(end))) if integer else (start, end))
     return tuple(out)
 
 
