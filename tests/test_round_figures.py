@@ -77,3 +77,31 @@ def test_shows_data_reads_the_noisy_cells_of_a_span_against_their_noise():
     assert not R.shows_data(level, 0.0, 5.0)  # noise only: 2 + ... under 2 deviations of 5 cells
     assert R.shows_data(level, 4.0, 8.0)
     assert not R.shows_data(level, 8.0, 10.0)
+
+
+def test_every_bin_holds_a_number_of_the_column_s_precision():
+    from privsynth.discovery.figures import edges_holding_values
+
+    # a constant read out into bins around it: one bin, the bounds kept
+    assert edges_holding_values((7.49995, 7.49996, 7.49998, 7.5, 7.50001, 7.50007), 1) == (7.49995, 7.50007)
+    # the sliver beside a point at 0 goes; the point's own bin [0, 5e-10) holds 0.00
+    assert edges_holding_values((0.0, 5e-10, 0.00053, 300.0, 2048.0), 2) == (0.0, 5e-10, 300.0, 2048.0)
+    assert edges_holding_values((0.0, 10.0, 20.0, 20.004), 2) == (0.0, 10.0, 20.0, 20.004)  # [20, 20.004] holds 20
+    assert edges_holding_values((0.0, 10.0, 10.004, 20.0), 2) == (0.0, 10.0, 10.004, 20.0)  # 10.00, then 10.01
+    assert edges_holding_values((0.0, 10.001, 10.004, 20.0), 2) == (0.0, 10.001, 20.0)  # [10.001, 10.004): none
+    assert edges_holding_values((1.001, 1.002, 1.003), 1) == (1.001, 1.002, 1.003)  # none anywhere: as they are
+
+
+def test_a_constant_decimal_column_comes_back_as_its_value(tmp_path):
+    import pandas as pd
+
+    import privsynth
+
+    rng = np.random.default_rng(0)
+    n = 30_000
+    pd.DataFrame({"rate": np.full(n, 7.5), "g": rng.choice(["a", "b", "c"], n)}).to_csv(tmp_path / "t.csv",
+                                                                                      index=False)
+    release = privsynth.synthesize(str(tmp_path / "t.csv"), epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}",
+                                   unlimited=True, seed=2, output=tmp_path / "run", release_store=tmp_path / "s")
+    rate = pd.to_numeric(release.to_pandas()["rate"])
+    assert (rate.dropna() == 7.5).all()  # never 7.500065: a value the column, written in tenths, cannot hold

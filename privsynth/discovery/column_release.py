@@ -18,6 +18,7 @@ from privsynth.discovery import zoom as Z
 from privsynth.discovery.beyond import beyond_bounds
 from privsynth.discovery.categories import CategoryRelease, merged_spellings
 from privsynth.discovery.draft import NUMERIC, TEMPORAL, ColumnDraft, numeric_entry
+from privsynth.discovery.figures import edges_holding_values
 
 
 def write_categories(d: ColumnDraft, release: CategoryRelease, rho: float, present: float | None = None) -> None:
@@ -106,6 +107,8 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         found = fine.heaps if fine.heaps is not None else P.heaps(levels[0], present, fine.low, fine.high, integer)
         heaps = tuple(h for h in found if not any(h[0] <= p < h[1] for p in points))  # a point is exact already
         fine = dataclasses.replace(fine, edges=P.with_spans(fine.edges, heaps))
+    if c.kind == "float" and d.entry.get("precision") is not None and fine.codes is None:
+        fine = dataclasses.replace(fine, edges=edges_holding_values(fine.edges, int(d.entry["precision"])))
     d.spent["edges"] = rho
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
         top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code

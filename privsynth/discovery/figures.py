@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from privsynth.schema.encoding import holds_precision_value
+
 ROUND_REACH = 0.25  # a cut moves at most this share of the bin on the side it moves into
 ROUND_STEPS = (1.0, 0.5, 0.2)  # within a decade, from the roundest: 100,000, 50,000, 20,000, then 10,000 (the next
 # decade's first); a step of 2.5 (25,000) would write one digit more than the next decade's 10,000s
@@ -61,3 +63,22 @@ def round_figure_edges(edges: list[float], integer: bool = False,
         if shows_data is None or (shows_data(out[i - 1], moved) and shows_data(moved, edges[i + 1])):
             out[i] = moved
     return out
+
+
+def edges_holding_values(edges: tuple[float, ...], precision: int) -> tuple[float, ...]:
+    """Bin edges where every bin holds a number written with ``precision`` decimals (post-processing of released
+    edges): a bin that holds none merges with the next (the last with the one before). Such a bin could only be
+    drawn as a value the column never holds (a constant 7.5 read out into bins inside [7.49995, 7.50007], a sliver
+    [5e-10, 0.00053) beside a point at 0); the bounds stay, and where no bin holds one, the edges stay as they
+    are."""
+    top = edges[-1]
+    if not any(holds_precision_value(a, b, precision, b >= top) for a, b in zip(edges[:-1], edges[1:])):
+        return tuple(edges)
+    out = [edges[0]]
+    for e in edges[1:-1]:
+        if holds_precision_value(out[-1], e, precision, False):
+            out.append(e)
+    if len(out) > 1 and not holds_precision_value(out[-1], top, precision, True):
+        out.pop()
+    return (*out, top)
+

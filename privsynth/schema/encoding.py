@@ -243,6 +243,14 @@ def _grid_points(lo: np.ndarray, hi: np.ndarray, step: float, precision: int,
     return low_grid, np.round(high_steps * step, precision)
 
 
+def holds_precision_value(lo: float, hi: float, precision: int, last: bool) -> bool:
+    """Whether the bin [lo, hi) ([lo, hi] where ``last``) holds a number written with ``precision`` decimals (the
+    decoder's rule, ``on_precision_grid``)."""
+    low_grid, high_grid = _grid_points(np.asarray([lo]), np.asarray([hi]), 10.0 ** -precision, precision,
+                                       np.asarray([last]))
+    return bool(low_grid[0] <= high_grid[0])
+
+
 def on_precision_grid(draws: np.ndarray, precision: int, sub: tuple[np.ndarray, np.ndarray],
                       bin_: tuple[np.ndarray, np.ndarray], top: float) -> np.ndarray:
     """Draws rounded to the schema's stated precision (money in cents: 2; ages in tenths: 1), kept on the
