@@ -197,3 +197,19 @@ def test_measuring_a_heap_again_spends_round_two_s_rho_no_more():
                                  integer=False, coded=False, bins=8, public=False, numeric=True)
     assert fine.heaps is not None and any(a <= 1314.27 and 1314.8 <= b and b - a < 1.0 for a, b in fine.heaps)
     assert noise.rho == pytest.approx(0.03, rel=1e-12)
+
+
+def test_an_integer_heap_narrowed_to_one_value_keeps_its_narrowing():
+    """An integer range past FINE_INTEGER_CELLS (round 2's cells 64 values wide): the heap's cell is measured again,
+    one cell per value, and narrows to the one value the rows hold; the read-out carries that span, not the first
+    grid's cell."""
+    from privsynth.discovery import zoom as Z
+    from privsynth.discovery.bounds import Bounds, fine_edges
+
+    rng = np.random.default_rng(2)
+    x = np.r_[rng.integers(0, 8_000, 40_000), np.full(6_000, 4_321)]
+    values, counts = np.unique(x.astype(float), return_counts=True)
+    bounds = Bounds(0.0, 8_192.0, (0.0, 8_192.0))
+    _, fine = Z.measure_and_read(values, counts.astype(float), fine_edges(0.0, 8_192.0, True), 3.0, NoNoise(),
+                                 bounds, integer=True, coded=True, bins=8, public=False, numeric=True)
+    assert fine.heaps == ((4_321.0, 4_322.0),)

@@ -81,4 +81,3 @@ def edges_holding_values(edges: tuple[float, ...], precision: int) -> tuple[floa
     if len(out) > 1 and not holds_precision_value(out[-1], top, precision, True):
         out.pop()
     return (*out, top)
-

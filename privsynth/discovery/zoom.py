@@ -132,11 +132,11 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
         span = Bounds(*found, found)
     heaps = P.heaps(first[0], float(first[-1].noisy.sum()), bounds.low, bounds.high, integer) \
         if numeric and left == MAX_ZOOMS else ()
-    if P.needs_zoom(heaps, integer):  # one part measures the heaps on grids of their own instead
+    narrowed = P.needs_zoom(heaps, integer)
+    if narrowed:  # one part measures the heaps on grids of their own instead
         heaps, left = P.narrowed_heaps(values, counts, heaps, part, noise, integer), left - 1
     levels = averaged(last, *(measure_levels(values, counts, edges, part, noise) for _ in range(left)))
     if last is first:  # no zoom: the parts measured the first grid
         fine = read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric, round_one=round_one)
-        return levels, dataclasses.replace(fine, heaps=heaps) if P.needs_zoom(heaps, integer) else fine
+        return levels, dataclasses.replace(fine, heaps=heaps) if narrowed else fine
     return first, read_out(levels, coded, bins, span)
-
