@@ -18,6 +18,15 @@ class NoNoise:
         return np.asarray(x, dtype=float)
 
 
+def _released(tmp_path, name: str, values: np.ndarray, rng) -> tuple[str, pd.Series]:
+    """A no-schema run (epsilon 1, seeded) of ``values`` beside a two-level column: its schema.yaml text and the
+    synthetic column as numbers."""
+    pd.DataFrame({name: values, "g": rng.choice(["a", "b"], len(values))}).to_csv(tmp_path / "t.csv", index=False)
+    release = privsynth.synthesize(str(tmp_path / "t.csv"), epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}",
+                                   unlimited=True, seed=5, output=tmp_path / "run", release_store=tmp_path / "s")
+    return (release.run_dir / "schema.yaml").read_text(), pd.to_numeric(release.to_pandas()[name])
+
+
 def test_candidates_are_public_and_inside_the_bounds():
     assert P.candidates(0.0, 120.0, integer=False) == (1.0, 9.0, 10.0, 99.0, 100.0)
     assert -1.0 in P.candidates(-5.0, 10.0, False) and 0.0 not in P.candidates(-5.0, 10.0, False)  # the zeros' cell
@@ -50,14 +59,10 @@ def test_a_sentinel_comes_back_exactly_not_smeared(tmp_path, sentinel):
     n = 20_000
     income = np.round(rng.lognormal(10.5, 0.6, n), 2)
     income[rng.random(n) < 0.05] = sentinel
-    pd.DataFrame({"income": income, "g": rng.choice(["a", "b"], n)}).to_csv(tmp_path / "t.csv", index=False)
-    release = privsynth.synthesize(str(tmp_path / "t.csv"), epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}",
-                                   unlimited=True, seed=5, output=tmp_path / "run", release_store=tmp_path / "s")
-    text = (release.run_dir / "schema.yaml").read_text()
+    text, synthetic = _released(tmp_path, "income", income, rng)
     assert "points written exactly" in text
     column = next(c for c in yaml.safe_load(text)["columns"] if c["name"] == "income")
     assert sentinel in column["bins"]
-    synthetic = pd.to_numeric(release.to_pandas()["income"])
     assert 0.02 <= (synthetic == sentinel).mean() <= 0.08  # written exactly, at about its share (5%)
 
 
@@ -119,14 +124,10 @@ def test_a_heap_at_no_round_value_comes_back_as_itself(tmp_path):
     n = 20_000
     term = rng.integers(1, 400, n)
     term[rng.random(n) < 0.12] = 37  # a default many rows keep: no public candidate
-    pd.DataFrame({"term": term, "g": rng.choice(["a", "b"], n)}).to_csv(tmp_path / "t.csv", index=False)
-    release = privsynth.synthesize(str(tmp_path / "t.csv"), epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}",
-                                   unlimited=True, seed=5, output=tmp_path / "run", release_store=tmp_path / "s")
-    text = (release.run_dir / "schema.yaml").read_text()
+    text, synthetic = _released(tmp_path, "term", term, rng)
     assert "heaps round 2 showed ([37, 38))" in text
     column = next(c for c in yaml.safe_load(text)["columns"] if c["name"] == "term")
     assert 37 in column["bins"] and 38 in column["bins"]
-    synthetic = pd.to_numeric(release.to_pandas()["term"])
     assert 0.09 <= (synthetic == 37).mean() <= 0.15  # about its share (12.2%), not smeared over a quantile bin
 
 
@@ -166,11 +167,8 @@ def test_a_narrow_band_comes_back_in_its_band(tmp_path):
     amount = np.round(rng.uniform(600.0, 1400.0, n), 2)
     band = rng.random(n) < 0.15
     amount[band] = np.round(rng.uniform(1314.27, 1314.8, band.sum()), 2)  # no value held by 2%: no point
-    pd.DataFrame({"amount": amount, "g": rng.choice(["a", "b"], n)}).to_csv(tmp_path / "t.csv", index=False)
-    release = privsynth.synthesize(str(tmp_path / "t.csv"), epsilon=1.0, ledger=f"sqlite:///{tmp_path / 'l.db'}",
-                                   unlimited=True, seed=5, output=tmp_path / "run", release_store=tmp_path / "s")
-    assert "heaps round 2 showed" in (release.run_dir / "schema.yaml").read_text()
-    synthetic = pd.to_numeric(release.to_pandas()["amount"])
+    text, synthetic = _released(tmp_path, "amount", amount, rng)
+    assert "heaps round 2 showed" in text
     assert 0.12 <= synthetic.between(1314.1, 1314.9).mean() <= 0.19  # in its band, not smeared over its cell
 
 

@@ -16,6 +16,8 @@ log grid counts it in a cell of its own already (the zeros' cell), so ``zero_poi
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from privsynth.discovery.bounds import FINE_INTEGER_CELLS, Level, noisy_cells, utility_threshold, zeros_cell
@@ -89,11 +91,13 @@ def heaps(level: Level, present: float, low: float, high: float, integer: bool) 
         expected = max(float(np.median(around)), 0.0) * widths[i]
         if noisy[i] > HEAP_RATIO * expected and noisy[i] - expected > HEAP_SIGMAS * sigma:
             found.append((float(noisy[i]), i))
-    spans = []
-    for _, i in sorted(found, reverse=True)[:MAX_HEAPS]:
-        start, end = float(edges[i]), float(edges[i + 1])
-        spans.append((float(np.floor(start)), float(np.ceil(end))) if integer else (start, end))
-    return tuple(sorted(spans))
+    return tuple(sorted(whole_span(float(edges[i]), float(edges[i + 1]), integer)
+                        for _, i in sorted(found, reverse=True)[:MAX_HEAPS]))
+
+
+def whole_span(start: float, end: float, integer: bool) -> tuple[float, float]:
+    """[start, end), widened to whole ends for an integer column (its values are whole: none is lost)."""
+    return (float(math.floor(start)), float(math.ceil(end))) if integer else (start, end)
 
 
 def needs_zoom(spans: tuple[tuple[float, float], ...], integer: bool) -> bool:
@@ -121,11 +125,8 @@ def narrowed_heaps(values: np.ndarray, counts: np.ndarray, spans: tuple[tuple[fl
         cells = noisy[at:at + len(grid) - 1]
         at += len(grid) - 1
         passing = np.flatnonzero((cells > bar) & (cells > HEAP_RATIO * max(float(np.median(cells)), 0.0)))
-        if not len(passing):
-            out.append(span)
-            continue
-        start, end = float(grid[passing[0]]), float(grid[passing[-1] + 1])
-        out.append((float(np.floor(start)), float(np.ceil(end))) if integer else (start, end))
+        out.append(whole_span(float(grid[passing[0]]), float(grid[passing[-1] + 1]), integer) if len(passing)
+                   else span)
     return tuple(out)
 
 

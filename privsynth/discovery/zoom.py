@@ -127,8 +127,7 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
         tight = passing_span(last)
         if tight is not None:
             found = (max(found[0], tight[0]), min(found[1], tight[1]))
-            if integer:
-                found = (float(math.floor(found[0])), float(math.ceil(found[1])))
+            found = P.whole_span(*found, integer)
         span = Bounds(*found, found)
     heaps = P.heaps(first[0], float(first[-1].noisy.sum()), bounds.low, bounds.high, integer) \
         if numeric and left == MAX_ZOOMS else ()
