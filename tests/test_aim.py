@@ -102,6 +102,44 @@ def test_initial_round_budget_hand_computed():
     assert aim.initial_sigma(aim.Config(epsilon=1.0, max_rounds=10), 4) == pytest.approx(math.sqrt(10 / (1.8 * rho)))
 
 
+def test_start_sigmas_hand_computed():
+    """sigma_a = sigma_0 sqrt(mean_b K_b^(2/3)) / K_a^(1/3): levels 2 and 16 give K^(1/3) = 2^(1/3) and
+    2^(4/3), mean K^(2/3) = (2^(2/3) + 2^(8/3)) / 2; the start's rho is that of d measurements at sigma_0."""
+    cfg = aim.Config(epsilon=1.0, delta=1e-9)
+    sigma_0 = aim.initial_sigma(cfg, 2)
+    scale = math.sqrt((2 ** (2 / 3) + 2 ** (8 / 3)) / 2)
+    assert aim.start_sigmas(cfg, (2, 16)) == pytest.approx((sigma_0 * scale / 2 ** (1 / 3),
+                                                             sigma_0 * scale / 2 ** (4 / 3)), rel=1e-14)
+    assert aim.start_sigmas(cfg, (2, 16))[0] == pytest.approx(1.5811 * sigma_0, rel=1e-4)
+    for sizes in ((2, 16), (5, 5, 5), (2, 3, 42, 7, 9)):
+        sigmas = aim.start_sigmas(cfg, sizes)
+        assert math.fsum(gaussian_rho(s) for s in sigmas) == pytest.approx(
+            len(sizes) * gaussian_rho(aim.initial_sigma(cfg, len(sizes))), rel=1e-12)
+    assert aim.start_sigmas(cfg, (5, 5, 5)) == pytest.approx((aim.initial_sigma(cfg, 3),) * 3, rel=1e-14)
+
+
+def test_start_sigmas_minimise_the_expected_one_way_error_at_their_rho():
+    """The start's expected L1 error is about sqrt(2/pi) sum_a K_a sigma_a: the split beats one sigma for all
+    and every other power of K at the same total rho."""
+    cfg = aim.Config(epsilon=1.0, delta=1e-9)
+    sizes = (2, 2, 3, 20, 22, 12, 6)
+    total = len(sizes) * gaussian_rho(aim.initial_sigma(cfg, len(sizes)))
+
+    def expected_l1(sigmas):
+        return math.fsum(k * s for k, s in zip(sizes, sigmas))
+
+    def split_by_power(power):
+        weights = [k ** power for k in sizes]
+        scale = math.sqrt(math.fsum(w * w for w in weights) / (2 * total))   # sum 1 / (2 sigma^2) = total
+        return [scale / w for w in weights]
+
+    chosen = aim.start_sigmas(cfg, sizes)
+    assert split_by_power(1 / 3) == pytest.approx(list(chosen), rel=1e-12)
+    assert expected_l1(chosen) < 0.95 * expected_l1([aim.initial_sigma(cfg, len(sizes))] * len(sizes))
+    for power in (0.0, 0.2, 0.3, 0.37, 0.5, 1.0):
+        assert expected_l1(chosen) < expected_l1(split_by_power(power))
+
+
 def test_calls_made_compose_to_rho_exactly():
     """Every Gaussian call (sensitivity 1) and every Gumbel noisy-max call priced at zCDP rates adds up
     to the stated rho; the per-round budgets of the run sum to it too."""
@@ -115,9 +153,9 @@ def test_calls_made_compose_to_rho_exactly():
     # Selection by rejection (select_eligible) may draw more than once a round; only the pick leaves it.
     assert len(spy.max_calls) >= facts["rounds"] >= 1
     assert len(spy.gaussian_calls) == d + facts["rounds"]
-    # The start: every 1-way marginal at sigma_0 (one call each, one cell per level).
+    # The start: every 1-way marginal at its own sigma_a (one call each, one cell per level).
     assert [size for _, size in spy.gaussian_calls[:d]] == list(dom.sizes)
-    assert all(s == aim.initial_sigma(cfg, d) for s, _ in spy.gaussian_calls[:d])
+    assert [s for s, _ in spy.gaussian_calls[:d]] == list(aim.start_sigmas(cfg, dom.sizes))
     gaussian = sum(1.0 / (2 * s**2) for s, _ in spy.gaussian_calls)
     # noisy_max at scale b on scores of sensitivity Delta is Delta^2 / (2 b^2)-zCDP, once a round.
     selection = sum(delta_q**2 / (2 * (2 * delta_q / e) ** 2) for e in facts["selection_epsilons"])

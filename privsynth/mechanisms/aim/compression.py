@@ -1,13 +1,13 @@
 """Domain compression from the noisy 1-way marginals (post-processing only; McKenna, Miklau & Sheldon,
 "Winning the NIST Contest", 2021, MST's ``compress_domain``).
 
-A level whose noisy 1-way count is below ``threshold`` (a multiple of that measurement's sigma) cannot
-be told apart from noise there, and every later marginal that holds it would spend noise on cells that
-are almost empty. Such levels of one attribute are merged into one "rare" level for the rest of the
-mechanism: later measurements are taken on the compressed domain (the same L2 sensitivity 1, since
-the compression is a fixed linear map chosen from DP outputs only), and records sampled from the
-model get a rare level expanded back to an original level, drawn in proportion to the clipped noisy
-1-way counts (independently of the other attributes: the model never saw within-group differences).
+A level whose noisy 1-way count is below ``threshold`` (a multiple of sigma_0, the sigma the rounds start
+at) cannot be told apart from noise in the later measurements, and every later marginal that holds it
+would spend noise on cells that are almost empty. Such levels of one attribute are merged into one "rare"
+level for the rest of the mechanism: later measurements are taken on the compressed domain (the same
+L2 sensitivity 1, since the compression is a fixed linear map chosen from DP outputs only), and records
+sampled from the model get a rare level expanded back to an original level, drawn in proportion to the
+clipped noisy 1-way counts (independently of the other attributes: the model never saw within-group differences).
 """
 
 from __future__ import annotations

@@ -7,12 +7,15 @@ the requested epsilon.
 
 What is measured, and what each step costs (every count marginal has L2 sensitivity 1 and every
 selection score has sensitivity equal to its weight under add/remove-one):
-* start: every 1-way marginal, Gaussian sigma_0 = sqrt(T / (2 * 0.9 * rho)) each (rho = 1/(2 sigma^2)
-  per marginal), with T = ``max_rounds`` (default: 4 d up to 16 attributes, then max(1.5 d, 1024 / d); the paper: 16 d);
+* start: every 1-way marginal a, Gaussian sigma_a = sigma_0 * sqrt(mean_b K_b^(2/3)) / K_a^(1/3) (K_a its
+  number of levels, public; rho = 1/(2 sigma_a^2) per marginal), so the start spends d / (2 sigma_0^2) with
+  sigma_0 = sqrt(T / (2 * 0.9 * rho)) and T = ``max_rounds`` (default: 4 d up to 16 attributes, then
+  max(1.5 d, 1024 / d); the paper: 16 d, and one sigma_0 for every attribute: ``schedule.start_sigmas`` says why);
 * domain compression (post-processing of the 1-way measurements, ``compression.py``): per attribute,
-  the levels whose noisy count is below ``compress_threshold * sigma_0`` are merged into one level, and
-  every later round works on the merged levels. The merge map is a function of DP outputs only, and a
-  marginal on merged levels is still a count table where one record moves one cell by one;
+  the levels whose noisy count is below ``compress_threshold * sigma_0`` (what the rounds can resolve) are
+  merged into one level, and every later round works on the merged levels. The merge map is a function
+  of DP outputs only, and a marginal on merged levels is still a count table where one record moves one
+  cell by one;
 * each round t: one candidate marginal r of the workload's downward closure is selected by the
   exponential mechanism (Gumbel report-noisy-max, ``noise.noisy_max``) on
       q_r = w_r * (||M_r(D) - M_r(p_hat)||_1 - sqrt(2/pi) * sigma_t * cells(r)),
@@ -79,6 +82,7 @@ from privsynth.mechanisms.aim.schedule import (  # noqa: F401  (re-exported: the
     rho_of_config,
     rounds_cap,
     rounds_parameter,
+    start_sigmas,
 )
 from privsynth.mechanisms.aim.selection import (  # noqa: F401  (re-exported: the module's selection API)
     REJECTION_TRIES,
@@ -121,8 +125,8 @@ class Config(MechanismConfig):
         1000, description="candidates scored per round; beyond this many, a uniform random subset (drawn "
                           "independently of the data) is scored, so wide tables stay fast")
     compress_threshold: float = Field(
-        3.0, description="levels whose noisy 1-way count is below this many sigmas are merged into one rare "
-                         "level for the later rounds (MST's domain compression); 0 = never")
+        3.0, description="levels whose noisy 1-way count is below this many sigma_0 (the rounds' first sigma) "
+                         "are merged into one rare level for the later rounds (MST's domain compression); 0 = never")
     rounds_cap: int | None = Field(None, description="most adaptive rounds (a work cap; the budget is spread so "
                                                      "the cap is reached with it spent); None = max(48, 4 d)")
     max_seconds: float = Field(1800.0, description="refuse, before the budget is charged, a run whose forecast "
@@ -359,10 +363,10 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
     one_way: list[NoisyMarginal] = []
     rho_used = 0.0
     one_way_counts = statistics.tables([(a,) for a in range(d)])
-    for a in range(d):
-        y = noise.add_gaussian(one_way_counts[(a,)], sigma, sensitivity=1.0)
-        one_way.append(NoisyMarginal((a,), y, sigma))
-        rho_used += gaussian_rho(sigma)
+    for a, sigma_a in enumerate(start_sigmas(config, domain.sizes)):
+        y = noise.add_gaussian(one_way_counts[(a,)], sigma_a, sensitivity=1.0)
+        one_way.append(NoisyMarginal((a,), y, sigma_a))
+        rho_used += gaussian_rho(sigma_a)
     initial_rho = rho_used
     compression = compress_levels(
         [m.values for m in one_way],

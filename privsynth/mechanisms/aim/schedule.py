@@ -3,7 +3,8 @@
 Every function here reads the config, the number of attributes, and facts the release publishes anyway
 (rounds done, rho spent, annealing steps): none reads data. ``mechanism.py`` states the guarantee.
 
-* the start: every 1-way marginal at sigma_0 = sqrt(T / (2 * 0.9 * rho)), with T = ``rounds_parameter``;
+* the start: the 1-way marginals at the rho of d measurements at sigma_0 = sqrt(T / (2 * 0.9 * rho)),
+  T = ``rounds_parameter``, split by their number of levels (``start_sigmas``);
 * a round spends eps^2 / 8 (selection) + 1 / (2 sigma^2) (measurement), 0.1 / 0.9 of its budget,
   starting at rho / T; annealing halves sigma and doubles eps (x4);
 * at most ``rounds_cap`` rounds: from the second half of the allowed rounds on, when what is left
@@ -17,6 +18,7 @@ Every function here reads the config, the number of attributes, and facts the re
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from privsynth.privacy.accounting import exponential_epsilon, exponential_rho, gaussian_rho, gaussian_sigma
@@ -66,6 +68,26 @@ DEFAULT_MIN_ROUNDS = 48
 def initial_sigma(config, n_attributes: int) -> float:
     """sigma_0 = sqrt(T / (2 * 0.9 * rho)): the Gaussian sigma at 0.9 rho / T (one round's measurement)."""
     return gaussian_sigma(MEASURE_SHARE * rho_of_config(config) / rounds_parameter(config, n_attributes))
+
+
+# sigma_a of the 1-way start falls as K_a^(-1/3) (K_a: levels of attribute a). A K-level noisy histogram
+# misses by about sqrt(2/pi) K sigma in L1 (counts above the noise), so the mean 1-way TV of the start
+# is proportional to sum_a K_a sigma_a; at a fixed sum_a 1 / (2 sigma_a^2) the Lagrange condition
+# K_a = lambda / sigma_a^3 gives sigma_a ~ K_a^(-1/3). Equal sigmas left a 20-level year or a 22-level
+# education with 2.5 times the mean error while a binary column had ten times less noise than it needed.
+START_LEVELS_POWER = 1.0 / 3.0
+
+
+def start_sigmas(config, sizes: Sequence[int]) -> tuple[float, ...]:
+    """The 1-way start's Gaussian sigma per attribute, from the config and the domain's public level
+    counts K_a: sigma_a = sigma_0 * sqrt(mean_b K_b^(2/3)) / K_a^(1/3). Their rho adds up to that of d
+    measurements at sigma_0: sum_a 1 / (2 sigma_a^2) = d / (2 sigma_0^2) = 0.9 d rho / T, so the start
+    costs what it did with one sigma, and the rounds' budgets are unchanged."""
+    d = len(sizes)
+    sigma_0 = initial_sigma(config, d)
+    weights = [float(k) ** START_LEVELS_POWER for k in sizes]
+    scale = math.sqrt(math.fsum(w * w for w in weights) / d)
+    return tuple(sigma_0 * scale / w for w in weights)
 
 
 def initial_epsilon(config, n_attributes: int) -> float:

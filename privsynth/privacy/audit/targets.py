@@ -215,13 +215,13 @@ def _aim_one_way(epsilon: float = 1.0, copies: int = 1) -> AuditTarget:
     config = aim.Config(epsilon=epsilon, **AIM_CONFIG)
     nb = neighbours(copies=copies)
     d = nb.domain.n_attributes
-    # The accounting side: the start spends MEASURE_SHARE * rho / T per 1-way marginal.
+    # The accounting side: the start spends MEASURE_SHARE * rho / T per 1-way marginal on average (start_sigmas).
     rho = aim.MEASURE_SHARE * aim.rho_of_config(config) * d / aim.rounds_parameter(config, d)
-    sigma = aim.initial_sigma(config, d)
+    sigmas = aim.start_sigmas(config, nb.domain.sizes)
 
     def statistics_of(table: Histogram) -> list[NoisyStatistic]:
         tables = aim.collect_statistics(table, nb.domain, config).tables([(a,) for a in range(d)])
-        return [NoisyStatistic("gaussian", sigma, tables[(a,)].ravel()) for a in range(d)]
+        return [NoisyStatistic("gaussian", sigmas[a], tables[(a,)].ravel()) for a in range(d)]
     claim = PrivacyCost.zcdp(rho, f"AIM start: {d} one-way marginals, {rho:.6g}-zCDP")
     return step_target("aim: 1-way Gaussian", claim, config.delta, nb, statistics_of,
                        "likelihood ratio of the 1-way measurements")
