@@ -4,6 +4,7 @@ by one record is released with probability at most delta_tau over both looks."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -12,7 +13,14 @@ import pytest
 import yaml
 
 import privsynth
-from privsynth.discovery.categories import CategoryRelease, dp_categories, pool_shares, shows_unfound, threshold
+from privsynth.discovery.categories import (
+    CategoryRelease,
+    dp_categories,
+    pool_shares,
+    shows_unfound,
+    threshold,
+    unfound_mass,
+)
 from privsynth.privacy.accounting import gaussian_sigma
 
 
@@ -92,6 +100,22 @@ def test_yes_no_columns_found_whole_give_their_budget_to_a_column_of_rare_codes(
     budget = re.search(r"rho ([\d.e-]+)-zCDP, charged", text)
     assert budget and sum(spent.values()) + sum(float(x) for x in re.findall(r"facts ([\d.e-]+)", text)) == \
         pytest.approx(float(budget.group(1)), rel=1e-3)  # the header's figures have 4 significant digits
+
+
+def test_what_a_column_may_be_short_of_is_its_unfound_estimate_plus_one_deviation():
+    """present - kept + sd, sd = hypot(present's, kept values' sigma x sqrt(kept)): a yes/no column of 4,406 rows
+    that kept "no" (4,003) under a present count of 4,205 (deviation 151) is weighed 202 + 169 = 371, not 202,
+    beside a code column 2,000 short: its share of the pool is 15% rather than 9%."""
+    yes_no = CategoryRelease(("no",), 75.0, 522.0, kept_mass=4003.0, noisy=(4003.0,))
+    sd = math.hypot(151.0, 75.0)
+    assert unfound_mass(yes_no, 4205.0, 151.0) == pytest.approx(202.0 + sd)
+    assert unfound_mass(yes_no, 3000.0, 151.0) == 0.0  # never below nothing
+    assert unfound_mass(yes_no, None, 0.0) is None
+    codes = CategoryRelease(("a", "b"), 75.0, 522.0, kept_mass=2000.0, noisy=(1200.0, 800.0))
+    weights = {"yes_no": unfound_mass(yes_no, 4205.0, 151.0), "codes": unfound_mass(codes, 4000.0, 151.0)}
+    shares = pool_shares(weights, 1e-3, 75.0, 1e-12)  # both could find a value of their mass: none gives back
+    assert shares["yes_no"] / 1e-3 == pytest.approx(371.0 / (371.0 + 2000.0 + math.hypot(151.0, 75.0 * 2 ** 0.5)),
+                                                     rel=1e-3)
 
 
 def test_the_pool_goes_to_columns_by_their_unfound_mass():

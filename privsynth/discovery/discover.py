@@ -245,7 +245,7 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     first_rho = left * FIRST_LOOK_SHARE
     pool = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical)
     if short:
-        shares = pool_shares({name: unfound_mass(looks[name][2], present[name][0]) for name in sorted(short)}, pool,
+        shares = pool_shares({name: unfound_mass(looks[name][2], *present[name]) for name in sorted(short)}, pool,
                              gaussian_sigma(first_rho), delta_tau / 2.0)
     else:
         shares = {d.column.name: pool / len(categorical) for d in categorical} if pool_to_all else {}
