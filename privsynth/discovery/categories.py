@@ -82,7 +82,7 @@ def unfound_mass(release: CategoryRelease, present: float | None, present_sd: fl
     None when no present count was measured. The deviation keeps a column whose estimate is as noisy as the
     values it may have lost from being starved: on 4,406 rows the estimate's deviation (169) is two fifths
     of a yes/no column's 402 unfound "yes", and split by the estimate alone such a column drew a share too small
-    to find it in a third of the runs."""
+    to find it in 2 runs of 8."""
     if present is None:
         return None
     return max(present - release.kept_mass + _unfound_sd(release, present_sd), 0.0)

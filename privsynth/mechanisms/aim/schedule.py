@@ -73,8 +73,9 @@ def initial_sigma(config, n_attributes: int) -> float:
 # sigma_a of the 1-way start falls as K_a^(-1/3) (K_a: levels of attribute a). A K-level noisy histogram
 # misses by about sqrt(2/pi) K sigma in L1 (counts above the noise), so the mean 1-way TV of the start
 # is proportional to sum_a K_a sigma_a; at a fixed sum_a 1 / (2 sigma_a^2) the Lagrange condition
-# K_a = lambda / sigma_a^3 gives sigma_a ~ K_a^(-1/3). Equal sigmas left a 20-level year or a 22-level
-# education with 2.5 times the mean error while a binary column had ten times less noise than it needed.
+# K_a = lambda / sigma_a^3 gives sigma_a ~ K_a^(-1/3). With equal sigmas, on gss_vocab at epsilon 0.3 a
+# 20-level year and a 22-level education had 2.4 and 1.9 times the mean 1-way error (0.028, 0.022), a
+# binary column a sixth of it (0.0018).
 START_LEVELS_POWER = 1.0 / 3.0
 
 
