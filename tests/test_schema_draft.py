@@ -516,6 +516,37 @@ def test_a_thin_tail_a_trim_would_cut_is_kept_as_a_bin_of_its_own():
     assert R.read_out(empty, False, 8, B.Bounds(8192.0, 65536.0)).high < 60000.0
 
 
+def test_a_trim_that_could_hide_rows_keeps_the_cells_where_their_running_sum_peaks():
+    """Reading scores of 5,800 rows under noise 100 a cell of the trim's level: 900 rows in [384, 408) and 400 in
+    [470, 500) are within the trim's bar (3 deviations of the cut cells' noise, 300 rows for one cell) and
+    were clipped (10% and 7% of the column). A cut that could hide more than 2% of the rows is read again from
+    the trim outwards: the bounds reach the cell where the cut cells' running noisy sum peaks, when that peak
+    shows a deviation of its noise. Empty ends are still cut."""
+    from privsynth.discovery import bounds as B
+
+    edges = B.fine_edges(256.0, 512.0, True)
+    starts = edges[:-1]
+
+    def levels(counts):
+        return [B.Level(f, e, c, 100.0) for f, (c, e) in
+                ((f, B.merged(counts, edges, f)) for f in B.level_factors(len(edges) - 1))]
+
+    counts = np.zeros(len(starts))
+    low_tail, bulk, high_tail = (starts >= 384) & (starts < 408), (starts >= 408) & (starts < 470), \
+        (starts >= 470) & (starts < 500)
+    counts[low_tail], counts[bulk], counts[high_tail] = 900.0 / low_tail.sum(), 4500.0 / bulk.sum(), \
+        400.0 / high_tail.sum()
+    got = R.read_out(levels(counts), True, 8, B.Bounds(256.0, 512.0))
+    assert got.low == 384.0 and 496.0 <= got.high <= 512.0  # was [400, 472]: 17% of the rows clipped
+    span = B.Bounds(256.0, 512.0)
+    assert R.mass_beyond_trim(R.trim_level(levels(counts)), span, 408.0, 472.0, counts.sum()) == (384.0, 504.0)
+    counts[low_tail] = counts[high_tail] = 0.0
+    empty = R.read_out(levels(counts), True, 8, B.Bounds(256.0, 512.0))
+    assert empty.low == 408.0 and empty.high == 472.0
+    # a cut that could hide at most 2% of the rows is not read again
+    assert R.mass_beyond_trim(R.trim_level(levels(counts)), span, 408.0, 472.0, 1e6) == (None, None)
+
+
 def test_a_tail_next_to_the_codes_is_seen_whatever_the_noise_of_the_empty_cells_beyond_it():
     """Visits of 4,406 people under noise 67.5 a cell: 0 and 1 pass the threshold, 2-4 hold 431 rows next to
     them, and the cells on to round 1's bound are noise that happens to sum below zero. Summed over all 14 cells

@@ -17,6 +17,15 @@ counts are averaged with the first's by inverse variance (one Gaussian measureme
 thresholded with the other half of delta_tau, so a value seen once is released with probability at most
 delta_tau over both looks, and the column's rho is the sum of its looks'.
 
+Values another column released are public candidates (``sibling_candidates``): columns whose released
+categories overlap (yes/no answers, one code list per year or per grade) often share values a first look
+missed in one of them. A second look measures a column's candidates on their own Gaussian histogram over that
+public list, every candidate counted whether or not the column holds it (0 if not), and keeps those above
+CANDIDATE_SIGMAS deviations: a histogram over a public domain needs no threshold delta, so a value held by
+a few hundred rows passes where the observed values' threshold, about 6 deviations, would lose it. The
+candidates are left out of the observed values' histogram of that look, so one record moves one cell of the
+two: the look costs its rho, as before.
+
 A drafted column keeps at most ``MAX_CATEGORIES`` values (the largest noisy counts: post-processing);
 every other value becomes ``<out-of-domain>``, and the column is marked ``dp_released: [categories]``,
 so the run's mostly-in-domain rule, written for public lists, does not apply to it: draft and
@@ -122,6 +131,27 @@ def pool_shares(unfound: dict[str, float | None], pool: float, first_sigma: floa
     return {name: pool * w / total for name, w in weight.items()}
 
 
+CANDIDATE_SIGMAS = 3.0  # a public candidate is kept when its noisy count passes this many deviations: an absent
+# one passes with probability 0.13% (a category of noise: the release draws few rows into it)
+
+
+CANDIDATE_LOOK_SHARE = 0.3  # of the pool, kept for the looks at candidates where two columns share a value
+
+
+def sibling_candidates(found: dict[str, tuple[str, ...]], overlap_only: bool = False) -> dict[str, tuple[str, ...]]:
+    """Per column, the values released for the other columns whose releases share a value with its own, less
+    its own (``overlap_only``: every column sharing a value with another, with the values it shares): public,
+    post-processing of the columns' DP releases."""
+    sets = {name: set(values) for name, values in found.items()}
+    out = {}
+    for name, own in sets.items():
+        near = set().union(*(other for n, other in sets.items() if n != name and own & other))
+        near = near & own if overlap_only else near - own
+        if near:
+            out[name] = tuple(sorted(near))
+    return out
+
+
 def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
     """One category per value under the one text rule (blanks around a value are not part of it): of the kept
     spellings of one value ("MA", "MA "), the one with the largest noisy count, which the synthetic table
@@ -135,28 +165,54 @@ def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
 
 
 def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
-                  max_categories: int = MAX_CATEGORIES, prior: CategoryRelease | None = None) -> CategoryRelease:
+                  max_categories: int = MAX_CATEGORIES, prior: CategoryRelease | None = None,
+                  candidates: Sequence[str] = (), observed_look: bool = True) -> CategoryRelease:
     """Gaussian histogram with thresholding over the observed values (see the module docstring).
 
     ``prior``: a first look at the same values (same order). This look's noisy counts are averaged with its,
     weighted by inverse variance: one Gaussian measurement at the two looks' summed rho (post-processing of
     both), thresholded at that noise. A value seen once passes each look's threshold with probability at most
-    its ``delta_tau``: the column's thresholds hold delta_tau of both looks together."""
+    its ``delta_tau``: the column's thresholds hold delta_tau of both looks together.
+
+    ``candidates`` (a second look only): public values measured on their own histogram (module docstring),
+    kept above CANDIDATE_SIGMAS deviations of this look's noise; the observed values among them are left out of
+    the thresholded histogram, so each record still moves one cell. ``observed_look`` False (with a ``prior``):
+    the look measures the candidates only and keeps the first look's reading of the other values."""
     sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
-    noisy_counts = noise.add_gaussian(counts, sigma, sensitivity=1.0) if len(counts) else np.zeros(0)
-    if prior is not None:
-        if prior.observed.shape != noisy_counts.shape:
+    listed = set(candidates)
+    observed = np.array([str(v) not in listed for v in values], dtype=bool)
+    if not observed_look:
+        if prior is None:
+            raise ValueError("a look at candidates only needs the column's first look")
+        noisy_counts, combined = prior.observed[observed], prior.sigma
+    else:
+        noisy_counts = noise.add_gaussian(counts[observed], sigma, sensitivity=1.0) if observed.any() else np.zeros(0)
+    if not observed_look:
+        pass
+    elif prior is not None:
+        if prior.observed.shape != counts.shape:
             raise ValueError("a second look must read the values of its first, in the same order")
         w_prior, w_this = prior.sigma ** -2, sigma ** -2
-        noisy_counts = (w_prior * prior.observed + w_this * noisy_counts) / (w_prior + w_this)
-        sigma = (w_prior + w_this) ** -0.5
-    tau = threshold(sigma, delta_tau)
-    keep = noisy_counts > tau
+        noisy_counts = (w_prior * prior.observed[observed] + w_this * noisy_counts) / (w_prior + w_this)
+        combined = (w_prior + w_this) ** -0.5
+    else:
+        combined = sigma
+    tau = threshold(combined, delta_tau)
+    names = [str(v) for v, o in zip(values, observed) if o]
+    scores, passed = list(noisy_counts), list(noisy_counts > tau)
+    if candidates:
+        held = dict(zip((str(v) for v in values), counts))
+        found = noise.add_gaussian(np.array([held.get(c, 0.0) for c in candidates]), sigma, sensitivity=1.0)
+        names += list(candidates)
+        scores += list(found)
+        passed += list(found > CANDIDATE_SIGMAS * sigma)
+    score, keep = np.asarray(scores, dtype=np.float64), np.asarray(passed, dtype=bool)
     if keep.sum() > max_categories:  # the largest noisy counts (post-processing)
-        cut = np.sort(noisy_counts[keep])[-max_categories]
-        keep &= noisy_counts >= cut
-    kept = sorted((str(v), float(c)) for v, c, k in zip(values, noisy_counts, keep) if k)
-    return CategoryRelease(tuple(v for v, _ in kept), sigma, tau,
-                           float(noisy_counts[keep].sum()) if len(counts) else 0.0, tuple(c for _, c in kept),
-                           noisy_counts)
+        cut = np.sort(score[keep])[-max_categories]
+        keep &= score >= cut
+    kept = sorted((v, float(c)) for v, c, k in zip(names, score, keep) if k)
+    full = np.full(len(counts), -np.inf)  # the observed values' noisy counts, for a later look (private)
+    full[observed] = noisy_counts
+    return CategoryRelease(tuple(v for v, _ in kept), combined, tau, float(score[keep].sum()) if keep.any() else 0.0,
+                           tuple(c for _, c in kept), full)

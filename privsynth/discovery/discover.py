@@ -26,11 +26,13 @@ import numpy as np
 from privsynth.discovery import facts as F
 from privsynth.discovery.bounds import Bounds
 from privsynth.discovery.categories import (
+    CANDIDATE_LOOK_SHARE,
     FIRST_LOOK_SHARE,
     CategoryRelease,
     dp_categories,
     pool_shares,
     shows_unfound,
+    sibling_candidates,
     unfound_mass,
 )
 from privsynth.discovery.column_release import round_one_bounds, round_two_edges, write_categories
@@ -233,30 +235,58 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     ``left``; the rest of their parts is pooled and spent on a second look at the columns whose first look left
     values unfound (``shows_unfound``), split by their unfound mass (``pool_shares``): a yes/no column found
     whole gives its budget to a column of rare codes. Where none is short, the pool goes to round 2's edges, or
-    (no edges) back to every column in equal parts.
+    (no edges) back to every column in equal parts. Where first looks released a value in two columns, a
+    CANDIDATE_LOOK_SHARE of the pool is kept for a last look: each column of such a pair that lacks a value the
+    others released (``sibling_candidates``, after the second looks) measures those values on a public list
+    (``dp_categories``' candidates), the share split evenly; where none lacks one, it goes as the pool did.
     Adaptive composition: which columns look again depends only on the first looks' noisy counts and the
-    facts' noisy present counts; each look is Gaussian at its rho, and each holds half the column's
-    threshold delta. Writes every categorical column's entry."""
+    facts' noisy present counts; each look is Gaussian at its rho, and each observed-value look holds half the
+    column's threshold delta (a look at public candidates holds none). Writes every categorical column's entry."""
     if not categorical:
         return
     facts = {d.column.name: released.get(d.column.name) for d in categorical}
     present = {name: f.present_for_values() if f else (None, 0.0) for name, f in facts.items()}
-    short = {name for name in facts if shows_unfound(looks[name][2], *present[name])}
     first_rho = left * FIRST_LOOK_SHARE
     pool = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical)
+    paired = set(sibling_candidates({name: look[2].categories for name, look in looks.items()}, overlap_only=True))
+    reserve = CANDIDATE_LOOK_SHARE * pool if paired else 0.0
+    releases = {name: look[2] for name, look in looks.items()}
+    spent = dict.fromkeys(releases, first_rho)
+    _look_again(looks, releases, spent, present, pool - reserve, first_rho, delta_tau, noise,
+                [d.column.name for d in categorical] if pool_to_all else [])
+    if reserve:
+        wanting = {name: c for name, c in sibling_candidates({n: r.categories for n, r in releases.items()}).items()
+                   if name in paired}
+        if wanting:
+            for name, values in sorted(wanting.items()):
+                raw, counts, _ = looks[name]
+                releases[name] = dp_categories(raw, counts, reserve / len(wanting), delta_tau / 2.0, noise,
+                                               prior=releases[name], candidates=values, observed_look=False)
+                spent[name] += reserve / len(wanting)
+        else:
+            _look_again(looks, releases, spent, present, reserve, first_rho, delta_tau, noise,
+                        [d.column.name for d in categorical] if pool_to_all else [])
+    for d in categorical:
+        f = facts[d.column.name]
+        write_categories(d, releases[d.column.name], spent[d.column.name], f.present if f else None)
+
+
+def _look_again(looks: dict, releases: dict[str, CategoryRelease], spent: dict[str, float],
+                present: dict[str, tuple[float | None, float]], pool: float, first_rho: float, delta_tau: float,
+                noise, otherwise: list[str]) -> None:
+    """A look at the observed values for the columns whose first look left values unfound, ``pool`` split by
+    their unfound mass (``pool_shares``); where none is short, over ``otherwise`` in equal parts (or not spent).
+    Updates ``releases`` and ``spent``."""
+    short = sorted(name for name in releases if shows_unfound(looks[name][2], *present[name]))
     if short:
-        shares = pool_shares({name: unfound_mass(looks[name][2], *present[name]) for name in sorted(short)}, pool,
+        shares = pool_shares({name: unfound_mass(looks[name][2], *present[name]) for name in short}, pool,
                              gaussian_sigma(first_rho), delta_tau / 2.0)
     else:
-        shares = {d.column.name: pool / len(categorical) for d in categorical} if pool_to_all else {}
-    for d in categorical:
-        values, counts, release = looks[d.column.name]
-        rho = first_rho
-        if d.column.name in shares:
-            release = dp_categories(values, counts, shares[d.column.name], delta_tau / 2.0, noise, prior=release)
-            rho += shares[d.column.name]
-        f = facts[d.column.name]
-        write_categories(d, release, rho, f.present if f else None)
+        shares = {name: pool / len(otherwise) for name in otherwise}
+    for name, rho in shares.items():
+        values, counts, _ = looks[name]
+        releases[name] = dp_categories(values, counts, rho, delta_tau / 2.0, noise, prior=releases[name])
+        spent[name] += rho
 
 
 def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, released: dict[str, F.NoisyFacts]) -> float:
