@@ -254,3 +254,21 @@ def test_yes_no_columns_find_a_rare_yes_their_siblings_released(tmp_path):
         assert all(columns[f"q{i}"]["categories"] == ["no", "yes"] for i in range(11))
         found += columns["rare"]["categories"] == ["no", "yes"]
     assert found >= 9  # at 97% a draw, fewer than 9 of 12 has probability 0.03%; at 23%, 9 or more 0.01%
+
+
+def test_a_value_held_by_one_record_is_released_with_at_most_delta_tau_over_three_looks():
+    """Where a last look is kept (columns sharing values), the two later looks at the observed values hold a
+    quarter of delta_tau each: over all three a new value shows with probability <= delta_tau; a look at public
+    candidates keeps the earlier threshold and adds no chance of its own."""
+    delta_tau, trials, shown = 0.2, 4000, 0
+    for s in range(trials):
+        noise = Drawn(s)
+        first = dp_categories(["new", "old"], np.array([1.0, 500.0]), 0.01, delta_tau / 2, noise)
+        second = dp_categories(["new", "old"], np.array([1.0, 500.0]), 0.02, delta_tau / 4, noise, prior=first)
+        third = dp_categories(["new", "old"], np.array([1.0, 500.0]), 0.02, delta_tau / 4, noise, prior=second)
+        last = dp_categories(["new", "old"], np.array([1.0, 500.0]), 0.02, delta_tau / 4, noise, prior=third,
+                             candidates=("elsewhere",), observed_look=False)
+        assert last.tau == third.tau and set(last.categories) - {"elsewhere"} == set(third.categories)
+        shown += any("new" in r.categories for r in (first, second, third, last))
+    rate = shown / trials
+    assert rate <= delta_tau + 3 * (delta_tau * (1 - delta_tau) / trials) ** 0.5

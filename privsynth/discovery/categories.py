@@ -177,7 +177,8 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     ``candidates`` (a second look only): public values measured on their own histogram (module docstring),
     kept above CANDIDATE_SIGMAS deviations of this look's noise; the observed values among them are left out of
     the thresholded histogram, so each record still moves one cell. ``observed_look`` False (with a ``prior``):
-    the look measures the candidates only and keeps the first look's reading of the other values."""
+    the look measures the candidates only and keeps the earlier looks' reading (and threshold) of the other
+    values."""
     sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
     listed = set(candidates)
@@ -185,20 +186,17 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     if not observed_look:
         if prior is None:
             raise ValueError("a look at candidates only needs the column's first look")
-        noisy_counts, combined = prior.observed[observed], prior.sigma
+        noisy_counts, combined, tau = prior.observed[observed], prior.sigma, prior.tau
     else:
         noisy_counts = noise.add_gaussian(counts[observed], sigma, sensitivity=1.0) if observed.any() else np.zeros(0)
-    if not observed_look:
-        pass
-    elif prior is not None:
-        if prior.observed.shape != counts.shape:
-            raise ValueError("a second look must read the values of its first, in the same order")
-        w_prior, w_this = prior.sigma ** -2, sigma ** -2
-        noisy_counts = (w_prior * prior.observed[observed] + w_this * noisy_counts) / (w_prior + w_this)
-        combined = (w_prior + w_this) ** -0.5
-    else:
         combined = sigma
-    tau = threshold(combined, delta_tau)
+        if prior is not None:
+            if prior.observed.shape != counts.shape:
+                raise ValueError("a second look must read the values of its first, in the same order")
+            w_prior, w_this = prior.sigma ** -2, sigma ** -2
+            noisy_counts = (w_prior * prior.observed[observed] + w_this * noisy_counts) / (w_prior + w_this)
+            combined = (w_prior + w_this) ** -0.5
+        tau = threshold(combined, delta_tau)
     names = [str(v) for v, o in zip(values, observed) if o]
     scores, passed = list(noisy_counts), list(noisy_counts > tau)
     if candidates:

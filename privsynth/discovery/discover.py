@@ -240,8 +240,10 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     others released (``sibling_candidates``, after the second looks) measures those values on a public list
     (``dp_categories``' candidates), the share split evenly; where none lacks one, it goes as the pool did.
     Adaptive composition: which columns look again depends only on the first looks' noisy counts and the
-    facts' noisy present counts; each look is Gaussian at its rho, and each observed-value look holds half the
-    column's threshold delta (a look at public candidates holds none). Writes every categorical column's entry."""
+    facts' noisy present counts; each look is Gaussian at its rho. The thresholds of a column's looks at its
+    observed values hold its delta_tau together: half at the first, half at the second, or, where a last look
+    is kept, a quarter at each of the two later (a look at public candidates adds no threshold: it keeps the
+    prior's). Writes every categorical column's entry."""
     if not categorical:
         return
     facts = {d.column.name: released.get(d.column.name) for d in categorical}
@@ -252,7 +254,9 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     reserve = CANDIDATE_LOOK_SHARE * pool if paired else 0.0
     releases = {name: look[2] for name, look in looks.items()}
     spent = dict.fromkeys(releases, first_rho)
-    _look_again(looks, releases, spent, present, pool - reserve, first_rho, delta_tau, noise,
+    # the thresholds of a column's looks hold delta_tau together: half the first's, the rest the later ones'
+    later_delta = delta_tau / 4.0 if reserve else delta_tau / 2.0
+    _look_again(looks, releases, spent, present, pool - reserve, first_rho, later_delta, noise,
                 [d.column.name for d in categorical] if pool_to_all else [])
     if reserve:
         wanting = {name: c for name, c in sibling_candidates({n: r.categories for n, r in releases.items()}).items()
@@ -260,11 +264,11 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
         if wanting:
             for name, values in sorted(wanting.items()):
                 raw, counts, _ = looks[name]
-                releases[name] = dp_categories(raw, counts, reserve / len(wanting), delta_tau / 2.0, noise,
+                releases[name] = dp_categories(raw, counts, reserve / len(wanting), later_delta, noise,
                                                prior=releases[name], candidates=values, observed_look=False)
                 spent[name] += reserve / len(wanting)
         else:
-            _look_again(looks, releases, spent, present, reserve, first_rho, delta_tau, noise,
+            _look_again(looks, releases, spent, present, reserve, first_rho, later_delta, noise,
                         [d.column.name for d in categorical] if pool_to_all else [])
     for d in categorical:
         f = facts[d.column.name]
@@ -272,20 +276,20 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
 
 
 def _look_again(looks: dict, releases: dict[str, CategoryRelease], spent: dict[str, float],
-                present: dict[str, tuple[float | None, float]], pool: float, first_rho: float, delta_tau: float,
+                present: dict[str, tuple[float | None, float]], pool: float, first_rho: float, look_delta: float,
                 noise, otherwise: list[str]) -> None:
     """A look at the observed values for the columns whose first look left values unfound, ``pool`` split by
     their unfound mass (``pool_shares``); where none is short, over ``otherwise`` in equal parts (or not spent).
-    Updates ``releases`` and ``spent``."""
+    Its thresholds hold ``look_delta``. Updates ``releases`` and ``spent``."""
     short = sorted(name for name in releases if shows_unfound(looks[name][2], *present[name]))
     if short:
         shares = pool_shares({name: unfound_mass(looks[name][2], *present[name]) for name in short}, pool,
-                             gaussian_sigma(first_rho), delta_tau / 2.0)
+                             gaussian_sigma(first_rho), look_delta)
     else:
         shares = {name: pool / len(otherwise) for name in otherwise}
     for name, rho in shares.items():
         values, counts, _ = looks[name]
-        releases[name] = dp_categories(values, counts, rho, delta_tau / 2.0, noise, prior=releases[name])
+        releases[name] = dp_categories(values, counts, rho, look_delta, noise, prior=releases[name])
         spent[name] += rho
 
 
