@@ -135,18 +135,13 @@ CANDIDATE_SIGMAS = 3.0  # a public candidate is kept when its noisy count passes
 # one passes with probability 0.13% (a category of noise: the release draws few rows into it)
 
 
-CANDIDATE_LOOK_SHARE = 0.3  # of the pool, kept for the looks at candidates where two columns share a value
-
-
-def sibling_candidates(found: dict[str, tuple[str, ...]], overlap_only: bool = False) -> dict[str, tuple[str, ...]]:
+def sibling_candidates(found: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     """Per column, the values released for the other columns whose releases share a value with its own, less
-    its own (``overlap_only``: every column sharing a value with another, with the values it shares): public,
-    post-processing of the columns' DP releases."""
+    its own: public, post-processing of the columns' DP releases."""
     sets = {name: set(values) for name, values in found.items()}
     out = {}
     for name, own in sets.items():
-        near = set().union(*(other for n, other in sets.items() if n != name and own & other))
-        near = near & own if overlap_only else near - own
+        near = set().union(*(other for n, other in sets.items() if n != name and own & other)) - own
         if near:
             out[name] = tuple(sorted(near))
     return out
@@ -166,7 +161,7 @@ def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
 
 def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
                   max_categories: int = MAX_CATEGORIES, prior: CategoryRelease | None = None,
-                  candidates: Sequence[str] = (), observed_look: bool = True) -> CategoryRelease:
+                  candidates: Sequence[str] = ()) -> CategoryRelease:
     """Gaussian histogram with thresholding over the observed values (see the module docstring).
 
     ``prior``: a first look at the same values (same order). This look's noisy counts are averaged with its,
@@ -174,34 +169,30 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     both), thresholded at that noise. A value seen once passes each look's threshold with probability at most
     its ``delta_tau``: the column's thresholds hold delta_tau of both looks together.
 
-    ``candidates`` (a second look only): public values measured on their own histogram (module docstring),
-    kept above CANDIDATE_SIGMAS deviations of this look's noise; the observed values among them are left out of
-    the thresholded histogram, so each record still moves one cell. ``observed_look`` False (with a ``prior``):
-    the look measures the candidates only and keeps the earlier looks' reading (and threshold) of the other
-    values."""
+    ``candidates`` (a second look): public values measured on their own histogram (module docstring), each
+    counted whether the column holds it or not, and kept above CANDIDATE_SIGMAS deviations of this look's noise;
+    the observed values among them are left out of the thresholded histogram, so each record moves one cell of
+    the look."""
     sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
     listed = set(candidates)
     observed = np.array([str(v) not in listed for v in values], dtype=bool)
-    if not observed_look:
-        if prior is None:
-            raise ValueError("a look at candidates only needs the column's first look")
-        noisy_counts, combined, tau = prior.observed[observed], prior.sigma, prior.tau
-    else:
-        noisy_counts = noise.add_gaussian(counts[observed], sigma, sensitivity=1.0) if observed.any() else np.zeros(0)
-        combined = sigma
-        if prior is not None:
-            if prior.observed.shape != counts.shape:
-                raise ValueError("a second look must read the values of its first, in the same order")
-            w_prior, w_this = prior.sigma ** -2, sigma ** -2
-            noisy_counts = (w_prior * prior.observed[observed] + w_this * noisy_counts) / (w_prior + w_this)
-            combined = (w_prior + w_this) ** -0.5
-        tau = threshold(combined, delta_tau)
+    held = dict(zip((str(v) for v in values), counts))
+    cells = np.concatenate([counts[observed], [held.get(c, 0.0) for c in candidates]])
+    # one histogram over disjoint cells (the observed values less the candidates, then the candidates): one draw
+    drawn = noise.add_gaussian(cells, sigma, sensitivity=1.0) if len(cells) else np.zeros(0)
+    noisy_counts, found = drawn[:int(observed.sum())], drawn[int(observed.sum()):]
+    combined = sigma
+    if prior is not None:
+        if prior.observed.shape != counts.shape:
+            raise ValueError("a second look must read the values of its first, in the same order")
+        w_prior, w_this = prior.sigma ** -2, sigma ** -2
+        noisy_counts = (w_prior * prior.observed[observed] + w_this * noisy_counts) / (w_prior + w_this)
+        combined = (w_prior + w_this) ** -0.5
+    tau = threshold(combined, delta_tau)
     names = [str(v) for v, o in zip(values, observed) if o]
     scores, passed = list(noisy_counts), list(noisy_counts > tau)
     if candidates:
-        held = dict(zip((str(v) for v in values), counts))
-        found = noise.add_gaussian(np.array([held.get(c, 0.0) for c in candidates]), sigma, sensitivity=1.0)
         names += list(candidates)
         scores += list(found)
         passed += list(found > CANDIDATE_SIGMAS * sigma)

@@ -26,7 +26,6 @@ import numpy as np
 from privsynth.discovery import facts as F
 from privsynth.discovery.bounds import Bounds
 from privsynth.discovery.categories import (
-    CANDIDATE_LOOK_SHARE,
     FIRST_LOOK_SHARE,
     CategoryRelease,
     dp_categories,
@@ -235,62 +234,36 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     ``left``; the rest of their parts is pooled and spent on a second look at the columns whose first look left
     values unfound (``shows_unfound``), split by their unfound mass (``pool_shares``): a yes/no column found
     whole gives its budget to a column of rare codes. Where none is short, the pool goes to round 2's edges, or
-    (no edges) back to every column in equal parts. Where first looks released a value in two columns, a
-    CANDIDATE_LOOK_SHARE of the pool is kept for a last look: each column of such a pair that lacks a value the
-    others released (``sibling_candidates``, after the second looks) measures those values on a public list
-    (``dp_categories``' candidates), the share split evenly; where none lacks one, it goes as the pool did.
-    Adaptive composition: which columns look again depends only on the first looks' noisy counts and the
-    facts' noisy present counts; each look is Gaussian at its rho. The thresholds of a column's looks at its
-    observed values hold its delta_tau together: half at the first, half at the second, or, where a last look
-    is kept, a quarter at each of the two later (a look at public candidates adds no threshold: it keeps the
-    prior's). Writes every categorical column's entry."""
+    (no edges) back to every column in equal parts. The second looks run one column at a time, the largest share
+    first, and each measures as public candidates the values the columns sharing one of its values have released
+    so far and it has not (``sibling_candidates``; ``dp_categories``' candidates): one grade's school type found
+    is a candidate for the next grade's, at 3 deviations rather than the threshold's 6.
+    Adaptive composition: which columns look again, and at which candidates, depends only on earlier DP
+    releases (the looks' released values, the facts' noisy present counts); each look is Gaussian at its rho, and
+    each look's threshold on the observed values holds half the column's threshold delta (the candidates, a
+    public list, need none). Writes every categorical column's entry."""
     if not categorical:
         return
     facts = {d.column.name: released.get(d.column.name) for d in categorical}
     present = {name: f.present_for_values() if f else (None, 0.0) for name, f in facts.items()}
+    short = {name for name in facts if shows_unfound(looks[name][2], *present[name])}
     first_rho = left * FIRST_LOOK_SHARE
     pool = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical)
-    paired = set(sibling_candidates({name: look[2].categories for name, look in looks.items()}, overlap_only=True))
-    reserve = CANDIDATE_LOOK_SHARE * pool if paired else 0.0
+    if short:
+        shares = pool_shares({name: unfound_mass(looks[name][2], *present[name]) for name in sorted(short)}, pool,
+                             gaussian_sigma(first_rho), delta_tau / 2.0)
+    else:
+        shares = {d.column.name: pool / len(categorical) for d in categorical} if pool_to_all else {}
     releases = {name: look[2] for name, look in looks.items()}
-    spent = dict.fromkeys(releases, first_rho)
-    # the thresholds of a column's looks hold delta_tau together: half the first's, the rest the later ones'
-    later_delta = delta_tau / 4.0 if reserve else delta_tau / 2.0
-    _look_again(looks, releases, spent, present, pool - reserve, first_rho, later_delta, noise,
-                [d.column.name for d in categorical] if pool_to_all else [])
-    if reserve:
-        wanting = {name: c for name, c in sibling_candidates({n: r.categories for n, r in releases.items()}).items()
-                   if name in paired}
-        if wanting:
-            for name, values in sorted(wanting.items()):
-                raw, counts, _ = looks[name]
-                releases[name] = dp_categories(raw, counts, reserve / len(wanting), later_delta, noise,
-                                               prior=releases[name], candidates=values, observed_look=False)
-                spent[name] += reserve / len(wanting)
-        else:
-            _look_again(looks, releases, spent, present, reserve, first_rho, later_delta, noise,
-                        [d.column.name for d in categorical] if pool_to_all else [])
+    for name in sorted(shares, key=lambda n: (-shares[n], n)):
+        values, counts, first = looks[name]
+        candidates = sibling_candidates({n: r.categories for n, r in releases.items()}).get(name, ())
+        releases[name] = dp_categories(values, counts, shares[name], delta_tau / 2.0, noise, prior=first,
+                                       candidates=candidates)
     for d in categorical:
         f = facts[d.column.name]
-        write_categories(d, releases[d.column.name], spent[d.column.name], f.present if f else None)
-
-
-def _look_again(looks: dict, releases: dict[str, CategoryRelease], spent: dict[str, float],
-                present: dict[str, tuple[float | None, float]], pool: float, first_rho: float, look_delta: float,
-                noise, otherwise: list[str]) -> None:
-    """A look at the observed values for the columns whose first look left values unfound, ``pool`` split by
-    their unfound mass (``pool_shares``); where none is short, over ``otherwise`` in equal parts (or not spent).
-    Its thresholds hold ``look_delta``. Updates ``releases`` and ``spent``."""
-    short = sorted(name for name in releases if shows_unfound(looks[name][2], *present[name]))
-    if short:
-        shares = pool_shares({name: unfound_mass(looks[name][2], *present[name]) for name in short}, pool,
-                             gaussian_sigma(first_rho), look_delta)
-    else:
-        shares = {name: pool / len(otherwise) for name in otherwise}
-    for name, rho in shares.items():
-        values, counts, _ = looks[name]
-        releases[name] = dp_categories(values, counts, rho, look_delta, noise, prior=releases[name])
-        spent[name] += rho
+        write_categories(d, releases[d.column.name], first_rho + shares.get(d.column.name, 0.0),
+                         f.present if f else None)
 
 
 def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, released: dict[str, F.NoisyFacts]) -> float:
