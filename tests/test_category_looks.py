@@ -190,8 +190,9 @@ class Metered:
 
 def test_a_column_lacking_a_value_its_siblings_released_gets_it_as_a_candidate():
     found = {"lunch_k": ("free", "paid"), "lunch_1": ("paid",), "school": ("rural", "urban"), "alone": ("x",)}
-    assert sibling_candidates(found) == {"lunch_1": ("free",)}
-    assert sibling_candidates({"a": (), "b": ("yes",)}) == {}  # nothing shared: no sibling
+    assert {name: sibling_candidates(found, name) for name in found} == \
+        {"lunch_k": (), "lunch_1": ("free",), "school": (), "alone": ()}
+    assert sibling_candidates({"a": (), "b": ("yes",)}, "a") == ()  # nothing shared: no sibling
 
 
 def test_a_candidate_passes_at_three_deviations_where_the_observed_threshold_would_lose_it():

@@ -135,16 +135,12 @@ CANDIDATE_SIGMAS = 3.0  # a public candidate is kept when its noisy count passes
 # one passes with probability 0.13% (a category of noise: the release draws few rows into it)
 
 
-def sibling_candidates(found: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-    """Per column, the values released for the other columns whose releases share a value with its own, less
+def sibling_candidates(found: dict[str, tuple[str, ...]], name: str) -> tuple[str, ...]:
+    """The values released for the columns other than ``name`` whose releases share a value with its own, less
     its own: public, post-processing of the columns' DP releases."""
-    sets = {name: set(values) for name, values in found.items()}
-    out = {}
-    for name, own in sets.items():
-        near = set().union(*(other for n, other in sets.items() if n != name and own & other)) - own
-        if near:
-            out[name] = tuple(sorted(near))
-    return out
+    own = set(found[name])
+    return tuple(sorted(set().union(*(set(other) for n, other in found.items() if n != name and own & set(other)))
+                        - own))
 
 
 def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
@@ -190,18 +186,14 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
         noisy_counts = (w_prior * prior.observed[observed] + w_this * noisy_counts) / (w_prior + w_this)
         combined = (w_prior + w_this) ** -0.5
     tau = threshold(combined, delta_tau)
-    names = [str(v) for v, o in zip(values, observed) if o]
-    scores, passed = list(noisy_counts), list(noisy_counts > tau)
-    if candidates:
-        names += list(candidates)
-        scores += list(found)
-        passed += list(found > CANDIDATE_SIGMAS * sigma)
-    score, keep = np.asarray(scores, dtype=np.float64), np.asarray(passed, dtype=bool)
+    names = [*(str(v) for v, o in zip(values, observed) if o), *candidates]
+    score = np.concatenate([noisy_counts, found])
+    keep = np.concatenate([noisy_counts > tau, found > CANDIDATE_SIGMAS * sigma])
     if keep.sum() > max_categories:  # the largest noisy counts (post-processing)
         cut = np.sort(score[keep])[-max_categories]
         keep &= score >= cut
     kept = sorted((v, float(c)) for v, c, k in zip(names, score, keep) if k)
     full = np.full(len(counts), -np.inf)  # the observed values' noisy counts, for a later look (private)
     full[observed] = noisy_counts
-    return CategoryRelease(tuple(v for v, _ in kept), combined, tau, float(score[keep].sum()) if keep.any() else 0.0,
+    return CategoryRelease(tuple(v for v, _ in kept), combined, tau, float(score[keep].sum()),
                            tuple(c for _, c in kept), full)

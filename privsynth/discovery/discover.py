@@ -257,7 +257,7 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     releases = {name: look[2] for name, look in looks.items()}
     for name in sorted(shares, key=lambda n: (-shares[n], n)):
         values, counts, first = looks[name]
-        candidates = sibling_candidates({n: r.categories for n, r in releases.items()}).get(name, ())
+        candidates = sibling_candidates({n: r.categories for n, r in releases.items()}, name)
         releases[name] = dp_categories(values, counts, shares[name], delta_tau / 2.0, noise, prior=first,
                                        candidates=candidates)
     for d in categorical:

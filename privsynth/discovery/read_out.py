@@ -143,9 +143,9 @@ def mass_beyond_trim(level: Level, bounds: Bounds, low: float, high: float, pres
     widened a latitude's end bins and its 2-way error rose 9%); else None (post-processing)."""
     if present is None or present <= 0:
         return None, None
+    starts, ends = level.edges[:-1], level.edges[1:]
     out: list[float | None] = []
     for side in (0, 1):
-        starts, ends = level.edges[:-1], level.edges[1:]
         idx = np.flatnonzero((ends <= low) & (starts >= bounds.low))[::-1] if side == 0 else \
             np.flatnonzero((starts >= high) & (ends <= bounds.high))
         if not len(idx) or TRIM_SIGMAS * level.sigma * math.sqrt(len(idx)) <= UNSEEN_SHARE * present:
