@@ -229,3 +229,66 @@ def test_a_smooth_bin_under_heavy_noise_is_not_piled_onto_the_sub_bins_noise_lif
     # no half is emptied; a noise draw 2.5 deviations apart between the halves (seed 8) tilts the bin to 0.2 / 0.8,
     # as the linear estimate follows what the noise shows
     assert max(abs(h - 0.5) for h in halves) < 0.35 and abs(np.mean(halves) - 0.5) < 0.08
+
+
+def _bump_column():
+    """Six bins of 16 sub-bins over [0, 96]: a smooth bump of rows (up to 1,500 a sub-bin, 13 at its thin end)."""
+    edges, sub = np.linspace(0.0, 96.0, 7), np.linspace(0.0, 96.0, 97)
+    centres = (sub[:-1] + sub[1:]) / 2.0
+    return edges, sub, 1500.0 * np.exp(-0.5 * ((centres - 40.0) / 18.0) ** 2)
+
+
+def _within_bin_tv(weights, truth, edges, sub):
+    from privsynth.schema.fine_estimate import bin_starts
+
+    first = bin_starts(edges, sub)
+    return [0.5 * np.abs(weights[a:b] / weights[a:b].sum() - truth[a:b] / truth[a:b].sum()).sum()
+            for a, b in zip(first[:-1], first[1:])]
+
+
+@pytest.mark.parametrize("scale", [20.0, 72.0])
+def test_a_smooth_column_s_bins_borrow_their_neighbours_counts(scale):
+    """Mean total variation, over 100 noise draws and six bins, between each bin's decoding weights and its true
+    sub-bin shares: estimated across the column (``column_weights``) against each bin alone (``fine_weights``).
+    Measured: 0.013 against 0.024 at noise 20 a sub-bin, 0.029 against 0.050 at noise 72."""
+    from privsynth.schema.fine_estimate import column_weights, fine_weights
+
+    edges, sub, truth = _bump_column()
+    across, alone = [], []
+    for seed in range(100):
+        noisy = truth + np.random.default_rng(seed).normal(0.0, scale, len(truth))
+        across += _within_bin_tv(column_weights(edges, sub, noisy, scale), truth, edges, sub)
+        own = np.concatenate([fine_weights(noisy[16 * i:16 * i + 16], sub[16 * i:16 * i + 17], scale)
+                              for i in range(6)])
+        alone += _within_bin_tv(own, truth, edges, sub)
+    assert np.mean(across) < 0.7 * np.mean(alone)
+
+
+def test_a_heap_keeps_its_sub_bin_and_does_not_spread_into_its_neighbours():
+    """A heap (1,500 rows at one value, 66% of its bin) in the bump's thin last bin, noise 72 a sub-bin. Smoothed
+    with the rest, it spread over its bin (mean total variation to the bin's true shares 0.26 over 50 draws);
+    found as a heap it keeps its count, and the bin scores 0.20, better than the bin estimated alone (0.22)."""
+    from privsynth.schema.fine_estimate import column_weights, fine_weights
+
+    edges, sub, truth = _bump_column()
+    truth = truth.copy()
+    truth[88] += 1500.0
+    share = truth[80:96] / truth[80:96].sum()
+    across, alone = [], []
+    for seed in range(50):
+        noisy = truth + np.random.default_rng(seed).normal(0.0, 72.0, len(truth))
+        w = column_weights(edges, sub, noisy, 72.0)[80:96]
+        own = fine_weights(noisy[80:96], sub[80:97], 72.0)
+        across.append(0.5 * np.abs(w / w.sum() - share).sum())
+        alone.append(0.5 * np.abs(own / own.sum() - share).sum())
+    assert np.mean(across) < min(0.23, np.mean(alone))
+
+
+def test_smoothing_keeps_noiseless_counts_and_the_cells_of_points():
+    from privsynth.schema.fine_estimate import smoothed_counts
+
+    sub = np.r_[0.0, 1e-12, 2e-12, np.linspace(1.0, 16.0, 16)]  # two cells of a point, then 16 sub-bins
+    counts = np.r_[500.0, -3.0, np.linspace(10.0, 150.0, 16)]
+    assert np.array_equal(smoothed_counts(counts, sub, 0.0), np.maximum(counts, 0.0))
+    smoothed = smoothed_counts(counts + np.random.default_rng(0).normal(0.0, 30.0, 18), sub, 30.0)
+    assert smoothed[0] > 450.0 and np.all(smoothed >= 0.0)
