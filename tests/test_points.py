@@ -53,6 +53,17 @@ def test_point_bins_decode_to_the_point_exactly():
     assert P.with_points((0.0, 10.0, 20.0), (9.0,), integer=True) == (0.0, 9.0, 10.0, 20.0)
 
 
+def test_a_quantile_cut_the_point_s_own_mass_placed_beside_it_goes():
+    """A balance, 0 for 5% of the customers: the quantile cut at 3.5e-6 bounded an empty bin between the zeros'
+    bin and the first real one; a cut of real width beside a point stays, and so does an integer's."""
+    assert P.with_points((0.0, 3.5e-6, 34.9, 400.0, 2048.0), (0.0,), integer=False) == (0.0, 5e-10, 34.9, 400.0,
+                                                                                          2048.0)
+    below = P.with_points((0.0, 10.0, 99.99999, 200.0, 400.0), (100.0,), integer=False)
+    assert 99.99999 not in below and 10.0 in below and 100.0 in below
+    assert P.with_points((0.0, 3.0, 34.9, 400.0), (0.0,), integer=False) == (0.0, 5e-10, 3.0, 34.9, 400.0)
+    assert P.with_points((0.0, 2.0, 34.0, 400.0), (0.0,), integer=True) == (0.0, 1.0, 2.0, 34.0, 400.0)
+
+
 @pytest.mark.parametrize("sentinel", [9999999, -1])
 def test_a_sentinel_comes_back_exactly_not_smeared(tmp_path, sentinel):
     rng = np.random.default_rng(3)

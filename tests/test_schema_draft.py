@@ -714,6 +714,11 @@ def test_bins_grow_with_the_rows_as_their_square_root():
     assert bins_for_rows(10_000.0, epsilon=3.0, delta=1e-9) == round(8 * (0.12058243 / 0.01497306) ** 0.25) == 13
     assert bins_for_rows(51_920.0, epsilon=0.3, delta=1e-9) == round(8 * (51_920 / 10_000) ** 0.5 * 0.5604) == 10
     assert bins_for_rows(28_867.0, epsilon=0.3, delta=1e-9) == 8
+    # by (48 / columns)^(1/4): a narrow table's mechanism spends its rho over fewer rounds
+    assert bins_for_rows(10_000.0, epsilon=1.0, delta=1e-9, columns=4) == round(8 * 12 ** 0.25) == 15
+    assert bins_for_rows(11_598.0, epsilon=1.0, delta=1e-9, columns=47) == 9
+    assert bins_for_rows(10_000.0, columns=48) == bins_for_rows(10_000.0) == 8
+    assert bins_for_rows(2_930.0, epsilon=1.0, delta=1e-9, columns=74) == 8
 
 
 def _quantile_bins(tmp_path, n: int, **options) -> int:
@@ -728,7 +733,7 @@ def _quantile_bins(tmp_path, n: int, **options) -> int:
 
 
 def test_a_column_of_many_rows_gets_more_quantile_bins(tmp_path):
-    # a tail bin beyond a trim may add one
-    assert all(8 <= _quantile_bins(tmp_path, 5_000, seed=s) <= 9 for s in (3, 4))
+    # a tail bin beyond a trim may add one; a table of one column takes (48 / 1)^(1/4) times a 48-column table's
+    assert all(8 <= _quantile_bins(tmp_path, 600, seed=s) <= 9 for s in (3, 4))
     assert all(16 <= _quantile_bins(tmp_path, 60_000, seed=s) <= 17 for s in (3, 4))
     assert 8 <= _quantile_bins(tmp_path, 60_000, seed=3, bins=8) <= 9  # a number the user gave is kept

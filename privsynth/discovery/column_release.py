@@ -101,7 +101,9 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None:
         points = tuple(sorted({*points, *P.zero_point(d.bounds_histogram, present)}))
     if points and fine.codes is None and not fine.small_domain:
-        fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer))
+        chosen = R.quantile_level(levels, fine.low, fine.high)
+        fine = dataclasses.replace(fine, edges=P.with_points(fine.edges, points, integer,
+                                                             lambda u, v: R.shows_data(chosen, u, v)))
     heaps: tuple[tuple[float, float], ...] = ()
     if c.kind in NUMERIC and fine.codes is None and not fine.small_domain:
         found = fine.heaps if fine.heaps is not None else P.heaps(levels[0], present, fine.low, fine.high, integer)

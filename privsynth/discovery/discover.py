@@ -214,7 +214,8 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
         name = d.column.name
         values, counts = cache.pop(name) if name in cache else _numeric_counts(table, d)
         public = needs(d, options) is Need.EDGES
-        bins = options.bins or bins_for_rows(_present_estimate(d, released.get(name)), options.epsilon, options.delta)
+        bins = options.bins or bins_for_rows(_present_estimate(d, released.get(name)), options.epsilon, options.delta,
+                                             columns=len(read))
         round_two_edges(d, values, counts, unspent / len(edged), coarse[name], bins, noise, public=public)
 
 

@@ -28,28 +28,35 @@ from privsynth.privacy.spending import rho_allowance
 
 DEFAULT_BINS = 8  # quantile bins of a number column of up to BINS_ROWS values; beyond, more (``bins_for_rows``)
 BINS_ROWS = 10_000
+BINS_COLUMNS = 48  # ... in a table of this many columns; fewer columns, more bins
 MAX_BINS_BY_ROWS = 16
 NUMERIC = ("integer", "float")
 TEMPORAL = ("date", "timestamp")
 
 
-def bins_for_rows(present: float, epsilon: float | None = None, delta: float = DEFAULT_DELTA) -> int:
+def bins_for_rows(present: float, epsilon: float | None = None, delta: float = DEFAULT_DELTA,
+                  columns: int | None = None) -> int:
     """Quantile bins for a number column of about ``present`` values (a DP estimate: post-processing) in a
-    release at (``epsilon``, ``delta``) (None: as at epsilon 1): DEFAULT_BINS up to BINS_ROWS values at
-    epsilon 1, growing as sqrt(rows) * rho^(1/4) (rho relative to epsilon 1's at the same delta), between
-    DEFAULT_BINS and MAX_BINS_BY_ROWS.
+    release at (``epsilon``, ``delta``) (None: as at epsilon 1) of ``columns`` columns (public; None: as at
+    BINS_COLUMNS): DEFAULT_BINS up to BINS_ROWS values at epsilon 1 and BINS_COLUMNS columns, growing as
+    sqrt(rows) * (rho / columns)^(1/4) (rho relative to epsilon 1's at the same delta), between DEFAULT_BINS
+    and MAX_BINS_BY_ROWS.
 
     Why: a reader scores the release on bins of their own (documentation's round figures), and inside one of
     our bins decoding draws a value without regard to the other columns, so the error at a reader's edges that
     cut our bins falls as 1/bins, while the noise the mechanism's marginals carry, relative to a bin's rows,
-    grows as bins * sigma / rows; their sum is least at bins proportional to sqrt(rows / sigma), and sigma goes
-    as rho^(-1/2). Measured (benchmarks/README.md, round 5 session 11), 2-way error / independent columns',
-    16 bins against 8: 0.30 against 0.35 on 28,867 rows and 0.127 against 0.142 on 51,920 (9 seeds each) at
-    epsilon 1; 0.158 against 0.173 on 10,000 rows at epsilon 3 (4 seeds), where at epsilon 1 12 to 24 bins
-    lost (0.27-0.30 against 0.27, 8 seeds)."""
+    grows as bins * sigma / rows; their sum is least at bins proportional to sqrt(rows / sigma). The mechanism
+    spreads rho over rounds in proportion to the columns (aim: 4 per column), so sigma goes as
+    sqrt(columns / rho). Measured (benchmarks/README.md, round 5 sessions 11 and 14), 2-way error / independent
+    columns', at epsilon 1: 16 bins against 8 gave 0.30 against 0.35 on 28,867 rows and 8 columns, 0.127
+    against 0.142 on 51,920 rows and 14 columns (9 seeds each); on 10,000 rows and 4 columns, 0.245 against
+    0.281 (40 paired seeds), where 11,598 rows and 47 columns lost with 16 bins against 9 (0.665 against 0.638,
+    8 seeds)."""
     rows = max(float(present), 0.0)
     budget = 1.0 if epsilon is None else (rho_allowance(epsilon, delta) / rho_allowance(1.0, delta)) ** 0.25
-    return int(min(MAX_BINS_BY_ROWS, max(DEFAULT_BINS, round(DEFAULT_BINS * math.sqrt(rows / BINS_ROWS) * budget))))
+    width = 1.0 if columns is None else (BINS_COLUMNS / max(int(columns), 1)) ** 0.25
+    target = DEFAULT_BINS * math.sqrt(rows / BINS_ROWS) * budget * width
+    return int(min(MAX_BINS_BY_ROWS, max(DEFAULT_BINS, round(target))))
 
 
 @dataclass(frozen=True)
