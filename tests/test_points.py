@@ -62,6 +62,10 @@ def test_a_quantile_cut_the_point_s_own_mass_placed_beside_it_goes():
     assert 99.99999 not in below and 10.0 in below and 100.0 in below
     assert P.with_points((0.0, 3.0, 34.9, 400.0), (0.0,), integer=False) == (0.0, 5e-10, 3.0, 34.9, 400.0)
     assert P.with_points((0.0, 2.0, 34.0, 400.0), (0.0,), integer=True) == (0.0, 1.0, 2.0, 34.0, 400.0)
+    # round 2's counts show no data below 100: the empty bins beside the zeros go, the first that holds data stays
+    shows = lambda u, v: v > 100.0  # noqa: E731
+    assert P.with_points((0.0, 1e-3, 50.0, 150.0, 400.0), (0.0,), integer=False, shows_data=shows) == \
+        (0.0, 5e-10, 150.0, 400.0)
 
 
 @pytest.mark.parametrize("sentinel", [9999999, -1])

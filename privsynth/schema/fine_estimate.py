@@ -26,7 +26,7 @@ SMOOTH_PENALTY = 3.0  # noise variances per effective parameter (SURE's 2, raise
 SMOOTH_MAX_SUB_BINS = 2048  # the smoother's dense n x n kernel: above this, each bin is estimated alone
 SPARSE_SHARE = 0.5  # a bin whose own estimate empties this share of its sub-bins holds point masses: kept as is
 HEAP_SIGMAS = 4.0  # a sub-bin this many noise deviations above the smooth fit holds a heap (noise alone: 3e-5)
-NARROW = 1e-6  # a sub-bin this many median widths wide is a point's (a zero cell of a DP grid): not smoothed
+NARROW = 1e-6  # a sub-bin narrower than this many median widths is a point's cell (a DP grid's zeros): not smoothed
 
 
 def snr_groups(total: float, sub_bins: int, scale: float) -> int:
