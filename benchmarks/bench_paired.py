@@ -134,40 +134,31 @@ def main() -> int:
     parser.add_argument("--tables", default="credit_default")
     parser.add_argument("--seeds", default="0-9")
     parser.add_argument("--variants", default="default", help="';'-separated variants: default, bins=K, fine=S")
-    parser.add_argument("--work", default=None, help="folder for the tables' Parquet files (default: a temporary one)")
+    parser.add_argument("--work", default=None, help="keep the Parquet files here (default: temporary)")
     args = parser.parse_args()
 
-    import tempfile
-
     import numpy as np
-    from bench_real import evaluation_schema, load_table, score
+    from bench_peers import work_folder
+    from bench_real import score, scoring_inputs
 
-    from privsynth.schema.encoding import domain_of, encode_codes
-
-    work = Path(args.work or tempfile.mkdtemp(prefix="bench-paired-"))
-    work.mkdir(parents=True, exist_ok=True)
     print("| table | variant | seeds | 1-way TV | 2-way TV / independent | wrong % | seconds |")
     print("|---|---|---|---|---|---|---|")
-    for table in [t.strip() for t in args.tables.split(",") if t.strip()]:
-        real = load_table(table)
-        path = work / f"{table}.parquet"
-        real.to_parquet(path, index=False)
-        evaluation = evaluation_schema(table)
-        domain = domain_of(evaluation)
-        real_codes = encode_codes(real, evaluation)
-        for variant in [v for v in args.variants.split(";") if v.strip()]:
-            settings = settings_of(variant)
-            bins = int(settings["bins"]) if "bins" in settings else None
-            started, rows = time.perf_counter(), []
-            for seed in seeds_of(args.seeds):
-                schema = discovered_schema(path, table, seed, bins)
-                synthetic = release(real, schema, table, seed, settings.get("fine"))
-                errors = score(synthetic, real_codes, evaluation, domain, 100)
-                rows.append((errors["1"]["mean_tv"], errors["2"]["mean_tv"] / errors["2"]["independent_mean_tv"],
-                             errors["wrong_share"]))
-            mean = np.mean(rows, axis=0)
-            print(f"| {table} | {variant} | {len(rows)} | {mean[0]:.4f} | {mean[1]:.3f} | {100 * mean[2]:.2f} "
-                  f"| {time.perf_counter() - started:.0f} |", flush=True)
+    with work_folder(args.work, "bench-paired-") as work:
+        for table in [t.strip() for t in args.tables.split(",") if t.strip()]:
+            real, path, evaluation, domain, real_codes = scoring_inputs(table, work)
+            for variant in [v for v in args.variants.split(";") if v.strip()]:
+                settings = settings_of(variant)
+                bins = int(settings["bins"]) if "bins" in settings else None
+                started, rows = time.perf_counter(), []
+                for seed in seeds_of(args.seeds):
+                    schema = discovered_schema(path, table, seed, bins)
+                    synthetic = release(real, schema, table, seed, settings.get("fine"))
+                    errors = score(synthetic, real_codes, evaluation, domain, 100)
+                    rows.append((errors["1"]["mean_tv"], errors["2"]["mean_tv"] / errors["2"]["independent_mean_tv"],
+                                 errors["wrong_share"]))
+                mean = np.mean(rows, axis=0)
+                print(f"| {table} | {variant} | {len(rows)} | {mean[0]:.4f} | {mean[1]:.3f} | {100 * mean[2]:.2f} "
+                      f"| {time.perf_counter() - started:.0f} |", flush=True)
     return 0
 
 

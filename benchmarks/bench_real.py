@@ -167,6 +167,19 @@ def in_documented_domain(col, values):
     return ok
 
 
+def scoring_inputs(table: str, folder: Path):
+    """(the rows, their Parquet file in ``folder``, the evaluation schema, its domain, the rows' codes on it): what
+    a benchmark releases from and scores against."""
+    from privsynth.schema.encoding import domain_of, encode_codes
+
+    frame = load_table(table)
+    data = folder / f"{table}.parquet"
+    frame.to_parquet(data, index=False)
+    schema = evaluation_schema(table)
+    domain = domain_of(schema)
+    return frame, data, schema, domain, encode_codes(frame, schema)
+
+
 def strict(frame, schema):
     """The release as a user scores it: every value outside its documented domain set missing; the wrong share."""
     frame = frame.copy()
@@ -265,17 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from privsynth.report.internal_audit import marginal_error_summary
-    from privsynth.schema.encoding import domain_of, encode_codes
 
     rows: list[dict] = []
     with work_folder(args.keep, "bench-real-") as tmp:
         for table in [t.strip() for t in args.tables.split(",") if t.strip()]:
-            frame = load_table(table)
-            data = tmp / f"{table}.parquet"
-            frame.to_parquet(data, index=False)
-            schema = evaluation_schema(table)
-            domain = domain_of(schema)
-            real = encode_codes(frame, schema)
+            frame, data, schema, domain, real = scoring_inputs(table, tmp)
             n, cols = frame.shape
             base = {"table": table, "n": n, "cols": cols, "status": "ok"}
             ref = marginal_error_summary(real, real, domain, ks=KS, max_marginals=args.max_3way)
