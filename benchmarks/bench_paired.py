@@ -14,8 +14,9 @@ as the variants allow:
     python benchmarks/bench_paired.py --tables credit_default --seeds 0-39 --variants "default;bins=16"
     python benchmarks/bench_paired.py --tables nmes --seeds 0-19 --variants "fine=0.2;fine=0.3"
 
-A variant is ``default`` or ``;``-separated settings ``bins=K`` (discovery's quantile bins per number column)
-and ``fine=S`` (fine decoding's share). Scores are INTERNAL (they read the real rows). The releases are not
+A variant is ``default`` or ``,``-separated settings ``bins=K`` (discovery's quantile bins per number column),
+``fine=S`` (fine decoding's share) and ``discovery=S`` (discovery's share of the run's rho); variants are
+``;``-separated. Scores are INTERNAL (they read the real rows). The releases are not
 the pipeline's own: a run's validation, its DP row count and its report are left out.
 """
 
@@ -46,13 +47,13 @@ def settings_of(variant: str) -> dict[str, float]:
     out = {}
     for part in variant.split(","):
         key, value = part.split("=")
-        if key.strip() not in ("bins", "fine"):
-            raise SystemExit(f"unknown setting {key!r}: expected bins=K or fine=S")
+        if key.strip() not in ("bins", "fine", "discovery"):
+            raise SystemExit(f"unknown setting {key!r}: expected bins=K, fine=S or discovery=S")
         out[key.strip()] = float(value)
     return out
 
 
-def discovered_schema(path: Path, table: str, seed: int, bins: int | None):
+def discovered_schema(path: Path, table: str, seed: int, bins: int | None, discovery: float | None = None):
     """The schema a no-schema run at epsilon 1 would discover, on seeded noise."""
     import yaml
 
@@ -73,7 +74,7 @@ def discovered_schema(path: Path, table: str, seed: int, bins: int | None):
     try:
         drafts = declared_drafts(declared_columns(opened.table), options, text_source)
         read = to_read(drafts, options)
-        rho = discovery_share(None, len(read)) * run_rho_with_discovery(1.0, 1e-9)
+        rho = discovery_share(discovery, len(read)) * run_rho_with_discovery(1.0, 1e-9)
         noise = SeededNoise(seed, f"paired-discovery-{table}")
         noise.authorize(f"paired-discovery-{table}")
         measure(opened.table, read, options, rho, THRESHOLD_DELTA_FRACTION * 1e-9 / max(1, len(read)), noise)
@@ -84,7 +85,7 @@ def discovered_schema(path: Path, table: str, seed: int, bins: int | None):
     return parse_schema(yaml.safe_load(text))
 
 
-def release(real, schema, table: str, seed: int, fine_share: float | None):
+def release(real, schema, table: str, seed: int, fine_share: float | None, discovery: float | None = None):
     """The synthetic table of one seeded release on ``schema`` (see the module docstring)."""
     import numpy as np
 
@@ -107,7 +108,7 @@ def release(real, schema, table: str, seed: int, fine_share: float | None):
 
     codes = np.asarray(encode_codes(real, schema))
     domain = domain_of(schema)
-    rest = run_rho_with_discovery(1.0, 1e-9) * (1.0 - discovery_share(None, len(schema.columns)))
+    rest = run_rho_with_discovery(1.0, 1e-9) * (1.0 - discovery_share(discovery, len(schema.columns)))
     share = default_share(schema) if fine_share is None else fine_share
     aim = get_mechanism("aim")
     config = aim.Config(epsilon=epsilon_from_rho((1.0 - share) * rest, 1e-9), delta=1e-9)
@@ -133,7 +134,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", default="credit_default")
     parser.add_argument("--seeds", default="0-9")
-    parser.add_argument("--variants", default="default", help="';'-separated variants: default, bins=K, fine=S")
+    parser.add_argument("--variants", default="default",
+                        help="';'-separated variants: default, bins=K, fine=S, discovery=S")
     parser.add_argument("--work", default=None, help="keep the Parquet files here (default: temporary)")
     args = parser.parse_args()
 
@@ -151,8 +153,8 @@ def main() -> int:
                 bins = int(settings["bins"]) if "bins" in settings else None
                 started, rows = time.perf_counter(), []
                 for seed in seeds_of(args.seeds):
-                    schema = discovered_schema(path, table, seed, bins)
-                    synthetic = release(real, schema, table, seed, settings.get("fine"))
+                    schema = discovered_schema(path, table, seed, bins, settings.get("discovery"))
+                    synthetic = release(real, schema, table, seed, settings.get("fine"), settings.get("discovery"))
                     errors = score(synthetic, real_codes, evaluation, domain, 100)
                     rows.append((errors["1"]["mean_tv"], errors["2"]["mean_tv"] / errors["2"]["independent_mean_tv"],
                                  errors["wrong_share"]))

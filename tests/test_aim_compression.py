@@ -76,6 +76,7 @@ def test_expansion_keeps_kept_levels_and_draws_rare_ones_by_their_noisy_counts()
     rare = out[2000:, 0]
     assert set(np.unique(rare)) == {1, 3}                      # never the level with a negative count
     assert np.mean(rare == 1) == pytest.approx(0.75, abs=0.01)
+    assert abs(int((rare == 1).sum()) - 0.75 * rare.size) < 1.0  # systematic resampling: to within one row
 
 
 def _skewed_data(n: int = 3000, seed: int = 0) -> tuple[np.ndarray, Domain]:

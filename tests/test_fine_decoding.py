@@ -159,6 +159,23 @@ def test_decoder_follows_the_sub_bin_counts():
     assert uniform["n"].astype(int).nunique() > 20 and set(uniform["y"].astype(int)) == {2013, 2014}
 
 
+def test_a_bin_s_rows_take_each_sub_bin_s_share_to_within_one_row():
+    # the x bin [0, 0.5) split 3 : 1 between two sub-bins (noiseless counts: kept as they are). Drawn one by one,
+    # 2,001 rows would miss 1,500.75 by a binomial's 19 rows; spread by systematic resampling, by less than one
+    x_sub = sub_edges(SCHEMA.column("x"))
+    counts = np.zeros(len(x_sub) - 1)
+    counts[0], counts[5] = 300.0, 100.0
+    codes = np.zeros((2001, 4), dtype=np.int32)
+    for seed in range(5):
+        out = decode_codes(codes, SCHEMA, np.random.default_rng(seed),
+                           {"x": {"edges": x_sub.tolist(), "noisy_counts": counts.tolist(), "scale": 0.0}})
+        first = int(((out["x"] >= x_sub[0]) & (out["x"] < x_sub[1])).sum())
+        sixth = int(((out["x"] >= x_sub[5]) & (out["x"] < x_sub[6])).sum())
+        assert first + sixth == 2001 and abs(first - 2001 * 0.75) < 1.0, (first, sixth)
+    # the rows that get each sub-bin are shuffled: not the first 1,500 of the bin
+    assert 0.6 < float(((out["x"] < x_sub[1]).to_numpy()[:1000]).mean()) < 0.9
+
+
 def test_a_run_charges_the_allowance_and_records_the_measurement(tmp_path, monkeypatch):
     import privsynth
 

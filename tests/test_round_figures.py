@@ -105,3 +105,48 @@ def test_a_constant_decimal_column_comes_back_as_its_value(tmp_path):
                                    unlimited=True, seed=2, output=tmp_path / "run", release_store=tmp_path / "s")
     rate = pd.to_numeric(release.to_pandas()["rate"])
     assert (rate.dropna() == 7.5).all()  # never 7.500065: a value the column, written in tenths, cannot hold
+
+
+def test_a_bin_wider_than_a_multiple_of_the_interior_s_mean_is_split_evenly_at_round_figures():
+    # interior bins [100, 400) average 100 wide; at the default factor (3) the cap is 300: the tail [400, 1000)
+    # becomes two parts, at a factor of 2 (cap 200) three
+    assert F.WIDE_BIN_FACTOR == 3.0
+    edges = [0.0, 100.0, 200.0, 300.0, 400.0, 1000.0]
+    assert F.split_wide_bins(edges) == [0.0, 100.0, 200.0, 300.0, 400.0, 700.0, 1000.0]
+    assert F.split_wide_bins(edges, factor=2.0) == [0.0, 100.0, 200.0, 300.0, 400.0, 600.0, 800.0, 1000.0]
+    # interior mean 10, cap 20: [40, 95) in three parts of 18.33, the cuts 58.33 and 76.67 at round figures
+    assert F.split_wide_bins([0.0, 10.0, 20.0, 30.0, 40.0, 95.0], factor=2.0) == [0.0, 10.0, 20.0, 30.0, 40.0, 60.0,
+                                                                                 80.0, 95.0]
+    # an integer column's cuts are whole: cap 6, [12, 31) in four parts of 4.75 (16.75, 21.5, 26.25), each at the
+    # roundest whole number within 1.19 of it (even numbers: 10s and 5s are out of reach)
+    assert F.split_wide_bins([0.0, 3.0, 6.0, 9.0, 12.0, 31.0], integer=True, factor=2.0) == [
+        0.0, 3.0, 6.0, 9.0, 12.0, 16.0, 22.0, 26.0, 31.0]
+    # bins near the mean width, and columns of fewer than MIN_BINS_TO_SPLIT bins, stay as they are
+    assert F.split_wide_bins([0.0, 10.0, 20.0, 30.0, 45.0]) == [0.0, 10.0, 20.0, 30.0, 45.0]
+    assert F.split_wide_bins([0.0, 1.0, 2.0, 100.0]) == [0.0, 1.0, 2.0, 100.0]
+
+
+def test_a_split_stays_only_where_both_parts_show_data():
+    # the data end at 700: the part [800, 1000) of the tail shows none, so its cut goes and [600, 1000) stays one bin
+    edges = [0.0, 100.0, 200.0, 300.0, 400.0, 1000.0]
+    assert F.split_wide_bins(edges, factor=2.0, shows_data=lambda u, v: u < 700.0) == [0.0, 100.0, 200.0, 300.0,
+                                                                                       400.0, 600.0, 1000.0]
+    assert F.split_wide_bins(edges, factor=2.0, shows_data=lambda u, v: u < 500.0) == [0.0, 100.0, 200.0, 300.0,
+                                                                                       400.0, 1000.0]
+
+
+def test_a_thinning_tail_read_out_of_a_noisy_histogram_is_split_where_the_rows_reach():
+    # balances: most rows in 300-1,300, a tail thinning to 2,600 where a rare outcome would gather. Quantile cuts
+    # at 8 bins leave one bin over [1,300, 2,600+); the read-out splits what the rows reach into parts near the
+    # interior's width, and the empty octave beyond 2,700 stays whole
+    edges = np.arange(0.0, 4096.0 + 1, 16.0)
+    centres = (edges[:-1] + edges[1:]) / 2
+    counts = np.where(centres < 2700, np.exp(-0.5 * ((centres - 800) / 380) ** 2), 0.0)
+    counts = counts / counts.sum() * 10_000
+    level = Level(1, edges, counts + np.random.default_rng(3).normal(0, 2, len(counts)), 2.0)
+    fine = R.read_out([level], False, 8, Bounds(0.0, 4096.0, (0.0, 4096.0)))
+    widths = np.diff(fine.edges)
+    interior = (fine.edges[-2] - fine.edges[1]) / (len(fine.edges) - 3)
+    holding = [(a, b) for a, b in zip(fine.edges[:-1], fine.edges[1:]) if a < 2500]
+    assert all(b - a <= F.WIDE_BIN_FACTOR * interior for a, b in holding[1:]), fine.edges
+    assert len(fine.edges) - 1 > 8 and widths.max() < 2000, fine.edges

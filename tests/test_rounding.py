@@ -9,8 +9,9 @@ import pyarrow as pa
 import pytest
 
 from privsynth.mechanisms.base import WEIGHT_COLUMN, Release
-from privsynth.mechanisms.rounding import draw_levels, level_cdf, round_release, systematic_indices
+from privsynth.mechanisms.rounding import draw_levels, level_cdf, round_release
 from privsynth.schema.encoding import Domain, one_hot
+from privsynth.schema.sampling import systematic_indices
 from privsynth.schema.workload import all_marginals, marginal_counts, relaxed_marginal
 
 DOMAIN = Domain(("a", "b", "c"), (3, 2, 4))

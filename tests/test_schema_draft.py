@@ -733,7 +733,9 @@ def _quantile_bins(tmp_path, n: int, **options) -> int:
 
 
 def test_a_column_of_many_rows_gets_more_quantile_bins(tmp_path):
-    # a tail bin beyond a trim may add one; a table of one column takes (48 / 1)^(1/4) times a 48-column table's
-    assert all(8 <= _quantile_bins(tmp_path, 600, seed=s) <= 9 for s in (3, 4))
-    assert all(16 <= _quantile_bins(tmp_path, 60_000, seed=s) <= 17 for s in (3, 4))
+    # a tail bin beyond a trim may add one, and a wide bin where the rows thin is split (``split_wide_bins``: the
+    # column's density falls towards its low end) into one more; a table of one column takes (48 / 1)^(1/4) times
+    # a 48-column table's
+    assert all(8 <= _quantile_bins(tmp_path, 600, seed=s) <= 10 for s in (3, 4))
+    assert all(16 <= _quantile_bins(tmp_path, 60_000, seed=s) <= 18 for s in (3, 4))
     assert 8 <= _quantile_bins(tmp_path, 60_000, seed=3, bins=8) <= 9  # a number the user gave is kept

@@ -24,7 +24,7 @@ from privsynth.discovery.bounds import (
     within_outer_octaves,
 )
 from privsynth.discovery.codes import coded_values, codes_reach, mass_beyond, near_codes, off_codes
-from privsynth.discovery.figures import round_figure_edges
+from privsynth.discovery.figures import round_figure_edges, split_wide_bins
 
 MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hold this many noise sigmas
 
@@ -32,14 +32,15 @@ MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hol
 def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
              octave_grid: bool = True, keep_ends: tuple[bool, bool] = (False, False),
              round_one: tuple[np.ndarray, np.ndarray, float] | None = None) -> FineResult:
-    """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values
-    (``coded_values``), else ``bins`` edges where the noisy CDF of the finest level with signal crosses
-    i/bins (equal widths when the noise leaves too little to place them), each moved to a round figure near it
+    """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values (``coded_values``), else
+    ``bins`` edges where the noisy CDF of the finest level with signal crosses i/bins (equal widths when the noise
+    leaves too little to place them), a bin wider than three times the interior's mean split evenly where the parts
+    show data (``figures.split_wide_bins``, numbers only), each cut moved to a round figure near it
     (``figures.round_figure_edges``, numbers only) where both bins beside it show data. DP bounds on the octave grid
-    lose empty space at their ends (``trim_empty_ends`` on the level nearest TRIM_CELLS cells) but never
-    an octave round 1 found data in; other grids (years) are trimmed on the coarsest level's evidence.
-    With round 1's histogram (``round_one``: ``levels`` span whole octaves), a level that looks coded gets
-    edges when round 1 saw values off its codes (``off_codes``)."""
+    lose empty space at their ends (``trim_empty_ends`` on the level nearest TRIM_CELLS cells) but never an octave
+    round 1 found data in; other grids (years) are trimmed on the coarsest level's evidence. With round 1's
+    histogram (``round_one``: ``levels`` span whole octaves), a level that looks coded gets edges when round 1 saw
+    values off its codes (``off_codes``)."""
     low, high = bounds.low, bounds.high
     if integer:
         codes = coded_values(levels[0])
@@ -60,6 +61,8 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     out = sorted({low, high, *(c for c in cuts if low < c < high)})
     if len(out) - 1 < max(2, bins // 2):
         out = sorted(set(np.linspace(low, high, bins + 1).tolist()))
+    if octave_grid:  # inside the span: a trim's tail bin (``outer``) holds what the noise left of a thin tail
+        out = split_wide_bins(out, integer, shows_data=lambda u, v: any(shows_data(level, u, v) for level in levels))
     out = sorted({*out, *(edge for edge in outer if edge is not None)})
     if integer:
         out = sorted({float(round(e)) for e in out})

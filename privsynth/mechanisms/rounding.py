@@ -17,19 +17,9 @@ import numpy as np
 
 from privsynth.mechanisms.base import Measurement, Release
 from privsynth.schema.encoding import Domain, from_one_hot
+from privsynth.schema.sampling import systematic_indices
 
 ROUNDING_CHUNK_ROWS = 65_536
-
-
-def systematic_indices(weights: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
-    """``rows`` indices with E[count of i] = rows * w_i and |count - rows * w_i| < 1, shuffled."""
-    if rows < 1:
-        raise ValueError(f"rows must be >= 1, got {rows}")
-    cdf = np.cumsum(weights / weights.sum())
-    cdf[-1] = 1.0
-    positions = (rng.uniform() + np.arange(rows)) / rows
-    picks = np.minimum(np.searchsorted(cdf, positions, side="right"), weights.size - 1)
-    return rng.permutation(picks)
 
 
 def level_cdf(probabilities: np.ndarray) -> np.ndarray:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from privsynth.schema.sampling import systematic_indices
+
 if TYPE_CHECKING:
     from privsynth.schema import Column
 
@@ -187,7 +189,10 @@ def column_weights(edges: np.ndarray, sub: np.ndarray, y: np.ndarray, scale: flo
 
 def fine_draws(col: Column, safe: np.ndarray, fine: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) of a sub-bin drawn for each bin code in proportion to ``column_weights`` (post-processing of the DP
-    counts in ``fine``)."""
+    counts in ``fine``). A bin's rows are spread over its sub-bins by systematic resampling (each sub-bin gets its
+    expected share of them to within one row), shuffled among the rows: drawn one by one, a bin of 2,114 rows put
+    29 rows too many on one side of a reader's edge with the true counts (a binomial's deviation is 22), about
+    as much as the mechanism's own error in that bin."""
     edges = np.asarray(col.bins, dtype=np.float64)
     sub = np.asarray(fine["edges"], dtype=np.float64)
     noisy = np.asarray(fine["noisy_counts"], dtype=np.float64)
@@ -198,6 +203,6 @@ def fine_draws(col: Column, safe: np.ndarray, fine: dict, rng: np.random.Generat
         rows = np.flatnonzero(safe == i)
         inside = sub[first[i]:first[i + 1] + 1]
         w = weights[first[i]:first[i + 1]]
-        pick = rng.choice(len(w), size=len(rows), p=w / w.sum())
+        pick = systematic_indices(w, len(rows), rng)
         lo[rows], hi[rows] = inside[pick], inside[pick + 1]
     return lo, hi

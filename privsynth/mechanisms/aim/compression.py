@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privsynth.mechanisms.aim.model import Clique, NoisyMarginal
+from privsynth.schema.sampling import systematic_indices
 from privsynth.schema.workload import merge_levels
 
 
@@ -81,8 +82,9 @@ def compressed_one_way(measurement: NoisyMarginal, compression: Compression) -> 
 def expand_codes(codes: np.ndarray, compression: Compression, noisy_one_way: Sequence[np.ndarray],
                  rng: np.random.Generator) -> np.ndarray:
     """Records on the compressed levels back to original levels: a kept level maps to itself, the rare
-    level to one of its original levels drawn in proportion to max(noisy count, 0) (uniform if none
-    is positive)."""
+    level to one of its original levels in proportion to max(noisy count, 0) (uniform if none is positive),
+    spread by systematic resampling (``sampling.systematic_indices``: each level gets its expected share of
+    the rows to within one)."""
     out = np.empty_like(codes)
     for a, group in enumerate(compression.groups):
         if compression.is_identity(a):
@@ -94,6 +96,7 @@ def expand_codes(codes: np.ndarray, compression: Compression, noisy_one_way: Seq
         out[:, a] = originals[np.minimum(codes[:, a], rare_group)]
         rows = np.flatnonzero(codes[:, a] == rare_group)
         weights = np.clip(np.asarray(noisy_one_way[a], dtype=np.float64)[rare_levels], 0.0, None)
-        p = weights / weights.sum() if weights.sum() > 0 else np.full(rare_levels.size, 1.0 / rare_levels.size)
-        out[rows, a] = rare_levels[rng.choice(rare_levels.size, size=rows.size, p=p)]
+        if rows.size:
+            p = weights if weights.sum() > 0 else np.ones(rare_levels.size)
+            out[rows, a] = rare_levels[systematic_indices(p, rows.size, rng)]
     return out
