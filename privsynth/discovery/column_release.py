@@ -18,7 +18,7 @@ from privsynth.discovery import zoom as Z
 from privsynth.discovery.beyond import beyond_bounds
 from privsynth.discovery.categories import CategoryRelease, merged_spellings
 from privsynth.discovery.draft import NUMERIC, TEMPORAL, ColumnDraft, numeric_entry
-from privsynth.discovery.figures import edges_holding_values
+from privsynth.discovery.figures import WIDE_BIN_FACTOR, edges_holding_values
 
 
 def write_categories(d: ColumnDraft, release: CategoryRelease, rho: float, present: float | None = None) -> None:
@@ -119,7 +119,8 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     what = (f"a coded column: the {len(fine.codes)} whole numbers whose noisy count passed the threshold, exactly"
             if fine.codes is not None else
-            f"calendar bins ({d.entry['bin_by']})" if "bin_by" in d.entry else f"{len(fine.edges) - 1} DP quantile bins"
+            f"calendar bins ({d.entry['bin_by']})" if "bin_by" in d.entry else
+            f"{len(fine.edges) - 1} DP bins (quantile cuts; a bin over {WIDE_BIN_FACTOR:g}x the typical width split)"
             + (f", {len(points)} of them points written exactly ({', '.join(f'{p:g}' for p in points)})"
                if points and fine.codes is None else "")
             + (f", {len(heaps)} of them heaps round 2 showed ({', '.join(f'[{a:g}, {b:g})' for a, b in heaps)})"
