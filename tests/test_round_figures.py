@@ -126,6 +126,18 @@ def test_a_bin_wider_than_a_multiple_of_the_interior_s_mean_is_split_evenly_at_r
     assert F.split_wide_bins([0.0, 1.0, 2.0, 100.0]) == [0.0, 1.0, 2.0, 100.0]
 
 
+def test_a_column_spanning_decades_is_split_on_the_log_scale():
+    # votes from 4: on the log scale the tail bin [1,328, 16,384) is 2.5 against an interior mean of 1.06, under the
+    # cap; even parts on the linear scale would have been eight bins
+    votes = [4.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1328.0, 16384.0, 32768.0]
+    assert F.split_wide_bins(votes, integer=True) == votes
+    # dollars spent from 0: the first bin is not split, the tail [3,000, 100,000) is cut at its geometric middle
+    # (17,320), moved to 20,000
+    assert F.split_wide_bins([0.0, 50.0, 200.0, 500.0, 1000.0, 3000.0, 100000.0]) == [0.0, 50.0, 200.0, 500.0,
+                                                                                      1000.0, 3000.0, 20000.0,
+                                                                                      100000.0]
+
+
 def test_a_split_stays_only_where_both_parts_show_data():
     # the data end at 700: the part [800, 1000) of the tail shows none, so its cut goes and [600, 1000) stays one bin
     edges = [0.0, 100.0, 200.0, 300.0, 400.0, 1000.0]

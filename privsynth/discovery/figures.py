@@ -22,6 +22,7 @@ ROUND_STEPS = (1.0, 0.5, 0.2)  # within a decade, from the roundest: 100,000, 50
 MAX_DECADES = 6  # below the window's width by this many decades the cut stays where it is
 WIDE_BIN_FACTOR = 3.0  # a bin wider than this many times the mean interior width is split (``split_wide_bins``)
 MIN_BINS_TO_SPLIT = 4  # ... in a column of at least this many bins (the interior's mean needs two bins)
+LOG_SPAN = 100.0  # ... widths read on the log scale where the last edge is this many times the middle one
 
 
 def roundest_in(low: float, high: float, near: float, integer: bool = False) -> float | None:
@@ -73,7 +74,11 @@ def split_wide_bins(edges: list[float], integer: bool = False, factor: float | N
     of the interior bins (all but the first and the last) cut into the fewest equal parts no wider than that, each
     new cut at the roundest number within a quarter (ROUND_REACH) of a part around it; a new cut stays only where
     the parts on both sides of it show data (``shows_data(low, high)``, from noisy counts already released), so a
-    thin tail's empty reach stays one bin. Fewer than MIN_BINS_TO_SPLIT bins stay as they are.
+    thin tail's empty reach stays one bin. Fewer than MIN_BINS_TO_SPLIT bins stay as they are. Where the last edge is
+    LOG_SPAN or more times the middle interior edge (a heavy tail), widths and parts are read on the log scale (a
+    bin from 0 or below is then not split): a reader bins such a column by decades (votes at 100, 200, 500, 1,000,
+    5,000; dollars spent from 0), and even parts of votes' tail bin [1,328, 16,384) would be eight bins no reader
+    asks for.
 
     Why: quantile bins follow the mass, so where it thins (a tail: balances above 1,500 of a column whose middle
     half lies in 500-1,200) one bin spans what a reader's evenly spaced round figures split several times, and
@@ -86,18 +91,24 @@ def split_wide_bins(edges: list[float], integer: bool = False, factor: float | N
     thin edges hold little the reader asks of). Post-processing of released edges: nothing here reads data."""
     if len(edges) - 1 < MIN_BINS_TO_SPLIT:
         return list(edges)
-    cap = (WIDE_BIN_FACTOR if factor is None else factor) * (edges[-2] - edges[1]) / (len(edges) - 3)
+    middle = sorted(edges[1:-1])[(len(edges) - 2) // 2]
+    logarithmic = middle > 0 and edges[-1] >= LOG_SPAN * middle
+    forward, back = (math.log, math.exp) if logarithmic else (float, float)
+    scaled = [forward(e) if e > 0 or not logarithmic else -math.inf for e in edges]
+    cap = (WIDE_BIN_FACTOR if factor is None else factor) * (scaled[-2] - scaled[1]) / (len(edges) - 3)
     if not (math.isfinite(cap) and cap > 0):
         return list(edges)
     out = [edges[0]]
-    for low, high in zip(edges[:-1], edges[1:]):
-        parts = max(1, math.ceil((high - low) / cap - 1e-9))
-        part = (high - low) / parts
+    for high, s_low, s_high in zip(edges[1:], scaled[:-1], scaled[1:]):
+        parts = max(1, math.ceil((s_high - s_low) / cap - 1e-9)) if math.isfinite(s_low) else 1
+        part = (s_high - s_low) / parts
         for k in range(1, parts):
-            even = low + part * k
-            cut = roundest_in(even - ROUND_REACH * part, even + ROUND_REACH * part, even, integer)
+            even, before, after = (back(s_low + part * j) for j in (k, k - 1, k + 1))
+            if k + 1 == parts:
+                after = high
+            cut = roundest_in(even - ROUND_REACH * (even - before), even + ROUND_REACH * (after - even), even, integer)
             cut = even if cut is None else cut
-            if shows_data is None or (shows_data(out[-1], cut) and shows_data(cut, even + part)):
+            if shows_data is None or (shows_data(out[-1], cut) and shows_data(cut, after)):
                 out.append(cut)
         out.append(high)
     return out
