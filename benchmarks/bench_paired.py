@@ -54,7 +54,8 @@ def settings_of(variant: str) -> dict[str, float]:
 
 
 def discovered_schema(path: Path, table: str, seed: int, bins: int | None, discovery: float | None = None):
-    """The schema a no-schema run at epsilon 1 would discover, on seeded noise."""
+    """The schema a no-schema run at epsilon 1 would discover, on seeded noise, and the rho discovery spent (its
+    share of the columns it read, as the discover stage's)."""
     import yaml
 
     from privsynth.discovery.declared import declared_columns, open_declared
@@ -82,18 +83,18 @@ def discovered_schema(path: Path, table: str, seed: int, bins: int | None, disco
                       title=table)
     finally:
         opened.close()
-    return parse_schema(yaml.safe_load(text))
+    return parse_schema(yaml.safe_load(text)), rho
 
 
-def release(real, schema, table: str, seed: int, fine_share: float | None, discovery: float | None = None):
-    """The synthetic table of one seeded release on ``schema`` (see the module docstring)."""
+def release(real, schema, table: str, seed: int, fine_share: float | None, discovery_rho: float):
+    """The synthetic table of one seeded release on ``schema``, at the run's rho less ``discovery_rho`` (see the
+    module docstring)."""
     import numpy as np
 
     from privsynth.mechanisms import get_mechanism
     from privsynth.mechanisms.rounding import round_release, suppress_levels, unsupported_levels
     from privsynth.privacy.accounting import epsilon_from_rho, gaussian_sigma
     from privsynth.privacy.noise import SeededNoise
-    from privsynth.run.discover import discovery_share
     from privsynth.run.fine_decoding import default_share, sub_bin_counts
     from privsynth.run.plan import run_rho_with_discovery
     from privsynth.schema.encoding import (
@@ -108,7 +109,7 @@ def release(real, schema, table: str, seed: int, fine_share: float | None, disco
 
     codes = np.asarray(encode_codes(real, schema))
     domain = domain_of(schema)
-    rest = run_rho_with_discovery(1.0, 1e-9) * (1.0 - discovery_share(discovery, len(schema.columns)))
+    rest = run_rho_with_discovery(1.0, 1e-9) - discovery_rho
     share = default_share(schema) if fine_share is None else fine_share
     aim = get_mechanism("aim")
     config = aim.Config(epsilon=epsilon_from_rho((1.0 - share) * rest, 1e-9), delta=1e-9)
@@ -153,8 +154,8 @@ def main() -> int:
                 bins = int(settings["bins"]) if "bins" in settings else None
                 started, rows = time.perf_counter(), []
                 for seed in seeds_of(args.seeds):
-                    schema = discovered_schema(path, table, seed, bins, settings.get("discovery"))
-                    synthetic = release(real, schema, table, seed, settings.get("fine"), settings.get("discovery"))
+                    schema, discovery_rho = discovered_schema(path, table, seed, bins, settings.get("discovery"))
+                    synthetic = release(real, schema, table, seed, settings.get("fine"), discovery_rho)
                     errors = score(synthetic, real_codes, evaluation, domain, 100)
                     rows.append((errors["1"]["mean_tv"], errors["2"]["mean_tv"] / errors["2"]["independent_mean_tv"],
                                  errors["wrong_share"]))

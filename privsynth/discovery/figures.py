@@ -68,9 +68,9 @@ def round_figure_edges(edges: list[float], integer: bool = False,
     return out
 
 
-def split_wide_bins(edges: list[float], integer: bool = False, factor: float | None = None,
+def split_wide_bins(edges: list[float], integer: bool = False, factor: float = WIDE_BIN_FACTOR,
                     shows_data: Callable[[float, float], bool] | None = None) -> list[float]:
-    """``edges`` (sorted, released) with every bin wider than ``factor`` (None: WIDE_BIN_FACTOR) times the mean width
+    """``edges`` (sorted, released) with every bin wider than ``factor`` times the mean width
     of the interior bins (all but the first and the last) cut into the fewest equal parts no wider than that, each
     new cut at the roundest number within a quarter (ROUND_REACH) of a part around it; a new cut stays only where
     the parts on both sides of it show data (``shows_data(low, high)``, from noisy counts already released), so a
@@ -95,7 +95,7 @@ def split_wide_bins(edges: list[float], integer: bool = False, factor: float | N
     logarithmic = middle > 0 and edges[-1] >= LOG_SPAN * middle
     forward, back = (math.log, math.exp) if logarithmic else (float, float)
     scaled = [forward(e) if e > 0 or not logarithmic else -math.inf for e in edges]
-    cap = (WIDE_BIN_FACTOR if factor is None else factor) * (scaled[-2] - scaled[1]) / (len(edges) - 3)
+    cap = factor * (scaled[-2] - scaled[1]) / (len(edges) - 3)
     if not (math.isfinite(cap) and cap > 0):
         return list(edges)
     out = [edges[0]]
