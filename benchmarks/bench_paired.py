@@ -47,7 +47,7 @@ def settings_of(variant: str) -> dict[str, float]:
     out = {}
     for part in variant.split(","):
         key, value = part.split("=")
-        if key.strip() not in ("bins", "fine", "discovery"):
+        if key.strip() not in ("bins", "fine", "discovery", "earlier"):
             raise SystemExit(f"unknown setting {key!r}: expected bins=K, fine=S or discovery=S")
         out[key.strip()] = float(value)
     return out
@@ -83,10 +83,11 @@ def discovered_schema(path: Path, table: str, seed: int, bins: int | None, disco
                       title=table)
     finally:
         opened.close()
-    return parse_schema(yaml.safe_load(text)), rho
+    return parse_schema(yaml.safe_load(text)), rho, {d.column.name: d.category_counts for d in drafts}
 
 
-def release(real, schema, table: str, seed: int, fine_share: float | None, discovery_rho: float):
+def release(real, schema, table: str, seed: int, fine_share: float | None, discovery_rho: float,
+            category_counts=None):
     """The synthetic table of one seeded release on ``schema``, at the run's rho less ``discovery_rho`` (see the
     module docstring)."""
     import numpy as np
@@ -115,7 +116,11 @@ def release(real, schema, table: str, seed: int, fine_share: float | None, disco
     config = aim.Config(epsilon=epsilon_from_rho((1.0 - share) * rest, 1e-9), delta=1e-9)
     noise = SeededNoise(seed, f"paired-release-{table}")
     noise.authorize(f"paired-release-{table}")
-    result = aim.run(aim.collect_statistics(Histogram.of_codes(codes), domain, config), domain, config, noise)
+    from privsynth.run.earlier_counts import earlier_counts
+
+    earlier = earlier_counts(schema, category_counts) if category_counts else ()
+    result = aim.run(aim.collect_statistics(Histogram.of_codes(codes), domain, config), domain, config, noise,
+                     earlier=earlier)
     synthetic = round_release(result, domain, codes.shape[0], noise.post_rng)
     synthetic = suppress_levels(synthetic, unsupported_levels(structural_levels(schema), result.measurements),
                                 noise.post_rng)
@@ -154,8 +159,10 @@ def main() -> int:
                 bins = int(settings["bins"]) if "bins" in settings else None
                 started, rows = time.perf_counter(), []
                 for seed in seeds_of(args.seeds):
-                    schema, discovery_rho = discovered_schema(path, table, seed, bins, settings.get("discovery"))
-                    synthetic = release(real, schema, table, seed, settings.get("fine"), discovery_rho)
+                    schema, discovery_rho, counts = discovered_schema(path, table, seed, bins,
+                                                                      settings.get("discovery"))
+                    synthetic = release(real, schema, table, seed, settings.get("fine"), discovery_rho,
+                                        counts if settings.get("earlier", 1.0) else None)
                     errors = score(synthetic, real_codes, evaluation, domain, 100)
                     rows.append((errors["1"]["mean_tv"], errors["2"]["mean_tv"] / errors["2"]["independent_mean_tv"],
                                  errors["wrong_share"]))

@@ -182,6 +182,19 @@ def test_discovery_is_charged_inside_the_run_budget(released):
     assert discovery["visibility"] == "public (DP)" and "uid" in discovery["dropped"]
 
 
+def test_discoverys_category_counts_are_measurements_the_mechanism_joins(released):
+    """Issue 37.2: the discover stage's noisy category counts (DP, recorded in discovery.json) are joined with
+    aim's own 1-way measurements; the run's cost is the same (checked above) and the counts are noisy."""
+    frame, release, _ = released
+    discovery = json.loads((release.run_dir / "discovery.json").read_text())
+    counts = discovery["category_counts_dp"]["region"]
+    truth = frame["region"].value_counts()
+    assert set(counts) == {"north", "south", "east", "west"}
+    for value, (count, sigma) in counts.items():
+        assert count != truth[value] and abs(count - truth[value]) < 6 * sigma and sigma > 1
+    assert release.privacy["release_facts"]["earlier_counts_joined"] == {"region": 4}
+
+
 def test_the_discovered_schema_is_reused_at_no_new_cost(released, tmp_path):
     frame, release, ledger = released
     path = tmp_path / "again.parquet"

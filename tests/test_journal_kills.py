@@ -14,6 +14,7 @@ Slow (about 10 s a command): ``-m slow``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -180,6 +181,24 @@ def test_killed_during_discovery_resumes_it(toy, tmp_path):
                              resumes=True)
     assert re.search(r"discover: resuming run \S+: 3 noisy measurements and 0 selections replayed",
                      again.stdout + again.stderr), again.stderr[-3000:]
+
+
+def test_killed_in_the_mechanism_after_discovery_resumes_with_discoverys_counts(toy, tmp_path):
+    """The mechanism joins discovery's category counts, and its release key holds them: the resumed run reads
+    them back from discovery.json exactly, so it finds its journal and replays its draws (a key that differed
+    would charge and draw a second release)."""
+    killed = _cli(toy, tmp_path, f"kill:{draw_point('mechanism', 3)}", discover=True)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    discovery = json.loads((tmp_path / "run" / "discovery.json").read_text())
+    assert discovery["category_counts_dp"], "the toy's categorical column has counts to join"
+    again = _cli(toy, tmp_path, None, discover=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert re.search(r"mechanism: resuming run \S+: 3 noisy measurements and 0 selections replayed",
+                     again.stdout + again.stderr), again.stderr[-3000:]
+    charges = BudgetLedger(f"sqlite:///{tmp_path / 'ledger.sqlite'}").history("toy")
+    assert len(charges) == 2, "discovery's charge and the mechanism's, each once"
+    privacy = json.loads((tmp_path / "run" / "privacy.json").read_text())
+    assert privacy["release_facts"]["earlier_counts_joined"]
 
 
 def test_a_torn_append_is_discarded_and_redrawn(toy, reference, draws, tmp_path):

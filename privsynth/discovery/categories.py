@@ -73,6 +73,8 @@ class CategoryRelease:
     tau: float
     kept_mass: float = 0.0  # the kept values' noisy counts, summed (post-processing)
     noisy: tuple[float, ...] = ()  # each kept value's noisy count, in ``categories`` order
+    noisy_sigmas: tuple[float, ...] = ()  # the standard deviation of each kept value's noise, in that order
+    bars: tuple[float, ...] = ()  # the noisy count each kept value had to pass (tau, or a candidate's bar)
     observed: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
 
 
@@ -155,6 +157,31 @@ def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
     return tuple(sorted(spelling for _, spelling in best.values()))
 
 
+EARLIER_MARGIN_SIGMAS = 2.0  # a kept value's count joins the mechanism's estimate only this far past its bar
+
+
+def category_counts(release: CategoryRelease) -> dict[str, tuple[float, float]]:
+    """Each category of ``merged_spellings`` with its noisy count and the deviation of its noise, for the
+    mechanism to join with its own 1-way measurement (post-processing: DP outputs already charged).
+
+    A category's count sums its kept spellings' (their variances add). A value was kept because its noisy count
+    passed a bar, so a count near the bar is biased upwards (the noise that lifted it is part of it): a category
+    whose kept spellings did not all pass their bars by EARLIER_MARGIN_SIGMAS deviations is left out, so the
+    counts joined are those the selection barely touched. Rows of a spelling no look kept are not in the sum,
+    so a column of many unkept spellings of one value reads low there."""
+    parts: dict[str, list[tuple[float, float, float]]] = {}
+    sigmas = release.noisy_sigmas or (release.sigma,) * len(release.categories)
+    bars = release.bars or (release.tau,) * len(release.categories)
+    for spelling, count, sigma, bar in zip(release.categories, release.noisy, sigmas, bars):
+        parts.setdefault(spelling.strip(), []).append((count, sigma, bar))
+    names = {spelling.strip(): spelling for spelling in merged_spellings(release)}
+    out = {}
+    for key, kept in parts.items():
+        if all(count >= bar + EARLIER_MARGIN_SIGMAS * sigma for count, sigma, bar in kept):
+            out[names[key]] = (sum(c for c, _, _ in kept), math.sqrt(sum(s * s for _, s, _ in kept)))
+    return out
+
+
 def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
                   max_categories: int = MAX_CATEGORIES, prior: CategoryRelease | None = None,
                   candidates: Sequence[str] = ()) -> CategoryRelease:
@@ -192,8 +219,11 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     if keep.sum() > max_categories:  # the largest noisy counts (post-processing)
         cut = np.sort(score[keep])[-max_categories]
         keep &= score >= cut
-    kept = sorted((v, float(c)) for v, c, k in zip(names, score, keep) if k)
+    n_observed = int(observed.sum())
+    scales = np.concatenate([np.full(n_observed, combined), np.full(len(found), sigma)])
+    bars = np.concatenate([np.full(n_observed, tau), np.full(len(found), CANDIDATE_SIGMAS * sigma)])
+    kept = sorted((v, float(c), float(s), float(b)) for v, c, s, b, k in zip(names, score, scales, bars, keep) if k)
     full = np.full(len(counts), -np.inf)  # the observed values' noisy counts, for a later look (private)
     full[observed] = noisy_counts
-    return CategoryRelease(tuple(v for v, _ in kept), combined, tau, float(score[keep].sum()),
-                           tuple(c for _, c in kept), full)
+    return CategoryRelease(tuple(k[0] for k in kept), combined, tau, float(score[keep].sum()),
+                           tuple(k[1] for k in kept), tuple(k[2] for k in kept), tuple(k[3] for k in kept), full)

@@ -16,7 +16,7 @@ from privsynth.discovery import points as P
 from privsynth.discovery import read_out as R
 from privsynth.discovery import zoom as Z
 from privsynth.discovery.beyond import beyond_bounds
-from privsynth.discovery.categories import CategoryRelease, merged_spellings
+from privsynth.discovery.categories import CategoryRelease, category_counts, merged_spellings
 from privsynth.discovery.draft import NUMERIC, TEMPORAL, ColumnDraft, numeric_entry
 from privsynth.discovery.figures import WIDE_BIN_FACTOR, edges_holding_values
 
@@ -33,6 +33,8 @@ def write_categories(d: ColumnDraft, release: CategoryRelease, rho: float, prese
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     cats = [v for v in merged_spellings(release) if v.strip() not in (MISSING_LABEL, OUT_OF_DOMAIN_LABEL)]
     d.entry["categories"] = cats
+    kept = set(cats)
+    d.category_counts = {v: c for v, c in category_counts(release).items() if v in kept}
     d.entry["on_out_of_domain"] = "category"
     d.entry["dp_released"] = [*(["type"] if "type" in d.entry.get("dp_released", []) else []), "categories"]
     if not cats:

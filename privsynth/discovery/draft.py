@@ -102,6 +102,8 @@ class ColumnDraft:
     # the present values beyond the final bounds, which the run clips into its edge bins
     bounds_histogram: tuple[np.ndarray, np.ndarray, float] | None = None
     beyond: BeyondBounds | None = None
+    # a categorical column's DP category counts (category -> noisy count, sigma) for the mechanism to join
+    category_counts: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def check_options(options: DraftOptions, columns: list[DeclaredColumn], text_source: bool = False) -> None:

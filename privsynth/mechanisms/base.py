@@ -24,6 +24,7 @@ privacy).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -82,6 +83,27 @@ class Measurement:
     noise: str
     scale: float
     level_groups: tuple[tuple[int, ...] | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class EarlierCounts:
+    """Gaussian noisy counts of some levels of one attribute, released by an earlier step of the same run
+    (discovery's category histograms) and already charged: a mechanism that takes them (``TAKES_EARLIER_COUNTS``)
+    may estimate from them at no privacy cost (post-processing of a DP output).
+
+    attribute: the attribute's index in the domain; levels: the levels measured (the others were not);
+    noisy_counts and sigmas: per measured level, its noisy count and the standard deviation of its noise."""
+
+    attribute: int
+    levels: tuple[int, ...]
+    noisy_counts: tuple[float, ...]
+    sigmas: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not (len(self.levels) == len(self.noisy_counts) == len(self.sigmas)):
+            raise ValueError("earlier counts need one noisy count and one sigma per level")
+        if len(set(self.levels)) != len(self.levels) or any(s <= 0 or not math.isfinite(s) for s in self.sigmas):
+            raise ValueError("earlier counts need distinct levels and finite positive sigmas")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from privsynth.errors import UnknownMechanismError
 
 if TYPE_CHECKING:  # the catalogue stays import-light: `privsynth --help` and `privsynth mechanisms` read it
-    from privsynth.mechanisms.base import MechanismConfig, MechanismModule, Release
+    from privsynth.mechanisms.base import EarlierCounts, MechanismConfig, MechanismModule, Release
     from privsynth.schema.encoding import Domain
 
 ADD_REMOVE = "add or remove one record"
@@ -75,7 +75,9 @@ class Mechanism:
     check_feasible(config): what the guarantee allows (private sampling; None: nothing to check);
     releases_n_estimate(config): the release carries a DP estimate of n (else --rows is required);
     rows_option / public_rows_option: the config fields that take --rows / --public-rows (None: free);
-    forecast_cost(config, domain): a time and memory model (None: none); neighbours: the relation."""
+    forecast_cost(config, domain): a time and memory model (None: none); neighbours: the relation;
+    takes_earlier_counts: ``run`` takes ``earlier`` (DP counts an earlier step of the run released, which it may
+    join with its own measurements; a mechanism that does not take them releases as if there were none)."""
 
     entry: MechanismEntry
     module: MechanismModule
@@ -87,6 +89,7 @@ class Mechanism:
     public_rows_option: str | None = None
     forecast_cost: Callable[[MechanismConfig, Domain], Any] | None = None
     neighbours: str = ADD_REMOVE
+    takes_earlier_counts: bool = False
 
     @property
     def caps_rows(self) -> bool:
@@ -107,13 +110,17 @@ class Mechanism:
     def collect_statistics(self, data, domain: Domain, config: MechanismConfig):
         return self.module.collect_statistics(data, domain, config)
 
-    def run(self, statistics, domain: Domain, config: MechanismConfig, noise) -> Release:
+    def run(self, statistics, domain: Domain, config: MechanismConfig, noise,
+            earlier: tuple[EarlierCounts, ...] = ()) -> Release:
+        if earlier and self.takes_earlier_counts:
+            return self.module.run(statistics, domain, config, noise, earlier=earlier)  # type: ignore[call-arg]
         return self.module.run(statistics, domain, config, noise)
 
 
 OPTIONAL = {"configure_for": "configure_for", "check_config": "check_config", "check_feasible": "check_feasible",
             "releases_n_estimate": "releases_n_estimate", "rows_option": "ROWS_OPTION",
-            "public_rows_option": "PUBLIC_ROWS_OPTION", "forecast_cost": "forecast_cost", "neighbours": "NEIGHBOURS"}
+            "public_rows_option": "PUBLIC_ROWS_OPTION", "forecast_cost": "forecast_cost", "neighbours": "NEIGHBOURS",
+            "takes_earlier_counts": "TAKES_EARLIER_COUNTS"}
 
 
 def load(name: str) -> Mechanism:

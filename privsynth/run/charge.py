@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from privsynth.mechanisms.base import Release
+from privsynth.mechanisms.base import EarlierCounts, Release
 from privsynth.mechanisms.catalogue import Mechanism
 from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run import phase
@@ -44,6 +44,7 @@ class ReleaseRequest:
     schema: Any = None
     fine_counts: Mapping[str, np.ndarray] | None = None
     run_id: str = ""
+    earlier: tuple[EarlierCounts, ...] = ()  # DP counts the run's discovery released (``run.earlier_counts``)
 
     @property
     def cost(self) -> PrivacyCost:
@@ -131,7 +132,7 @@ def _draw_release(request: ReleaseRequest, noise, *, charged_now: bool) -> tuple
     """The mechanism's release and its privacy record, drawn with the authorised (journalled) source."""
     mechanism, config, domain = request.mechanism, request.config, request.domain
     data = mechanism.collect_statistics(request.statistics, domain, config)
-    release = mechanism.run(data, domain, config, noise)
+    release = mechanism.run(data, domain, config, noise, request.earlier)
     release.check_domain(domain)
     privacy = privacy_record(mechanism, config, request.cost, request.delta, noise, request.dataset,
                              charged_now=charged_now, column_names=domain.names, release=release)

@@ -49,12 +49,20 @@ class DiscoveryOutcome:
     # per numeric or temporal column with DP bounds: the DP estimate of its present values beyond them (clipped
     # into its edge bins); post-processing of the bounds' noisy histograms (``discovery.bounds.beyond_bounds``)
     beyond_bounds: tuple[tuple[str, BeyondBounds], ...] = ()
+    # per categorical column: its categories' noisy counts and their noise (category, count, sigma), DP outputs
+    # the mechanism joins with its own 1-way measurements (``run.earlier_counts``)
+    category_counts: tuple[tuple[str, tuple[tuple[str, float, float], ...]], ...] = ()
+
+    def counts_by_column(self) -> dict[str, dict[str, tuple[float, float]]]:
+        return {name: {value: (count, sigma) for value, count, sigma in held} for name, held in self.category_counts}
 
     def to_json(self) -> dict:
         return {"visibility": "public (DP)", "rho": self.rho, "share_of_run": self.share,
                 "columns_read": list(self.columns_read), "dropped": list(self.dropped),
                 "out_of_domain_share_dp": dict(self.out_of_domain),
                 "beyond_bounds_dp": {name: b.to_json() for name, b in self.beyond_bounds},
+                "category_counts_dp": {name: {value: [count, sigma] for value, (count, sigma) in held.items()}
+                                       for name, held in self.counts_by_column().items()},
                 "reused_from_run_folder": self.reused}
 
 
@@ -101,7 +109,15 @@ def reused_outcome(ctx, schema: Schema, rho: float, share: float) -> DiscoveryOu
                             tuple((c, float(v)) for c, v in (found.get("out_of_domain_share_dp") or {}).items()),
                             reused=True,
                             beyond_bounds=tuple((c, BeyondBounds.from_json(b))
-                                                for c, b in (found.get("beyond_bounds_dp") or {}).items()))
+                                                for c, b in (found.get("beyond_bounds_dp") or {}).items()),
+                            category_counts=category_counts_of_json(found.get("category_counts_dp") or {}))
+
+
+def category_counts_of_json(data: dict) -> tuple[tuple[str, tuple[tuple[str, float, float], ...]], ...]:
+    """``DiscoveryOutcome.category_counts`` from discovery.json's ``category_counts_dp`` (a resumed run joins the
+    counts its discovery drew)."""
+    return tuple((str(name), tuple((str(value), float(pair[0]), float(pair[1])) for value, pair in held.items()))
+                 for name, held in data.items())
 
 
 def _discover(ctx) -> DiscoveryOutcome:
@@ -181,7 +197,10 @@ def _discover(ctx) -> DiscoveryOutcome:
     outcome = DiscoveryOutcome(schema, rho, share, tuple(d.column.name for d in read),
                                tuple(d.column.name for d in drafts if d.entry.get("drop")),
                                tuple((d.column.name, round(d.ood_share, 4)) for d in drafts if d.ood_share is not None),
-                               beyond_bounds=tuple((d.column.name, d.beyond) for d in kept if d.beyond is not None))
+                               beyond_bounds=tuple((d.column.name, d.beyond) for d in kept if d.beyond is not None),
+                               category_counts=tuple(
+                                   (d.column.name, tuple((v, c, s) for v, (c, s) in sorted(d.category_counts.items())))
+                                   for d in kept if d.category_counts))
     atomic_write_json(ctx.folder.file("discovery.json"), outcome.to_json())
     ctx.folder.record("discover", ["schema.yaml", "discovery.json"], discovery_rho=rho)
     if journal is not None:

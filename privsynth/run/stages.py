@@ -39,6 +39,7 @@ from privsynth.run import phase
 from privsynth.run.charge import ReleaseRequest, epsilon_statement, release_stage
 from privsynth.run.context import RunContext, Runner, direct
 from privsynth.run.discover import DiscoveryOutcome, stage_discover
+from privsynth.run.earlier_counts import earlier_counts, keyed_config
 from privsynth.run.faults import fault_point
 from privsynth.run.releases import measurements_from_table
 from privsynth.run.results import (
@@ -112,8 +113,10 @@ def stage_mechanism(ctx: RunContext, statistics: BinarisedStatistics) -> Privacy
     domain = ctx.domain
     histogram = read_histogram(statistics.path, domain)
     secret = ctx.ledger.release_secret()
+    earlier = earlier_counts(ctx.schema, ctx.discovery.counts_by_column()) \
+        if ctx.discovery is not None and plan.mechanism.takes_earlier_counts else ()
     key = release_key(secret, data_fingerprint(secret, histogram), ctx.schema.content_hash(), plan.mechanism.NAME,
-                      plan.mechanism_config.model_dump(mode="json"), plan.parameters.seed,
+                      keyed_config(plan.mechanism_config.model_dump(mode="json"), earlier), plan.parameters.seed,
                       None if plan.parameters.seed is not None else ctx.run_id)
     ctx.folder.note(release_key=key)  # an HMAC under the ledger's secret: no test of guesses without it
     names = one_hot_names(ctx.schema)
@@ -136,7 +139,7 @@ def stage_mechanism(ctx: RunContext, statistics: BinarisedStatistics) -> Privacy
                                  domain=domain, key=key, dataset=plan.dataset, delta=plan.delta,
                                  seed=plan.parameters.seed, column_names=tuple(names),
                                  require_budget=not plan.unlimited, fine=plan.fine_decoding, schema=ctx.schema,
-                                 fine_counts=fine_counts, run_id=ctx.run_id)
+                                 fine_counts=fine_counts, run_id=ctx.run_id, earlier=earlier)
         outcome = release_stage(request, store=ctx.store, ledger=ctx.ledger, say=ctx.progress)
     atomic_write_table(ctx.folder.file("release.parquet"), outcome.release.to_arrow(names))
     artifacts = ["release.parquet", "privacy.json"]

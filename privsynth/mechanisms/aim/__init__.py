@@ -9,6 +9,7 @@ from privsynth.mechanisms.aim.cost import CostForecast, forecast_cost
 from privsynth.mechanisms.aim.mechanism import (
     NAME,
     PUBLIC_ROWS_OPTION,
+    TAKES_EARLIER_COUNTS,
     AimStatistics,
     Config,
     check_config,
@@ -21,6 +22,7 @@ from privsynth.mechanisms.aim.mechanism import (
 )
 from privsynth.mechanisms.aim.progress import RoundProgress, reporting_progress
 
-__all__ = ["NAME", "PUBLIC_ROWS_OPTION", "AimStatistics", "Config", "CostForecast", "forecast_cost", "RoundProgress",
+__all__ = ["NAME", "PUBLIC_ROWS_OPTION", "TAKES_EARLIER_COUNTS", "AimStatistics", "Config", "CostForecast",
+           "forecast_cost", "RoundProgress",
            "check_config", "collect_statistics", "configure_for", "forecast", "privacy_cost", "releases_n_estimate",
            "reporting_progress", "run"]

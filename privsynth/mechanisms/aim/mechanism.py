@@ -64,15 +64,20 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import Field, field_validator
 
-from privsynth.mechanisms.aim.compression import compress_levels, compressed_one_way, expand_codes
+from privsynth.mechanisms.aim.compression import (
+    compress_levels,
+    compressed_one_way,
+    expand_codes,
+    with_earlier_counts,
+)
 from privsynth.mechanisms.aim.cost import CostForecast, forecast_cost, release_row_cap
 from privsynth.mechanisms.aim.model import GraphicalModel, NoisyMarginal, downward_closure
-from privsynth.mechanisms.aim.progress import ProgressHook, RoundProgress, progress_hook, report
+from privsynth.mechanisms.aim.progress import ProgressHook, RoundLog, progress_hook, report, round_progress
 from privsynth.mechanisms.aim.schedule import (  # noqa: F401  (re-exported: the module's budget API)
     MEASURE_SHARE,
     WIDE_ATTRIBUTES,
@@ -93,8 +98,8 @@ from privsynth.mechanisms.aim.selection import (  # noqa: F401  (re-exported: th
     selection_scores,
 )
 from privsynth.mechanisms.aim.statistics import AimStatistics, CountCache
-from privsynth.mechanisms.base import Measurement, MechanismConfig, Release, check_memory
-from privsynth.privacy.accounting import PrivacyCost, exponential_rho, gaussian_rho, noisy_max_scale
+from privsynth.mechanisms.base import EarlierCounts, Measurement, MechanismConfig, Release, check_memory
+from privsynth.privacy.accounting import PrivacyCost, gaussian_rho, noisy_max_scale
 from privsynth.privacy.noise import NoiseSource
 from privsynth.schema.encoding import Domain, one_hot
 from privsynth.schema.workload import Histogram, Marginal, StatisticsInput, all_marginals
@@ -318,37 +323,16 @@ def n_estimate(measurements: list[NoisyMarginal]) -> float:
     return max(1.0, float(np.sum(weights * totals) / np.sum(weights)))
 
 
-@dataclass
-class RoundLog:
-    """Public record of one round: what it selected and spent (DP outputs and config only)."""
-
-    marginal: Marginal
-    sigma: float
-    epsilon: float
-    rho: float
-    last: bool = False
-
-
-def _progress(phase: str, log: list[RoundLog], spent: float, rho: float, cap: int, sigma: float, eps: float,
-              domain: Domain, started: float, final_fit_seconds: float | None) -> RoundProgress:
-    """Public facts of the run so far. Rounds left: at most what the cap allows and what is left at
-    the current round cost (annealing only raises that cost)."""
-    done = len(log)
-    elapsed = time.perf_counter() - started
-    if log and not log[-1].last:
-        per_round = exponential_rho(eps) + gaussian_rho(sigma)
-        left = max(1, min(cap - done, math.floor((1.0 - spent) * rho / per_round)))
-    else:
-        left = 0
-    eta = None if final_fit_seconds is None else elapsed / max(1, done) * left + final_fit_seconds
-    marginal = tuple(domain.names[a] for a in log[-1].marginal) if log and phase == "round" else ()
-    return RoundProgress(phase, done, done + left, spent, marginal, log[-1].sigma if log else None, elapsed, eta)
+TAKES_EARLIER_COUNTS = True
 
 
 def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseSource,
-        progress: ProgressHook | None = None) -> Release:
+        progress: ProgressHook | None = None, earlier: Sequence[EarlierCounts] = ()) -> Release:
     """The AIM release (rho-zCDP as stated in the module docstring). ``progress`` (or, if None, the
-    hook set by ``progress.reporting_progress``) hears about every round: public facts only."""
+    hook set by ``progress.reporting_progress``) hears about every round: public facts only. ``earlier``: DP
+    counts of some 1-way levels an earlier step of the run released and paid for (discovery's categories),
+    joined with the start's 1-way measurements by inverse variance (``compression.with_earlier_counts``) before
+    anything reads them: post-processing, no cost here."""
     check_config(config, domain)
     hook = progress if progress is not None else progress_hook.get()
     started = time.perf_counter()
@@ -368,6 +352,10 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         one_way.append(NoisyMarginal((a,), y, sigma_a))
         rho_used += gaussian_rho(sigma_a)
     initial_rho = rho_used
+    measured_start = list(one_way)  # published as measured; the joined estimates stay inside
+    for counts in earlier:
+        a = counts.attribute
+        one_way[a] = with_earlier_counts(one_way[a], counts.levels, counts.noisy_counts, counts.sigmas)
     compression = compress_levels(
         [m.values for m in one_way],
         [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d)
@@ -408,18 +396,18 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         if not step.last and np.abs(after - before).sum() <= math.sqrt(2.0 / math.pi) * sigma * y.size:
             sigma /= 2.0
             eps *= 2.0
-        report(hook, _progress("round", log, rho_used / rho, rho, cap, sigma, eps, domain, started,
+        report(hook, round_progress("round", log, rho_used / rho, rho, cap, sigma, eps, domain, started,
                                fit_seconds * config.final_iterations / config.iterations_per_round))
-    report(hook, _progress("final_fit", log, 1.0, rho, cap, sigma, eps, domain, started, None))
+    report(hook, round_progress("final_fit", log, 1.0, rho, cap, sigma, eps, domain, started, None))
     model.fit(measured, config.final_iterations, alpha)
-    report(hook, _progress("sampling", log, 1.0, rho, cap, sigma, eps, domain, started, None))
+    report(hook, round_progress("sampling", log, 1.0, rho, cap, sigma, eps, domain, started, None))
 
     n_hat = n_estimate(measured)
     rows = config.sample_rows or min(max(1, int(round(n_hat))), release_row_cap(config, domain))
     codes = expand_codes(model.sample(rows, noise.post_rng), compression, [m.values for m in one_way], noise.post_rng)
     unique, freq = np.unique(codes, axis=0, return_counts=True)
     points = one_hot(unique, domain, dtype=np.float64)
-    report(hook, _progress("done", log, 1.0, rho, cap, sigma, eps, domain, started, None))
+    report(hook, round_progress("done", log, 1.0, rho, cap, sigma, eps, domain, started, None))
     return Release(
         mechanism=NAME,
         points=points,
@@ -435,11 +423,13 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
             "n_estimate": n_hat, "sample_rows": rows,
             "compressed_levels": {domain.names[a]: int(compression.sizes[a]) for a in range(d)
                                   if not compression.is_identity(a)},
+            # earlier DP counts joined with the start's 1-way measurements: per column, the levels they held
+            "earlier_counts_joined": {domain.names[e.attribute]: len(e.levels) for e in earlier},
         },
         # The 1-way marginals as measured (original levels), then each round's, on merged levels.
         measurements=tuple(
             Measurement(attributes=m.clique, noisy_counts=m.values.ravel().copy(), noise="gaussian", scale=m.sigma)
-            for m in one_way) + tuple(
+            for m in measured_start) + tuple(
             Measurement(attributes=m.clique, noisy_counts=m.values.ravel().copy(), noise="gaussian", scale=m.sigma,
                         level_groups=compression.published_groups(m.clique))
             for m in measured[d:]),

@@ -18,9 +18,14 @@ already charged when rounds run, and a failing progress bar must not waste it.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
 from privsynth.mechanisms.progress import ProgressHook, progress_hook, report, reporting_progress
+from privsynth.privacy.accounting import exponential_rho, gaussian_rho
+from privsynth.schema.encoding import Domain
+from privsynth.schema.workload import Marginal
 
 
 @dataclass(frozen=True)
@@ -53,4 +58,32 @@ class RoundProgress:
 
 
 # The hook is the mechanisms' own (``privsynth.mechanisms.progress``): any mechanism reports the same way.
-__all__ = ["RoundProgress", "ProgressHook", "progress_hook", "report", "reporting_progress"]
+__all__ = ["RoundLog", "RoundProgress", "ProgressHook", "progress_hook", "report", "reporting_progress",
+           "round_progress"]
+
+
+@dataclass
+class RoundLog:
+    """Public record of one round: what it selected and spent (DP outputs and config only)."""
+
+    marginal: Marginal
+    sigma: float
+    epsilon: float
+    rho: float
+    last: bool = False
+
+
+def round_progress(phase: str, log: list[RoundLog], spent: float, rho: float, cap: int, sigma: float, eps: float,
+              domain: Domain, started: float, final_fit_seconds: float | None) -> RoundProgress:
+    """Public facts of the run so far. Rounds left: at most what the cap allows and what is left at
+    the current round cost (annealing only raises that cost)."""
+    done = len(log)
+    elapsed = time.perf_counter() - started
+    if log and not log[-1].last:
+        per_round = exponential_rho(eps) + gaussian_rho(sigma)
+        left = max(1, min(cap - done, math.floor((1.0 - spent) * rho / per_round)))
+    else:
+        left = 0
+    eta = None if final_fit_seconds is None else elapsed / max(1, done) * left + final_fit_seconds
+    marginal = tuple(domain.names[a] for a in log[-1].marginal) if log and phase == "round" else ()
+    return RoundProgress(phase, done, done + left, spent, marginal, log[-1].sigma if log else None, elapsed, eta)
