@@ -126,17 +126,28 @@ def _aim_release(earlier=(), seed=0):
 def test_aim_joins_earlier_counts_at_no_cost_and_publishes_its_own_measurements():
     plain, codes = _aim_release()
     exact = np.bincount(codes[:, 0], minlength=3).astype(float)
-    joined, _ = _aim_release((EarlierCounts(0, (0, 1, 2), tuple(exact), (1e-3,) * 3),))
+    config = aim.Config(epsilon=0.05, delta=1e-9, k=2)
+    start_sigma = aim.start_sigmas(config, (3, 2))[0]
+    earlier = (EarlierCounts(0, (0, 1, 2), tuple(exact), (start_sigma / 2,) * 3),)
+    joined, _ = _aim_release(earlier)
     # the same draws: the start's 1-way measurements are published as measured, the cost is the config's
     assert [m.noisy_counts.tolist() for m in joined.measurements[:2]] == \
         [m.noisy_counts.tolist() for m in plain.measurements[:2]]
     assert joined.public_facts["rho"] == plain.public_facts["rho"]
+    # the rounds' path is the start's own: the same marginals at the same sigmas (the counts join the final fit)
+    for fact in ("measured_marginals", "sigmas", "compressed_levels"):
+        assert joined.public_facts[fact] == plain.public_facts[fact]
     assert joined.public_facts["earlier_counts_joined"] == {"a": 3}
     assert plain.public_facts["earlier_counts_joined"] == {}
-    # an earlier count far more precise than the start's makes the release's 1-way marginal that count
-    share = lambda r: np.array([r.weights[r.points[:, i] == 1].sum() for i in range(3)])  # noqa: E731
-    assert np.abs(share(joined) - exact / exact.sum()).sum() < np.abs(share(plain) - exact / exact.sum()).sum()
-    assert np.abs(share(joined) - exact / exact.sum()).sum() < 0.01
+
+    def error(release) -> float:  # the release's 1-way error on attribute a (levels 0-2 are its one-hot columns)
+        share = np.array([release.weights[release.points[:, i] == 1].sum() for i in range(3)])
+        return float(np.abs(share - exact / exact.sum()).sum())
+
+    # counts four times as precise as the start's, exact here: over seeds, the joined 1-way error is smaller
+    seeds = range(6)
+    assert np.mean([error(_aim_release(earlier, s)[0]) for s in seeds]) < \
+        0.75 * np.mean([error(_aim_release((), s)[0]) for s in seeds])
 
 
 def test_only_a_mechanism_that_takes_earlier_counts_is_handed_them():

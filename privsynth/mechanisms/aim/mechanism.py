@@ -46,12 +46,14 @@ scores a uniform random subset of that many, drawn independently of the data: th
 holds for any candidate set fixed before the scores are computed, and the sensitivity stays max_r w_r over the whole
 closure.
 
-Post-processing (no privacy cost): the graphical model (``model.py``) fitted to all noisy
-measurements by mirror descent, warm started across rounds; the estimate of n is the inverse-variance
-weighted mean of the noisy totals of all measurements; the release is ``sample_rows`` records drawn
-from the model with ``noise.post_rng`` (default: that estimate, at most what fits ``max_release_mb``
-as one-hot rows; a merged level expanded to one of its original levels in proportion to their clipped
-noisy 1-way counts), published as distinct one-hot rows weighted by their frequency, and every noisy
+Post-processing (no privacy cost): the graphical model (``model.py``) fitted to all noisy measurements by
+mirror descent, warm started across rounds; for the final fit and the expansion of merged levels, an earlier
+step's DP counts of some 1-way levels (``earlier``: a no-schema run's category counts, charged by its discover
+stage) joined with the start's 1-way measurements by inverse variance (``joined_one_way``); the estimate
+of n is the inverse-variance weighted mean of the noisy totals of all measurements; the release is
+``sample_rows`` records drawn from the model with ``noise.post_rng`` (default: that estimate, at most what
+fits ``max_release_mb`` as one-hot rows; a merged level expanded to one of its original levels in proportion
+to their clipped noisy 1-way counts), published as distinct one-hot rows weighted by their frequency, and every noisy
 marginal with its sigma (``Release.measurements``).
 
 Cost: ``check_config`` refuses, before any charge, a run whose forecast (``cost.forecast_cost``, from
@@ -73,7 +75,7 @@ from privsynth.mechanisms.aim.compression import (
     compress_levels,
     compressed_one_way,
     expand_codes,
-    with_earlier_counts,
+    joined_one_way,
 )
 from privsynth.mechanisms.aim.cost import CostForecast, forecast_cost, release_row_cap
 from privsynth.mechanisms.aim.model import GraphicalModel, NoisyMarginal, downward_closure
@@ -331,8 +333,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
     """The AIM release (rho-zCDP as stated in the module docstring). ``progress`` (or, if None, the
     hook set by ``progress.reporting_progress``) hears about every round: public facts only. ``earlier``: DP
     counts of some 1-way levels an earlier step of the run released and paid for (discovery's categories),
-    joined with the start's 1-way measurements by inverse variance (``compression.with_earlier_counts``) before
-    anything reads them: post-processing, no cost here."""
+    joined for the final fit (``joined_one_way``): post-processing, no cost here."""
     check_config(config, domain)
     hook = progress if progress is not None else progress_hook.get()
     started = time.perf_counter()
@@ -352,10 +353,6 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         one_way.append(NoisyMarginal((a,), y, sigma_a))
         rho_used += gaussian_rho(sigma_a)
     initial_rho = rho_used
-    measured_start = list(one_way)  # published as measured; the joined estimates stay inside
-    for counts in earlier:
-        a = counts.attribute
-        one_way[a] = with_earlier_counts(one_way[a], counts.levels, counts.noisy_counts, counts.sigmas)
     compression = compress_levels(
         [m.values for m in one_way],
         [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d)
@@ -399,12 +396,15 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         report(hook, round_progress("round", log, rho_used / rho, rho, cap, sigma, eps, domain, started,
                                fit_seconds * config.final_iterations / config.iterations_per_round))
     report(hook, round_progress("final_fit", log, 1.0, rho, cap, sigma, eps, domain, started, None))
+    estimated_one_way = joined_one_way(one_way, earlier)
+    measured[:d] = [compressed_one_way(m, compression) for m in estimated_one_way]
     model.fit(measured, config.final_iterations, alpha)
     report(hook, round_progress("sampling", log, 1.0, rho, cap, sigma, eps, domain, started, None))
 
     n_hat = n_estimate(measured)
     rows = config.sample_rows or min(max(1, int(round(n_hat))), release_row_cap(config, domain))
-    codes = expand_codes(model.sample(rows, noise.post_rng), compression, [m.values for m in one_way], noise.post_rng)
+    codes = expand_codes(model.sample(rows, noise.post_rng), compression, [m.values for m in estimated_one_way],
+                         noise.post_rng)
     unique, freq = np.unique(codes, axis=0, return_counts=True)
     points = one_hot(unique, domain, dtype=np.float64)
     report(hook, round_progress("done", log, 1.0, rho, cap, sigma, eps, domain, started, None))
@@ -429,7 +429,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         # The 1-way marginals as measured (original levels), then each round's, on merged levels.
         measurements=tuple(
             Measurement(attributes=m.clique, noisy_counts=m.values.ravel().copy(), noise="gaussian", scale=m.sigma)
-            for m in measured_start) + tuple(
+            for m in one_way) + tuple(
             Measurement(attributes=m.clique, noisy_counts=m.values.ravel().copy(), noise="gaussian", scale=m.sigma,
                         level_groups=compression.published_groups(m.clique))
             for m in measured[d:]),
