@@ -129,7 +129,7 @@ def joined_one_way(one_way: list[NoisyMarginal], earlier: Sequence[EarlierCounts
     Joined for the final fit and the expansion of merged levels only, never for the rounds: the rounds' path
     (compression, selection, annealing) stays the one the start's own measurements give. Joined from the start,
     mpls_stops' 64-level `neighborhood`, known 5 times more precisely, made its 2-way marginals anneal early, so
-    the rounds ran out of budget before covering other pairs, and 2-way error rose by half (8 seeds of 8)."""
+    the rounds ran out of budget before covering other pairs, and 2-way error rose by 60% (8 seeds of 8)."""
     out = list(one_way)
     for counts in earlier:
         a = counts.attribute
