@@ -7,7 +7,8 @@ as the variants allow:
 
 1. discovery as a run's discover stage (``discover.measure`` at the run's discovery share, SeededNoise(seed));
 2. aim on the discovered schema at the mechanism's epsilon (the run's rho less discovery's and fine decoding's
-   shares; SeededNoise(seed)), randomized rounding, the structural levels without DP evidence suppressed;
+   shares; SeededNoise(seed)) with discovery's category counts joined, as the run joins them, randomized
+   rounding, the structural levels without DP evidence suppressed;
 3. fine decoding's sub-bin counts with Gaussian noise at the run's sigma (a seeded generator), and decoding;
 4. the release scored as ``bench_real.py`` scores it (strictly, on the documented schema's bins).
 
@@ -15,7 +16,8 @@ as the variants allow:
     python benchmarks/bench_paired.py --tables nmes --seeds 0-19 --variants "fine=0.2;fine=0.3"
 
 A variant is ``default`` or ``,``-separated settings ``bins=K`` (discovery's quantile bins per number column),
-``fine=S`` (fine decoding's share) and ``discovery=S`` (discovery's share of the run's rho); variants are
+``fine=S`` (fine decoding's share), ``discovery=S`` (discovery's share of the run's rho) and ``earlier=0``
+(aim without discovery's category counts, which a run joins with its own 1-way measurements); variants are
 ``;``-separated. Scores are INTERNAL (they read the real rows). The releases are not
 the pipeline's own: a run's validation, its DP row count and its report are left out.
 """
@@ -48,7 +50,7 @@ def settings_of(variant: str) -> dict[str, float]:
     for part in variant.split(","):
         key, value = part.split("=")
         if key.strip() not in ("bins", "fine", "discovery", "earlier"):
-            raise SystemExit(f"unknown setting {key!r}: expected bins=K, fine=S or discovery=S")
+            raise SystemExit(f"unknown setting {key!r}: expected bins=K, fine=S, discovery=S or earlier=0")
         out[key.strip()] = float(value)
     return out
 
@@ -141,7 +143,7 @@ def main() -> int:
     parser.add_argument("--tables", default="credit_default")
     parser.add_argument("--seeds", default="0-9")
     parser.add_argument("--variants", default="default",
-                        help="';'-separated variants: default, bins=K, fine=S, discovery=S")
+                        help="';'-separated variants: default, bins=K, fine=S, discovery=S, earlier=0")
     parser.add_argument("--work", default=None, help="keep the Parquet files here (default: temporary)")
     args = parser.parse_args()
 
