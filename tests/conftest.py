@@ -135,6 +135,13 @@ def private_leftovers(folder) -> list[str]:
     return sorted(p.name for p in folder.glob("privsynth-private-*"))
 
 
+class Exact:
+    """No noise: what a noisy look computes from its counts alone."""
+
+    def add_gaussian(self, values, sigma, *, sensitivity=None):
+        return np.asarray(values, dtype=np.float64)
+
+
 class StatisticNoise(SeededNoise):
     """Seeded noise that allows only the Laplace mechanism applied to a statistic (add_laplace)."""
 

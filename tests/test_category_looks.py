@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import Exact
 
 import privsynth
 from privsynth.discovery.categories import (
@@ -24,13 +25,6 @@ from privsynth.discovery.categories import (
     unfound_mass,
 )
 from privsynth.privacy.accounting import gaussian_sigma
-
-
-class Exact:
-    """No noise: what a look computes from its counts alone."""
-
-    def add_gaussian(self, values, sigma, *, sensitivity=None):
-        return np.asarray(values, dtype=np.float64)
 
 
 class Drawn:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import Exact
 
 from privsynth.discovery.categories import (
     CANDIDATE_SIGMAS,
@@ -26,11 +27,6 @@ from privsynth.run.earlier_counts import earlier_counts
 from privsynth.schema import parse_schema
 from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram
-
-
-class Exact:
-    def add_gaussian(self, values, sigma, *, sensitivity=None):
-        return np.asarray(values, dtype=np.float64)
 
 
 def test_joined_counts_are_the_inverse_variance_mean_with_its_variance():

@@ -80,8 +80,8 @@ def compressed_one_way(measurement: NoisyMarginal, compression: Compression) -> 
     if compression.is_identity(a):
         return measurement
     values = compression.table(measurement.values, (a,))
-    unit = np.ones(measurement.values.shape) if measurement.variance_scale is None else measurement.variance_scale
-    scale = np.bincount(compression.groups[a], weights=unit, minlength=compression.sizes[a]).astype(np.float64)
+    scale = np.bincount(compression.groups[a], weights=measurement.cell_scales(),
+                        minlength=compression.sizes[a]).astype(np.float64)
     return NoisyMarginal((a,), values, measurement.sigma, scale)
 
 
@@ -91,8 +91,7 @@ def with_earlier_counts(measurement: NoisyMarginal, levels: Sequence[int], count
     level becomes the inverse-variance weighted mean of its two counts, whose variance is 1 / (sum of the
     precisions), kept as the cell's ``variance_scale`` (post-processing of two DP outputs)."""
     values = np.asarray(measurement.values, dtype=np.float64).copy()
-    variance = measurement.sigma**2 * (np.ones(values.shape) if measurement.variance_scale is None
-                                       else np.asarray(measurement.variance_scale, dtype=np.float64).copy())
+    variance = measurement.sigma**2 * measurement.cell_scales()
     at = np.asarray(levels, dtype=np.int64)
     w_now, w_then = 1.0 / variance[at], 1.0 / np.asarray(sigmas, dtype=np.float64) ** 2
     values[at] = (w_now * values[at] + w_then * np.asarray(counts, dtype=np.float64)) / (w_now + w_then)

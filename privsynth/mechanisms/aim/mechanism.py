@@ -394,7 +394,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
             sigma /= 2.0
             eps *= 2.0
         report(hook, round_progress("round", log, rho_used / rho, rho, cap, sigma, eps, domain, started,
-                               fit_seconds * config.final_iterations / config.iterations_per_round))
+                                    fit_seconds * config.final_iterations / config.iterations_per_round))
     report(hook, round_progress("final_fit", log, 1.0, rho, cap, sigma, eps, domain, started, None))
     estimated_one_way = joined_one_way(one_way, earlier)
     measured[:d] = [compressed_one_way(m, compression) for m in estimated_one_way]

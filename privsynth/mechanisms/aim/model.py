@@ -61,6 +61,12 @@ class NoisyMarginal:
     sigma: float
     variance_scale: np.ndarray | None = None
 
+    def cell_scales(self) -> np.ndarray:
+        """Each cell's variance in units of sigma^2 (all 1 where no ``variance_scale`` is given)."""
+        if self.variance_scale is None:
+            return np.ones(self.values.shape)
+        return np.asarray(self.variance_scale, dtype=np.float64)
+
     def total_variance(self) -> float:
         scale = self.values.size if self.variance_scale is None else float(self.variance_scale.sum())
         return self.sigma**2 * scale

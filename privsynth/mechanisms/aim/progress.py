@@ -74,7 +74,7 @@ class RoundLog:
 
 
 def round_progress(phase: str, log: list[RoundLog], spent: float, rho: float, cap: int, sigma: float, eps: float,
-              domain: Domain, started: float, final_fit_seconds: float | None) -> RoundProgress:
+                   domain: Domain, started: float, final_fit_seconds: float | None) -> RoundProgress:
     """Public facts of the run so far. Rounds left: at most what the cap allows and what is left at
     the current round cost (annealing only raises that cost)."""
     done = len(log)
