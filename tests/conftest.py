@@ -269,3 +269,14 @@ def pinned_ledger(path: Path) -> str:
     with sqlite3.connect(path) as db:
         db.execute("UPDATE privsynth_secrets SET value = ? WHERE name = 'release-key'", ("5e" * 32,))
     return url
+
+
+class SeededDraws:
+    """Gaussian noise from numpy's generator at ``seed``, in the noise source's ``add_gaussian`` form: the
+    discovery functions' draws, many per test, without a ledger charge (these tests count outcomes over draws)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def add_gaussian(self, x, sigma, *, sensitivity=1.0):
+        return np.asarray(x, dtype=float) + self.rng.normal(0.0, sigma * sensitivity, np.shape(x))

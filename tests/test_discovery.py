@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import SeededDraws
 
 import privsynth
 from privsynth.discovery import facts as F
@@ -23,17 +24,6 @@ from privsynth.privacy.ledger import BudgetLedger
 from privsynth.privacy.spending import rho_allowance
 
 N = 4000
-
-
-class SeededDraws:
-    """Gaussian noise from numpy's generator at ``seed``, in the noise source's ``add_gaussian`` form: the
-    discovery functions' draws, many per test, without a ledger charge (these tests count outcomes over draws)."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-
-    def add_gaussian(self, x, sigma, *, sensitivity=1.0):
-        return np.asarray(x, dtype=float) + self.rng.normal(0.0, sigma * sensitivity, np.shape(x))
 
 
 def survey(n: int = N, seed: int = 0) -> pd.DataFrame:

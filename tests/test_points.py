@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import SeededDraws
 
 import privsynth
 from privsynth.discovery import points as P
@@ -226,3 +227,25 @@ def test_an_integer_heap_narrowed_to_one_value_keeps_its_narrowing():
     _, fine = Z.measure_and_read(values, counts.astype(float), fine_edges(0.0, 8_192.0, True), 3.0, NoNoise(),
                                  bounds, integer=True, coded=True, bins=8, public=False, numeric=True)
     assert fine.heaps == ((4_321.0, 4_322.0),)
+
+
+def test_a_value_most_rows_hold_keeps_its_own_bin_when_round_two_zooms():
+    """A test result capped at 45.00 for 94% of a column, the rest spread over 16-45 with two decimals, at the rho
+    a 17-column table gives one column: round 2's first grid passes only the cells near 45, so it zooms there. The
+    heap used to be read off the first grid alone, a cell 0.375 wide, and decoding wrote 45.01 for nearly half of
+    the rows; the zoomed grid's cells narrow it to a bin that holds 45.00 alone."""
+    from privsynth.discovery.column_release import round_one_bounds, round_two_edges
+    from privsynth.discovery.declared import DeclaredColumn
+    from privsynth.discovery.draft import ColumnDraft
+
+    rng = np.random.default_rng(11)
+    x = np.r_[np.full(14_400, 45.0), np.round(rng.uniform(16.0, 45.0, 900), 2)]
+    values, counts = np.unique(x, return_counts=True)
+    for seed in range(8):
+        d = ColumnDraft(DeclaredColumn("ct_value", "float", "DOUBLE", True), {"precision": 2}, [])
+        noise = SeededDraws(seed)
+        found = round_one_bounds(d, values, counts, 3e-5, noise)
+        round_two_edges(d, values, counts, 3e-5, found, 15, noise, public=False)
+        edges = np.asarray(d.entry["bins"], dtype=float)
+        i = int(np.searchsorted(edges, 45.0, side="right")) - 1
+        assert edges[i] > 44.99 and edges[i + 1] <= 45.01, (seed, edges[max(i - 1, 0):i + 3])
