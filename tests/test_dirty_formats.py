@@ -36,6 +36,8 @@ def dirty_table(n: int = N, seed: int = 3) -> pd.DataFrame:
         "share": [f"{p:.0f}%" for p in rng.uniform(0, 100, n)],     # a percent sign
         "visit": days.strftime("%m/%d/%Y"),                          # month first
         "booked": days.strftime("%d.%m.%Y"),                         # dotted, day first
+        "filed": days.strftime("%Y/%m/%d"),                          # year first, slashes
+        "reported": (days + pd.to_timedelta(rng.integers(0, 86_400, n), unit="s")).strftime("%Y/%m/%d %H:%M:%S"),
         "score": [f"{s:.1f}" for s in rng.normal(70, 8, n)],         # one decimal
         "code": rng.choice(["1.0", "2.0", "3.0"], n),                # integer codes written as floats
         "flag": rng.choice(["Y", "N"], n),
@@ -93,10 +95,12 @@ def test_formatted_numbers_are_numbers_written_in_their_format(dirty_release, co
         assert all(re.search(r"\.[0-9]{2}$", v) for v in values)
 
 
-@pytest.mark.parametrize(("column", "form"), [("visit", "%m/%d/%Y"), ("booked", "%d.%m.%Y")])
-def test_dates_are_dates_written_in_the_table_s_format(dirty_release, column, form):
+@pytest.mark.parametrize(("column", "kind", "form"), [("visit", "date", "%m/%d/%Y"), ("booked", "date", "%d.%m.%Y"),
+                                                      ("filed", "date", "%Y/%m/%d"),
+                                                      ("reported", "timestamp", "%Y/%m/%d %H:%M:%S")])
+def test_dates_are_dates_written_in_the_table_s_format(dirty_release, column, kind, form):
     frame, schema, synthetic = dirty_release
-    assert schema[column]["type"] == "date" and schema[column]["format"] == form
+    assert schema[column]["type"] == kind and schema[column]["format"] == form
     values = _present(synthetic[column])
     parsed = pd.to_datetime(pd.Series(values), format=form, errors="coerce")
     assert values and parsed.notna().all()
@@ -129,6 +133,9 @@ def _facts(**counts) -> F.NoisyFacts:
     ({"month_first": 400, "slash": 600}, "date", "%m/%d/%Y", None),
     ({"day_first": 400, "slash": 600}, "date", "%d/%m/%Y", None),
     ({"dot": 1000}, "date", "%d.%m.%Y", None),
+    ({"year_first": 1000}, "date", "%Y/%m/%d", None),
+    ({"year_first_time": 990, "text": 10}, "timestamp", "%Y/%m/%d %H:%M:%S", None),
+    ({"timestamp": 600, "date": 400}, "timestamp", None, None),
     ({"date": 1000}, "date", None, None),
     ({"fraction": 1000, "decimals": (0, 1000, 0, 0, 0, 0)}, "float", None, 1),
     ({"fraction": 1000, "decimals": (0, 100, 100, 100, 100, 600)}, "float", None, None),
@@ -144,12 +151,16 @@ def test_every_date_format_reads_only_valid_dates():
 
     from privsynth.engine.values import clean_text, moment_from_text
 
-    texts = ["02/29/2020", "02/29/2021", "13/01/2021", "31.04.2021", "29.02.2024", "1/2/2021", "2021-02-30"]
+    texts = ["02/29/2020", "02/29/2021", "13/01/2021", "31.04.2021", "29.02.2024", "1/2/2021", "2021-02-30",
+             "2020/02/29", "2021/02/29", "2020/6/4", "2020/06/04 20:45:34", "2020/06/04 20:45", "2020/06/04 24:00:00"]
     table = ibis.memtable(pd.DataFrame({"v": texts}))
     out = table.select(**{f: moment_from_text(clean_text(table.v), f) for f in DATE_FORMATS}).to_pandas()
-    assert out["%m/%d/%Y"].notna().tolist() == [True, False, False, False, False, True, False]
-    assert out["%d/%m/%Y"].notna().tolist() == [False, False, True, False, False, True, False]
-    assert out["%d.%m.%Y"].notna().tolist() == [False, False, False, False, True, False, False]
+    assert out["%m/%d/%Y"].notna().tolist() == [True, False, False, False, False, True] + [False] * 7
+    assert out["%d/%m/%Y"].notna().tolist() == [False, False, True, False, False, True] + [False] * 7
+    assert out["%d.%m.%Y"].notna().tolist() == [False, False, False, False, True] + [False] * 8
+    assert out["%Y/%m/%d"].notna().tolist() == [False] * 7 + [True, False, True, False, False, False]
+    assert out["%Y/%m/%d %H:%M:%S"].notna().tolist() == [False] * 10 + [True, True, False]
+    assert out["%Y/%m/%d %H:%M:%S"][10] == pd.Timestamp("2020-06-04 20:45:34", tz="UTC")
 
 
 def test_a_stored_double_s_decimals_are_read_totally():

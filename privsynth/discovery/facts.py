@@ -27,9 +27,10 @@ import numpy as np
 from privsynth.privacy.accounting import gaussian_sigma
 
 CLASSES = ("missing", "whole", "fraction", "date", "timestamp", "text",
-           "thousands", "currency", "percent", "month_first", "day_first", "slash", "dot")
+           "thousands", "currency", "percent", "month_first", "day_first", "slash", "dot", "year_first",
+           "year_first_time")
 NUMBER_FORMAT_CLASSES = ("thousands", "currency", "percent")
-DATE_FORMAT_CLASSES = ("month_first", "day_first", "slash", "dot")
+DATE_FORMAT_CLASSES = ("month_first", "day_first", "slash", "dot", "year_first", "year_first_time")
 DECIMALS = 6  # bins: numbers written with 0, 1, 2, 3, 4, and 5 or more decimals
 CLASS_SHARE = 0.4  # of a column's facts' rho, on the class histogram and on the distinct count each; the rest: decimals
 NUMBER_SHARE = 0.95  # a text column whose present values are this share numbers is numeric
@@ -126,7 +127,9 @@ def read_text(text) -> dict:
     reads = {"text": text, "number": number_from_text(text), "iso": moment_from_text(text).notnull(),
              "month_first": moment_from_text(text, "%m/%d/%Y").notnull(),
              "day_first": moment_from_text(text, "%d/%m/%Y").notnull(),
-             "dot": moment_from_text(text, "%d.%m.%Y").notnull()}
+             "dot": moment_from_text(text, "%d.%m.%Y").notnull(),
+             "year_first": moment_from_text(text, "%Y/%m/%d").notnull(),
+             "year_first_time": moment_from_text(text, "%Y/%m/%d %H:%M:%S").notnull()}
     reads.update({f: number_from_text(text, f).notnull() for f in NUMBER_FORMATS})
     return reads
 
@@ -153,6 +156,8 @@ def row_class(reads: dict, declared: str, raw=None):
             (reads["month_first"], index["month_first"]),
             (reads["day_first"], index["day_first"]),
             (reads["dot"], index["dot"]),
+            (reads["year_first"], index["year_first"]),
+            (reads["year_first_time"], index["year_first_time"]),
             else_=index["text"])
     if declared in ("integer", "float"):
         value = raw.cast("float64")
@@ -288,7 +293,7 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
     if declared == "text" and not numeric:
         if temporal >= DATE_SHARE * present or not_temporal <= facts.noise_of(len(_others(TEMPORAL_CLASSES))):
             written = date_format(facts)
-            kind = "timestamp" if written is None and facts.count("timestamp") > facts.count("date") else "date"
+            kind = temporal_kind(facts, written)
             return ColumnFacts(facts.column, kind, f"DP: {_pct(temporal / present)} of its values read as {kind}s"
                                + (f" written {written}" if written else ""),
                                _share(not_temporal, facts.noise_of(len(_others(TEMPORAL_CLASSES))), present),
@@ -331,7 +336,7 @@ def likeliest_kind(facts: NoisyFacts) -> tuple[str, str | None]:
     if best == "numbers":
         return ("float" if facts.count("fraction") > facts.count("whole") else "integer"), number_format(facts)
     written = date_format(facts)
-    return ("timestamp" if written is None and facts.count("timestamp") > facts.count("date") else "date"), written
+    return temporal_kind(facts, written), written
 
 
 def shows_no_value(facts: NoisyFacts) -> bool:
@@ -348,16 +353,26 @@ def number_format(facts: NoisyFacts) -> str | None:
 
 
 def date_format(facts: NoisyFacts) -> str | None:
-    """The written form of a column's dates (None: ISO): dotted, or slashed month-first or day-first (by the
-    dates only one of them reads; an ambiguous column is month-first)."""
-    iso = facts.total(("date", "timestamp"))
-    slashed = facts.total(("month_first", "day_first", "slash"))
-    dotted = facts.total(("dot",))
-    if dotted > max(iso, slashed):
-        return "%d.%m.%Y"
-    if slashed > iso:
+    """The written form of a column's dates or moments (None: ISO), the form with the largest noisy count: dotted,
+    year-first with slashes (dates, or moments), or slashed month-first or day-first (by the dates only one of them
+    reads; an ambiguous column is month-first)."""
+    totals = {None: facts.total(("date", "timestamp")),
+              "%d.%m.%Y": facts.total(("dot",)),
+              "%Y/%m/%d": facts.total(("year_first",)),
+              "%Y/%m/%d %H:%M:%S": facts.total(("year_first_time",)),
+              "slash": facts.total(("month_first", "day_first", "slash"))}
+    best = max(totals, key=lambda form: totals[form])
+    if best == "slash":
         return "%d/%m/%Y" if facts.count("day_first") > facts.count("month_first") else "%m/%d/%Y"
-    return None
+    return best
+
+
+def temporal_kind(facts: NoisyFacts, written: str | None) -> str:
+    """A date or a timestamp column, by its written form (one with a time of day is a timestamp) or, for ISO
+    text, by which of the two has the larger noisy count."""
+    if written is not None:
+        return "timestamp" if "%H" in written else "date"
+    return "timestamp" if facts.count("timestamp") > facts.count("date") else "date"
 
 
 def written_precision(facts: NoisyFacts) -> int | None:

@@ -87,13 +87,19 @@ NUMBER_FORMATS: dict[str, str] = {
     "currency": rf"^[+-]?\$({_GROUPED}|0|[1-9][0-9]{{0,19}})(\.[0-9]{{1,30}})?$",
     "percent": r"^[+-]?(0|[1-9][0-9]{0,19})(\.[0-9]{1,30})? ?%$",
 }
-# Dates written day-first or month-first, with slashes or dots: read by turning them into ISO text first.
+# Dates written day-first, month-first or year-first, with slashes or dots, and year-first moments
+# ("2020/06/04 20:45:34", as many exports write them): read by turning them into ISO text first.
 SLASH_DATE = r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})$"
 DOT_DATE = r"^([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})$"
-DATE_FORMATS: dict[str, tuple[str, tuple[int, int, int]]] = {  # format -> (form, groups of year, month, day)
-    "%m/%d/%Y": (SLASH_DATE, (3, 1, 2)),
-    "%d/%m/%Y": (SLASH_DATE, (3, 2, 1)),
-    "%d.%m.%Y": (DOT_DATE, (3, 2, 1)),
+YEAR_FIRST_DATE = r"^([0-9]{4})/([0-9]{1,2})/([0-9]{1,2})$"
+YEAR_FIRST_MOMENT = r"^([0-9]{4})/([0-9]{1,2})/([0-9]{1,2})[T ]([0-9]{2}:[0-9]{2}(:[0-9]{2})?)$"
+# format -> (form, groups of year, month, day, and of the time of day, 0 for none)
+DATE_FORMATS: dict[str, tuple[str, tuple[int, int, int, int]]] = {
+    "%m/%d/%Y": (SLASH_DATE, (3, 1, 2, 0)),
+    "%d/%m/%Y": (SLASH_DATE, (3, 2, 1, 0)),
+    "%d.%m.%Y": (DOT_DATE, (3, 2, 1, 0)),
+    "%Y/%m/%d": (YEAR_FIRST_DATE, (1, 2, 3, 0)),
+    "%Y/%m/%d %H:%M:%S": (YEAR_FIRST_MOMENT, (1, 2, 3, 4)),
 }
 _YEAR = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
 _LEAP_YEAR = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
@@ -121,11 +127,12 @@ def number_from_text(text: ir.StringValue, number_format: str | None = None) -> 
 
 
 def iso_date_text(text: ir.StringValue, date_format: str) -> ir.StringValue:
-    """ISO text (YYYY-MM-DD) of a date written in ``date_format``; NULL where the text is not in that form."""
-    form, (year, month, day) = DATE_FORMATS[date_format]
+    """ISO text (YYYY-MM-DD, and " HH:MM[:SS]" for a moment) of a date or moment written in ``date_format``;
+    NULL where the text is not in that form."""
+    form, (year, month, day, time) = DATE_FORMATS[date_format]
     part = lambda group: text.re_extract(form, group)  # noqa: E731
     iso = part(year) + "-" + part(month).lpad(2, "0") + "-" + part(day).lpad(2, "0")
-    return _when(text.re_search(form), iso)
+    return _when(text.re_search(form), iso + " " + part(time) if time else iso)
 
 
 def moment_from_text(text: ir.StringValue, date_format: str | None = None) -> ir.TimestampValue:

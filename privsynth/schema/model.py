@@ -65,10 +65,12 @@ class Column(BaseModel):
     # numeric and temporal columns: a value that cannot be read as the column's type (text in a number
     # column, a fraction in an integer column) fails validation, or counts as missing (nullable columns)
     on_unreadable: Literal["fail", "missing"] = "fail"
-    # numeric and date columns: the written form of their values in the source, read in it and written back in
-    # it (engine/values.py): thousands ("1,234.50"), currency ("$9"), percent ("12%"); %m/%d/%Y, %d/%m/%Y,
-    # %d.%m.%Y. None: plain numbers, ISO dates (or the source's own typed values)
-    format: Literal["thousands", "currency", "percent", "%m/%d/%Y", "%d/%m/%Y", "%d.%m.%Y"] | None = None
+    # numeric, date and timestamp columns: the written form of their values in the source, read in it and written
+    # back in it (engine/values.py): thousands ("1,234.50"), currency ("$9"), percent ("12%"); dates %m/%d/%Y,
+    # %d/%m/%Y, %d.%m.%Y, %Y/%m/%d; moments %Y/%m/%d %H:%M:%S. None: plain numbers, ISO dates and moments (or the
+    # source's own typed values)
+    format: Literal["thousands", "currency", "percent", "%m/%d/%Y", "%d/%m/%Y", "%d.%m.%Y", "%Y/%m/%d",
+                    "%Y/%m/%d %H:%M:%S"] | None = None
     description: str = ""
 
     @model_validator(mode="before")
@@ -183,9 +185,9 @@ class Column(BaseModel):
             raise ValueError(f"{where}: on_unreadable 'missing' needs nullable: true")
         if self.on_unreadable == "missing" and self.type in ("categorical", "boolean"):
             raise ValueError(f"{where}: on_unreadable applies to numeric and temporal columns")
-        if self.format is not None and self.type not in (("date",) if "%" in self.format else ("integer", "float")):
+        if self.format is not None and self.type not in format_types(self.format):
             raise ValueError(f"{where}: format {self.format!r} applies to "
-                             + ("date columns" if "%" in self.format else "integer and float columns"))
+                             f"{' and '.join(format_types(self.format))} columns")
         if self.precision is not None and self.type != "float":
             raise ValueError(f"{where}: 'precision' applies to float columns (integers are whole already)")
         return self
@@ -218,6 +220,13 @@ class Column(BaseModel):
         if self.type == "boolean":
             return 2
         return len(self.bins or ()) - 1
+
+
+def format_types(form: str) -> tuple[str, ...]:
+    """The column types a written form applies to: a moment's (with a time of day), a date's, or numbers'."""
+    if "%H" in form:
+        return ("timestamp",)
+    return ("date",) if "%" in form else ("integer", "float")
 
 
 def _article(word: str) -> str:

@@ -26,13 +26,13 @@ def _number_text(col: Column, value: float) -> str:
 
 
 def written_form(col: Column, values: pd.Series) -> pd.Series:
-    """A decoded column as the source writes it (``col.format``): "1,234.50", "$9", "12%", 03/04/2021;
-    the values themselves when the column has no format. Missing stays missing."""
+    """A decoded column as the source writes it (``col.format``): "1,234.50", "$9", "12%", 03/04/2021,
+    2021/03/04 20:45:34; the values themselves when the column has no format. Missing stays missing."""
     if col.format is None:
         return values
     present = values.notna().to_numpy()
     out = np.full(len(values), None, dtype=object)
-    if col.type == "date":
+    if col.type in ("date", "timestamp"):
         out[present] = [d.strftime(col.format) for d in values[present]]
     else:
         out[present] = [_number_text(col, float(v)) for v in values[present]]
@@ -44,7 +44,7 @@ def read_written(col: Column, series: pd.Series) -> pd.Series:
     if col.format is None or series.dtype.kind in "fiumM":
         return series
     text = series.astype(object).where(series.notna(), None)
-    if col.type == "date":
+    if col.type in ("date", "timestamp"):
         return pd.to_datetime(text, format=col.format, errors="coerce")
     cleaned = text.map(lambda v: v.replace(",", "").replace("$", "").replace("%",
                                                                              "").strip() if isinstance(v, str) else v)
