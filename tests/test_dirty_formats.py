@@ -18,6 +18,7 @@ import yaml
 
 import privsynth
 from privsynth.discovery import facts as F
+from privsynth.discovery.forms import moment_resolution
 from privsynth.engine.values import DATE_FORMATS, NUMBER_FORMATS
 
 N = 6000
@@ -38,6 +39,7 @@ def dirty_table(n: int = N, seed: int = 3) -> pd.DataFrame:
         "booked": days.strftime("%d.%m.%Y"),                         # dotted, day first
         "filed": days.strftime("%Y/%m/%d"),                          # year first, slashes
         "reported": (days + pd.to_timedelta(rng.integers(0, 86_400, n), unit="s")).strftime("%Y/%m/%d %H:%M:%S"),
+        "read_at": (days + pd.to_timedelta(rng.integers(0, 24, n), unit="h")).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "score": [f"{s:.1f}" for s in rng.normal(70, 8, n)],         # one decimal
         "code": rng.choice(["1.0", "2.0", "3.0"], n),                # integer codes written as floats
         "flag": rng.choice(["Y", "N"], n),
@@ -106,6 +108,37 @@ def test_dates_are_dates_written_in_the_table_s_format(dirty_release, column, ki
     assert values and parsed.notna().all()
     low, high = (pd.Timestamp(b) for b in schema[column]["bounds"])  # inside the column's (DP) domain
     assert parsed.min() >= low and parsed.max() <= high
+
+
+def test_moments_keep_their_grain(dirty_release):
+    """Hourly readings come back on the hour (the grain decided under DP from the facts' grain slots); moments
+    written to the second keep no grain."""
+    _, schema, synthetic = dirty_release
+    assert schema["read_at"]["type"] == "timestamp" and schema["read_at"]["resolution"] == "hour"
+    moments = pd.to_datetime(synthetic["read_at"].dropna())
+    assert len(moments) > 0.9 * len(synthetic) and (moments.dt.minute == 0).all() and (moments.dt.second == 0).all()
+    assert "resolution" not in schema["reported"]
+
+
+@pytest.mark.parametrize(("slots", "grain"), [
+    ((1000, 0, 0, 0), "day"), ((400, 600, 0, 0), "hour"), ((10, 50, 940, 0), "minute"), ((0, 0, 10, 990), None),
+    ((0, 0, 0, 0), None), ((900, 0, 0, 100), None),
+])
+def test_the_grain_is_decided_from_noisy_counts(slots, grain):
+    facts = F.NoisyFacts("t", tuple(0.0 for _ in F.CLASSES), 50.0, 1.0, 1.0, (*map(float, slots), 0.0, 0.0), 1.0)
+    assert moment_resolution(facts) == grain
+
+
+def test_a_typed_moment_s_grain_is_read_totally():
+    import ibis
+
+    from privsynth.engine.values import moment_grain
+
+    moments = pd.to_datetime(["2020-01-01 00:00", "2020-01-01 05:00", "2020-01-01 05:30", "2020-01-01 05:30:07",
+                              "1960-03-01 05:00", None], format="ISO8601")
+    table = ibis.memtable(pd.DataFrame({"v": moments}))
+    out = table.select(g=moment_grain(table.v)).to_pandas()["g"]
+    assert out[:5].tolist() == [0, 1, 2, 3, 1] and pd.isna(out[5])
 
 
 def test_decimals_flags_and_float_codes_keep_their_form(dirty_release):

@@ -217,6 +217,18 @@ def test_postgres_date_and_timestamp_columns_bin_like_the_pandas_path_and_sink_a
     np.testing.assert_array_equal(hist.codes, expected.codes)
     np.testing.assert_array_equal(hist.counts, expected.counts)
     assert report.success, report.failure_message()
+    # the facts' grain slots (whole days, hours, minutes, seconds) count alike on the server and in DuckDB
+    from privsynth.discovery.facts import exact_counts
+    from privsynth.engine.backends import open_table
+
+    grains = []
+    for data in (f"{postgres_url}?table=public.dated", frame):
+        opened = open_table(data, DATES)
+        try:
+            grains.append(exact_counts(opened.table, [("seen", "timestamp")])["seen"].decimals[:4].tolist())
+        finally:
+            opened.close()
+    assert grains[0] == grains[1] == [5.0, 1.0, 0.0, 2.0]  # 23:59:59.5 is a second's
     table = pa.Table.from_pandas(decode_codes(expected.codes, DATES, np.random.default_rng(1)),
                                  schema=arrow_schema(DATES), preserve_index=False)
     write_sink(table, f"{postgres_url}?table=synthetic_dates")

@@ -299,6 +299,8 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, rele
             d.entry["format"] = decided.value_format
         if decided.precision is not None:
             d.entry["precision"] = decided.precision
+        if decided.resolution is not None:
+            d.entry["resolution"] = decided.resolution
         d.text_source = False
         d.entry.setdefault("dp_released", [])
         if typed_under_dp and "type" not in d.entry["dp_released"]:

@@ -24,12 +24,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privsynth.discovery.forms import (
+    NUMBER_FORMAT_CLASSES,
+    date_format,
+    in_grain,
+    moment_resolution,
+    number_format,
+    temporal_kind,
+    written_precision,
+)
 from privsynth.privacy.accounting import gaussian_sigma
 
 CLASSES = ("missing", "whole", "fraction", "date", "timestamp", "text",
            "thousands", "currency", "percent", "month_first", "day_first", "slash", "dot", "year_first",
            "year_first_time")
-NUMBER_FORMAT_CLASSES = ("thousands", "currency", "percent")
 DATE_FORMAT_CLASSES = ("month_first", "day_first", "slash", "dot", "year_first", "year_first_time")
 DECIMALS = 6  # bins: numbers written with 0, 1, 2, 3, 4, and 5 or more decimals
 CLASS_SHARE = 0.4  # of a column's facts' rho, on the class histogram and on the distinct count each; the rest: decimals
@@ -53,7 +61,9 @@ class NoisyFacts:
     distinct: float
     sigma_classes: float
     sigma_distinct: float
-    decimals: tuple[float, ...] = ()  # noisy counts of numbers by decimals written (DECIMALS bins)
+    # noisy counts of numbers by decimals written (DECIMALS bins); of a timestamp column's moments, by grain
+    # (engine.values.GRAINS: the first four bins)
+    decimals: tuple[float, ...] = ()
     sigma_decimals: float = 1.0
 
     def count(self, cls: str) -> float:
@@ -117,6 +127,7 @@ class ColumnFacts:
     missing_share: float
     value_format: str | None = None  # a written form of engine/values.py (thousands, %m/%d/%Y, ...); None: plain
     precision: int | None = None  # float columns: the decimals its values are written with
+    resolution: str | None = None  # timestamp columns: the grain its moments are whole in (day, hour, minute)
 
 
 def read_text(text) -> dict:
@@ -184,6 +195,15 @@ def decimals_bin(reads: dict):
                        ibis.null("int64"))
 
 
+def text_grain(reads: dict):
+    """The GRAINS index of a text value that reads as an ISO or a year-first moment (``moment_grain``), NULL for
+    every other row: the moments' slots of the decimals histogram."""
+    from privsynth.engine.values import moment_from_text, moment_grain
+
+    text = reads["text"]
+    return moment_grain(moment_from_text(text).coalesce(moment_from_text(text, "%Y/%m/%d %H:%M:%S")))
+
+
 @dataclass(frozen=True)
 class ExactFacts:
     """One column's exact counts (private: they leave only through ``release``)."""
@@ -199,7 +219,7 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
     import ibis
 
     from privsynth.engine.backends import backend_error
-    from privsynth.engine.values import clean_text, decimals_of
+    from privsynth.engine.values import clean_text, decimals_of, moment_grain
 
     # Each row's class, decimals bin and cleaned value are computed once, in a projection; the aggregate
     # then only compares small integers (the tests of a value are written once, not once per class).
@@ -217,10 +237,12 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
         column = {key: read_table[f"v{j}"] if key == "text" else read_table[f"{key}{j}"] for key in reads.get(j, {})}
         per_row[f"k{j}"] = row_class(column, declared, read_table[f"v{j}"])
         per_row[f"v{j}"] = read_table[f"v{j}"]
-        if declared == "text":
-            per_row[f"p{j}"] = decimals_bin(column)
+        if declared == "text":  # a number's decimals, or a moment's grain (the rows of each read as one kind)
+            per_row[f"p{j}"] = decimals_bin(column).coalesce(text_grain(column))
         elif declared == "float":  # a stored double: the decimals it is written with (6.9, not 6.900000000000000355)
             per_row[f"p{j}"] = decimals_of(read_table[f"v{j}"], DECIMALS - 1)
+        elif declared == "timestamp":
+            per_row[f"p{j}"] = moment_grain(read_table[f"v{j}"])
     rows = read_table.select(**per_row)
     aggregates = {}
     for j, (_name, declared) in enumerate(columns):
@@ -228,7 +250,7 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
             # PostgreSQL casts no boolean to BIGINT
             aggregates[f"c{j}_{k}"] = ibis.ifelse(rows[f"k{j}"] == k, 1, 0).sum()
         aggregates[f"c{j}_d"] = rows[f"v{j}"].nunique()
-        if declared in ("text", "float"):
+        if declared in ("text", "float", "timestamp"):
             for k in range(DECIMALS):
                 aggregates[f"c{j}_p{k}"] = ibis.ifelse(rows[f"p{j}"] == k, 1, 0).sum()
     try:
@@ -283,7 +305,9 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
         return ColumnFacts(facts.column, kind, "its DP class counts are too noisy to decide at this budget: kept as "
                            f"{kind}, the likeliest by them", 0.0, missing_share, value_format=written)
     if declared in ("boolean", "date", "timestamp"):
-        return ColumnFacts(facts.column, declared, f"declared {declared}", 0.0, missing_share)
+        resolution = moment_resolution(facts) if declared == "timestamp" else None
+        return ColumnFacts(facts.column, declared, f"declared {declared}" + in_grain(resolution), 0.0, missing_share,
+                           resolution=resolution)
     numbers = facts.total(NUMBER_CLASSES)
     temporal = facts.total(TEMPORAL_CLASSES)
     # A share test alone is noise-fragile near its bar: the other classes' noisy total within three noise
@@ -294,10 +318,11 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
         if temporal >= DATE_SHARE * present or not_temporal <= facts.noise_of(len(_others(TEMPORAL_CLASSES))):
             written = date_format(facts)
             kind = temporal_kind(facts, written)
+            resolution = moment_resolution(facts) if kind == "timestamp" else None
             return ColumnFacts(facts.column, kind, f"DP: {_pct(temporal / present)} of its values read as {kind}s"
-                               + (f" written {written}" if written else ""),
+                               + (f" written {written}" if written else "") + in_grain(resolution),
                                _share(not_temporal, facts.noise_of(len(_others(TEMPORAL_CLASSES))), present),
-                               missing_share, value_format=written)
+                               missing_share, value_format=written, resolution=resolution)
         return _categorical_or_identifier(facts, present, "DP: its values are text")
     written = number_format(facts) if declared == "text" else None
     fraction = facts.count("fraction") + (sum(max(0.0, x) for x in facts.decimals[1:]) if written else 0.0)
@@ -342,49 +367,6 @@ def likeliest_kind(facts: NoisyFacts) -> tuple[str, str | None]:
 def shows_no_value(facts: NoisyFacts) -> bool:
     """The missing count stands out of its noise and no present class does: a column of missing values."""
     return facts.count("missing") > STANDING_SIGMAS * facts.sigma_classes and facts.present_standing == 0.0
-
-
-def number_format(facts: NoisyFacts) -> str | None:
-    """The written form of a column's numbers: the format class with the largest noisy count, when that count
-    stands out of its noise (a column of "950.00" and "6,689.41" is written with thousands separators)."""
-    counts = {f: facts.count(f) for f in NUMBER_FORMAT_CLASSES}
-    best = max(counts, key=counts.get)
-    return best if counts[best] > facts.noise_of(1) else None
-
-
-def date_format(facts: NoisyFacts) -> str | None:
-    """The written form of a column's dates or moments (None: ISO), the form with the largest noisy count: dotted,
-    year-first with slashes (dates, or moments), or slashed month-first or day-first (by the dates only one of them
-    reads; an ambiguous column is month-first)."""
-    totals = {None: facts.total(("date", "timestamp")),
-              "%d.%m.%Y": facts.total(("dot",)),
-              "%Y/%m/%d": facts.total(("year_first",)),
-              "%Y/%m/%d %H:%M:%S": facts.total(("year_first_time",)),
-              "slash": facts.total(("month_first", "day_first", "slash"))}
-    best = max(totals, key=lambda form: totals[form])
-    if best == "slash":
-        return "%d/%m/%Y" if facts.count("day_first") > facts.count("month_first") else "%m/%d/%Y"
-    return best
-
-
-def temporal_kind(facts: NoisyFacts, written: str | None) -> str:
-    """A date or a timestamp column, by its written form (one with a time of day is a timestamp) or, for ISO
-    text, by which of the two has the larger noisy count."""
-    if written is not None:
-        return "timestamp" if "%H" in written else "date"
-    return "timestamp" if facts.count("timestamp") > facts.count("date") else "date"
-
-
-def written_precision(facts: NoisyFacts) -> int | None:
-    """The decimals a float column is written with: the fewest k such that the noisy count of numbers written
-    with more than k decimals is within its noise; None when they are written with more than 4 (or none)."""
-    bins = [float(x) for x in facts.decimals]
-    for k in range(1, len(bins) - 1):
-        beyond = bins[k + 1:]
-        noise = 3.0 * facts.sigma_decimals
-        if sum(beyond) <= noise * math.sqrt(len(beyond)) and bins[k] > noise:
-            return k
-    return None
 
 
 FEW_DISTINCT_SIGMAS = 2.0

@@ -104,7 +104,7 @@ class Source:
         return math.prod(int(self.domain.sizes[a]) for a in attributes)
 
     def _codes_table(self, attributes: Sequence[int]) -> ibis.Table:
-        return self.table.select(**{self.bins.names[a]: self.bins.codes[a] for a in attributes})
+        return self.bins.table.select(**{self.bins.names[a]: self.bins.codes[a] for a in attributes})
 
     def _raise_faults(self, codes: np.ndarray, attributes: Sequence[int]) -> None:
         if self.drop_faulty_records or not codes.size or codes.min() >= 0:
@@ -219,7 +219,7 @@ class Source:
         return out
 
     def _packed_counts(self, attributes: Sequence[int]) -> ibis.Table:
-        return self.table.select(privsynth_key=self._packed_key(attributes)).group_by("privsynth_key") \
+        return self.bins.table.select(privsynth_key=self._packed_key(attributes)).group_by("privsynth_key") \
             .aggregate(**{COUNT: ibis._.count()})
 
     def _marginals_by_query(self, marginals: list[Marginal]) -> dict[Marginal, np.ndarray]:

@@ -59,14 +59,15 @@ def validate_source(source) -> ValidationReport:
     schema = source.schema
     expectations = ex.schema_expectations(schema)
     kept = {c.name: (j, c) for j, c in enumerate(schema.kept_columns)}
-    metrics: dict[str, ibis.Value] = {_ROWS: source.table.count()}
+    table = source.bins.table  # the source's table, with the read values the codes are computed from
+    metrics: dict[str, ibis.Value] = {_ROWS: table.count()}
     for name, (j, col) in kept.items():
-        values = read_column(source.table, col, source.opened.text_from_csv)
+        values = read_column(table, col, source.opened.text_from_csv)
         metrics[f"p{j}"] = _count(~values.missing)
         for i, e in enumerate(expectations):
             if e.column == name and (count := _failing(source, j, col, e, values)) is not None:
                 metrics[f"e{i}"] = count
-    row = source._run(source.table.aggregate(**metrics)).to_pylist()[0]
+    row = source._run(table.aggregate(**metrics)).to_pylist()[0]
     n = int(row[_ROWS] or 0)
     results = [_outcome(e, row.get(f"e{i}"), row, n, schema, kept, list(source.table.columns))
                for i, e in enumerate(expectations) if e.column is None or n > 0]

@@ -25,6 +25,8 @@ import ibis
 import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
+from privsynth.schema.temporal import GRAIN_SECONDS, GRAINS
+
 # Every double of at least this magnitude is a whole number; below it FLOOR's result fits a BIGINT.
 WHOLE_LIMIT = 2.0**53
 FIRST_MOMENT = _dt.datetime(1, 1, 1, tzinfo=_dt.UTC)
@@ -156,5 +158,14 @@ def in_calendar(moment: ir.Value) -> ir.Value:
     return ibis.ifelse((moment >= low) & (moment <= high), moment, ibis.null(moment.type()))
 
 
-__all__ = ["DATE_FORMATS", "NUMBER_FORMATS", "WHOLE_LIMIT", "clean_text", "finite", "in_calendar", "is_whole",
-           "iso_date_text", "moment_from_text", "number_from_text"]
+def moment_grain(moment: ir.TimestampValue) -> ir.IntegerValue:
+    """The index in GRAINS of the coarsest unit a moment (in years 1-9999) is a whole number of: midnight is a
+    day, 05:00 an hour, 05:30 a minute, anything else a second; NULL for a missing or out-of-calendar moment."""
+    # truncated to its second first: backends round a fractional epoch each their own way when casting it
+    seconds = in_calendar(moment).truncate("s").epoch_seconds().cast("int64")
+    whole = [(seconds % GRAIN_SECONDS[g] == 0, i) for i, g in enumerate(GRAINS[:-1])]
+    return ibis.ifelse(seconds.isnull(), ibis.null("int64"), ibis.cases(*whole, else_=len(GRAINS) - 1))
+
+
+__all__ = ["DATE_FORMATS", "GRAINS", "GRAIN_SECONDS", "NUMBER_FORMATS", "WHOLE_LIMIT", "clean_text", "finite",
+           "in_calendar", "is_whole", "iso_date_text", "moment_from_text", "moment_grain", "number_from_text"]

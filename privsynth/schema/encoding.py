@@ -252,18 +252,20 @@ def holds_precision_value(lo: float, hi: float, precision: int, last: bool) -> b
 
 
 def on_precision_grid(draws: np.ndarray, precision: int, sub: tuple[np.ndarray, np.ndarray],
-                      bin_: tuple[np.ndarray, np.ndarray], top: float) -> np.ndarray:
+                      bin_: tuple[np.ndarray, np.ndarray], top: float, step: float | None = None) -> np.ndarray:
     """Draws rounded to the schema's stated precision (money in cents: 2; ages in tenths: 1), kept on the
     grid points of their sub-bin, else of their bin (post-processing). A sub-bin narrower than the grid step
     can hold no such value: its draws go to the nearest grid point of the bin, which holds the level's values
     (an age written in tenths drawn at 6.583 is 6.6, never 6.583, and never below the bin). Every value encodes
-    back to its own level; a bin without a grid point keeps its unrounded draws. The last bin is [lo, hi]."""
-    step = 10.0 ** -precision
+    back to its own level; a bin without a grid point keeps its unrounded draws. The last bin is [lo, hi].
+    ``step``: a grid of whole multiples of it instead (a timestamp's grain in seconds; ``precision`` 0)."""
+    grid_step = 10.0 ** -precision if step is None else step
+    rounded = np.round(draws, precision) if step is None else np.round(np.asarray(draws) / step) * step
     out = np.asarray(draws, dtype=np.float64).copy()
     for lo, hi in (bin_, sub):  # the sub-bin's grid where it has one, else the bin's
-        low_grid, high_grid = _grid_points(lo, hi, step, precision, hi >= top)
+        low_grid, high_grid = _grid_points(lo, hi, grid_step, precision, hi >= top)
         has = low_grid <= high_grid
-        out = np.where(has, np.clip(np.round(draws, precision), low_grid, np.maximum(low_grid, high_grid)), out)
+        out = np.where(has, np.clip(rounded, low_grid, np.maximum(low_grid, high_grid)), out)
     return out
 
 
@@ -297,6 +299,9 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
         last = hi > edges[-1] if fine is not None else hi >= edges[-1]
         upper = np.where(last, np.minimum(hi, edges[-1]), hi - 1)
         draws = rng.integers(lo.astype(np.int64), upper.astype(np.int64) + 1)
+        if col.resolution is not None:  # hourly readings on the hour: the grain's grid inside the sub-bin or bin
+            draws = on_precision_grid(draws, 0, (lo, hi), (bin_lo, bin_hi), edges[-1],
+                                      step=float(temporal.GRAIN_SECONDS[col.resolution])).astype(np.int64)
         if col.type == "integer":
             values = pd.array(draws, dtype="Int64")
         else:

@@ -53,6 +53,8 @@ class Column(BaseModel):
     on_out_of_domain: Literal["fail", "category", "clip"] = "fail"
     # float columns: decimal places of synthetic values (2 for money in cents); None keeps full precision
     precision: int | None = Field(default=None, ge=0, le=12)
+    # timestamp columns: the grain synthetic moments are whole in (hourly readings: hour); None: whole seconds
+    resolution: Literal["day", "hour", "minute"] | None = None
     # date/timestamp columns: bins at calendar boundaries instead of explicit edges
     bin_by: Literal["year", "quarter", "month", "week", "day"] | None = None
     # which parts of this column's domain a DP draft released (``privsynth schema draft --epsilon``):
@@ -190,6 +192,8 @@ class Column(BaseModel):
                              f"{' and '.join(format_types(self.format))} columns")
         if self.precision is not None and self.type != "float":
             raise ValueError(f"{where}: 'precision' applies to float columns (integers are whole already)")
+        if self.resolution is not None and self.type != "timestamp":
+            raise ValueError(f"{where}: 'resolution' applies to timestamp columns (a date is a whole day already)")
         return self
 
     @property

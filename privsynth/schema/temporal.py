@@ -22,6 +22,8 @@ EPOCH_DATE = _dt.date(1970, 1, 1)
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 BIN_UNITS = ("year", "quarter", "month", "week", "day")
 TEMPORAL_TYPES = ("date", "timestamp")
+GRAINS = ("day", "hour", "minute", "second")  # the coarsest unit a moment is a whole number of (second: or finer)
+GRAIN_SECONDS = {"day": 86_400, "hour": 3_600, "minute": 60}  # a timestamp column's ``resolution``, in seconds
 MAX_GENERATED_EDGES = 100_001  # bin_by 'day' over 270 years; more bins than any schema limit allows
 
 
