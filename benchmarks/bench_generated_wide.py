@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 from bench_peers import (  # this script runs from benchmarks/, beside bench_peers.py and bench_real.py
+    print_rows,
     run_worker,
     work_folder,
 )
@@ -276,10 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["note"] = f"dropped {shown}" if row["dropped"] else ""
             rows.append(row)
             print(format_rows([row]).splitlines()[-1], flush=True)
-    print()
-    print(format_rows(rows))
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1, default=str))
+    print_rows(rows, format_rows, args.out)
     return 0
 
 

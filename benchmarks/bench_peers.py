@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -210,6 +210,14 @@ def work_folder(keep: str | None, prefix: str) -> Iterator[Path]:
         folder = Path(keep or tmp_name)
         folder.mkdir(parents=True, exist_ok=True)
         yield folder
+
+
+def print_rows(rows: list[dict], format_rows: Callable[[list[dict]], str], out: str | None) -> None:
+    """A benchmark's closing table (``format_rows`` of every row), and its rows as JSON at ``out`` when given."""
+    print()
+    print(format_rows(rows))
+    if out:
+        Path(out).write_text(json.dumps(rows, indent=1, default=str))
 
 
 def run_worker(cmd: list[str], env: dict, cap: float, result: Path, log: Path | None = None) -> dict:

@@ -51,7 +51,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_peers import run_worker, work_folder  # this script runs from benchmarks/, beside bench_peers.py
+from bench_peers import print_rows, run_worker, work_folder  # this script runs from benchmarks/, beside bench_peers.py
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -314,10 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                             row["note"] = f"{note}; wrong values: {row['errors']['wrong_columns']}".lstrip("; ")
                     rows.append(row)
                     print(format_rows([row]).splitlines()[-1], flush=True)
-    print()
-    print(format_rows(rows))
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1, default=str))
+    print_rows(rows, format_rows, args.out)
     return 0
 
 
