@@ -415,6 +415,42 @@ def test_inconclusive_text_facts_never_turn_text_into_dates_or_numbers_on_noise(
     assert sum("too noisy" in d.reason for d in decided) >= 40 and all(d.kind == "integer" for d in decided)
 
 
+def test_labels_beside_numbers_keep_a_column_categorical():
+    """Sleep hours written 5 to 9, "<5" and "10+" (10% of 12,335 present values) at a 13-column table's facts rho:
+    the non-number classes summed to less than the noise of a dozen classes, so the column was read as numbers
+    and both labels became missing. A class standing out of its own noise keeps it text; a few junk values
+    (0.2%) do not."""
+    from privsynth.discovery import facts as F
+
+    def exact(**counts):
+        classes = np.zeros(len(F.CLASSES))
+        for name, count in counts.items():
+            classes[F.CLASSES.index(name)] = count
+        return F.ExactFacts(classes, 7.0, np.r_[11_054.0, np.zeros(F.DECIMALS - 1)])
+
+    labelled = exact(missing=1_248, whole=11_054, text=1_281)
+    junk = exact(missing=1_248, whole=12_310, text=25)
+    for seed in range(100):
+        assert F.decide(F.release("sleep", labelled, 8.015e-5, SeededDraws(seed)), "text").kind == "categorical"
+        assert F.decide(F.release("sleep", junk, 8.015e-5, SeededDraws(seed)), "text").kind == "integer"
+
+
+def test_a_typed_float_keeps_its_decimals_where_its_class_counts_are_inconclusive():
+    """A 50-column table of 5,698 rows (station ridership written with 3 decimals): at its facts' rho the class counts
+    fell under the evidence bar one run in ten and the column came back with 15 digits after the point. The
+    decimals have a histogram of their own, and it decides the precision whether or not the classes do."""
+    from privsynth.discovery import facts as F
+
+    classes = np.zeros(len(F.CLASSES))
+    classes[F.CLASSES.index("fraction")] = 5_560
+    classes[F.CLASSES.index("whole")] = 138
+    exact = F.ExactFacts(classes, 3_000.0, np.array([138.0, 60.0, 478.0, 5_015.0, 7.0, 0.0]))
+    decided = [F.decide(F.release("Polk", exact, 2.084e-5, SeededDraws(s)), "float") for s in range(200)]
+    inconclusive = [d for d in decided if "too noisy" in d.reason]
+    assert inconclusive and all(d.kind == "float" for d in decided)
+    assert sum(d.precision == 3 for d in inconclusive) >= 0.9 * len(inconclusive)
+
+
 def test_a_declared_integer_column_stays_integer_whatever_the_noise():
     """The source's declared type is public: an int64 column holds no fraction, so its noisy fraction count (noise
     alone) never makes it a float column whose values would be written with decimals (about one run in 3,000

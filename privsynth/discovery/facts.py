@@ -283,6 +283,12 @@ NUMBER_CLASSES = ("whole", "fraction", *NUMBER_FORMAT_CLASSES)
 TEMPORAL_CLASSES = ("date", "timestamp", *DATE_FORMAT_CLASSES)
 
 
+def _stands_out(facts: NoisyFacts, classes: tuple[str, ...], rest: float) -> bool:
+    """Whether a present class outside ``classes`` stands STANDING_SIGMAS deviations out of its noise and holds more
+    than ``rest`` values."""
+    return any(facts.count(c) > max(STANDING_SIGMAS * facts.sigma_classes, rest) for c in _others(classes))
+
+
 def _others(classes: tuple[str, ...]) -> tuple[str, ...]:
     """The present classes not in ``classes``."""
     return tuple(c for c in CLASSES[1:] if c not in classes)
@@ -299,8 +305,13 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
         # Inconclusive at this budget: the declared type stands; text takes the likeliest kind of its noisy
         # counts (a column of numbers never becomes a categorical whose every value is out of its domain).
         if declared != "text":
+            # the written form has its own histogram: a float's decimals, a moment's grain
+            precision = written_precision(facts) if declared == "float" else None
+            resolution = moment_resolution(facts) if declared == "timestamp" else None
             return ColumnFacts(facts.column, declared, "its DP class counts are too noisy to decide more at this "
-                               f"budget: kept as {declared}", 0.0, missing_share)
+                               f"budget: kept as {declared}"
+                               + (f", written with {precision} decimals" if precision is not None else "")
+                               + in_grain(resolution), 0.0, missing_share, precision=precision, resolution=resolution)
         kind, written = likeliest_kind(facts)
         return ColumnFacts(facts.column, kind, "its DP class counts are too noisy to decide at this budget: kept as "
                            f"{kind}, the likeliest by them", 0.0, missing_share, value_format=written)
@@ -313,9 +324,14 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
     # A share test alone is noise-fragile near its bar: the other classes' noisy total within three noise
     # deviations of zero is evidence enough (as for fractions below).
     not_numbers, not_temporal = facts.total(_others(NUMBER_CLASSES)), facts.total(_others(TEMPORAL_CLASSES))
-    numeric = numbers >= NUMBER_SHARE * present or not_numbers <= facts.noise_of(len(_others(NUMBER_CLASSES)))
+    # Neither holds where one other class stands out of its own noise with more than the share's rest: 10% of sleep
+    # hours written "<5" or "10+" summed to less than the noise of a dozen classes, or passed the share on the
+    # noise of the other classes, and the column lost both labels to missing values.
+    numeric = (numbers >= NUMBER_SHARE * present or not_numbers <= facts.noise_of(len(_others(NUMBER_CLASSES)))) \
+        and not _stands_out(facts, NUMBER_CLASSES, (1.0 - NUMBER_SHARE) * present)
     if declared == "text" and not numeric:
-        if temporal >= DATE_SHARE * present or not_temporal <= facts.noise_of(len(_others(TEMPORAL_CLASSES))):
+        if (temporal >= DATE_SHARE * present or not_temporal <= facts.noise_of(len(_others(TEMPORAL_CLASSES)))) \
+                and not _stands_out(facts, TEMPORAL_CLASSES, (1.0 - DATE_SHARE) * present):
             written = date_format(facts)
             kind = temporal_kind(facts, written)
             resolution = moment_resolution(facts) if kind == "timestamp" else None
