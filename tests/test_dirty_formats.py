@@ -78,6 +78,26 @@ def test_codes_with_leading_zeros_stay_text_codes(dirty_release):
             and len(_present(synthetic["zip"])) > 0.9 * len(synthetic))
 
 
+def test_numbers_a_typed_source_stores_as_strings_come_back_as_strings(tmp_path):
+    """A Parquet table whose zip codes are strings without a leading zero ("98117"): they read as numbers (a coded
+    integer column), and come back as the strings the table holds, not as integers; a typed number stays a number.
+    From a CSV, which has no types, numbers are numbers."""
+    rng = np.random.default_rng(2)
+    n = 4000
+    frame = pd.DataFrame({"zip": rng.choice(["98117", "98103", "98115", "98125"], n),
+                          "amount": np.round(rng.lognormal(3.0, 0.5, n), 2)})
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    release = privsynth.synthesize(str(tmp_path / "t.parquet"), None, epsilon=4.0, unlimited=True,
+                                   output=tmp_path / "run", ledger=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+                                   release_store=tmp_path / "store", mechanism="reduced_space", rows=2000, seed=1)
+    schema = {c["name"]: c for c in yaml.safe_load((release.run_dir / "schema.yaml").read_text())["columns"]}
+    assert schema["zip"]["type"] == "integer" and schema["zip"]["format"] == "plain"
+    synthetic = pd.read_parquet(release.run_dir / "synthetic.parquet")
+    zips = synthetic["zip"].dropna()
+    assert len(zips) > 0.9 * len(synthetic) and all(isinstance(z, str) for z in zips) and set(zips) <= set(frame.zip)
+    assert "format" not in schema["amount"] and synthetic["amount"].dtype.kind == "f"
+
+
 def test_a_category_is_written_back_as_the_table_holds_it(dirty_release):
     frame, schema, synthetic = dirty_release
     assert "MA " in schema["state"]["categories"]
@@ -235,5 +255,5 @@ def test_the_formats_are_named_alike_on_every_floor():
     from privsynth.schema.model import Column
 
     stated = set(get_args(Column.model_fields["format"].annotation)[0].__args__)
-    assert stated == set(NUMBER_FORMATS) | set(DATE_FORMATS)
+    assert stated == {"plain"} | set(NUMBER_FORMATS) | set(DATE_FORMATS)
     assert set(F.NUMBER_FORMAT_CLASSES) == set(NUMBER_FORMATS)

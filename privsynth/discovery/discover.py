@@ -297,6 +297,10 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, rele
         set_kind(d, decided.kind, note, lenient=True)
         if decided.value_format is not None:  # the written form: part of the DP type, read and written back in it
             d.entry["format"] = decided.value_format
+        elif decided.kind in ("integer", "float") and d.stored == "text" and not d.text_source:
+            # numbers a typed source stores as strings (a zip code "98117") come back as strings; a CSV's are text
+            # only because the file has no types
+            d.entry["format"] = "plain"
         if decided.precision is not None:
             d.entry["precision"] = decided.precision
         if decided.resolution is not None:

@@ -121,7 +121,7 @@ def number_from_text(text: ir.StringValue, number_format: str | None = None) -> 
     """A float64 read from (cleaned) text in ``NUMBER_FORM``, or in ``number_format`` (a key of
     ``NUMBER_FORMATS``: "1,234.50", "$9", "12%" read as 1234.5, 9, 12); NULL for any other text."""
     plain = _when(text.re_search(NUMBER_FORM), text).cast("float64")
-    if number_format is None:
+    if number_format in (None, "plain"):  # "plain": numbers stored as strings, written as NUMBER_FORM reads them
         return plain
     body = text.replace(",", "").replace("$", "").replace("%", "").strip()
     written = _when(text.re_search(NUMBER_FORMATS[number_format]) & body.re_search(NUMBER_FORM), body)

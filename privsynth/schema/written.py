@@ -22,7 +22,7 @@ def _number_text(col: Column, value: float) -> str:
     if col.format == "currency":
         return f"{sign}${body}"
     plain = f"{value:.{places}f}" if places is not None else repr(float(value))
-    return f"{plain}%"
+    return plain if col.format == "plain" else f"{plain}%"
 
 
 def written_form(col: Column, values: pd.Series) -> pd.Series:
