@@ -13,8 +13,8 @@ folder of an earlier run would resume it), with a temporary ledger and $PRIVSYNT
   strictly: a text column's value must be one of the real values (``<out-of-domain>`` is wrong); a number must lie
   in the real range, be whole where every real value is, have no more decimals than the real values have (read as
   ``engine.values.decimals_of`` reads them), and be one of the real values where the column has at most 50; a
-  moment must lie in the real range and, where every real moment is a whole day, hour or minute, be one; a text
-  column of numbers or moments must come back as text;
+  moment must lie in the real range and, where every real moment is a whole day, hour or minute, be one (a text
+  column of moments is read as moments); a text column of numbers or moments must come back as text;
 * ``2-way / indep``: the mean 2-way total variation between real and synthetic on each real column's own binning (at
   most 8 quantile bins of a number or moment, each text value or small code its own cell, missing its own), over
   that of the exact product of the real 1-way marginals (a release that learnt no dependence, with no noise);
@@ -117,9 +117,14 @@ def in_real_form(real, synthetic):
     if text:
         kept_as_text = pd.api.types.is_object_dtype(present) or pd.api.types.is_string_dtype(present) or \
             isinstance(present.dtype, pd.CategoricalDtype)
+        moments = pd.to_datetime(r, errors="coerce", format="mixed", utc=True)
+        if len(r) and moments.notna().mean() >= 0.95 and not pd.to_numeric(r, errors="coerce").notna().any():
+            # moments written as text: text again, read as a moment in the real range and grain
+            synthetic_moments = pd.to_datetime(present.astype(str), errors="coerce", format="mixed", utc=True)
+            return in_real_form(moments.dt.tz_localize(None), synthetic_moments.dt.tz_localize(None)) & kept_as_text
         return present.astype(str).isin(set(r.astype(str))).to_numpy() & kept_as_text
     if pd.api.types.is_datetime64_any_dtype(real):
-        moments = pd.to_datetime(present, errors="coerce")
+        moments = pd.to_datetime(present, errors="coerce", format="mixed")
         rv = r.to_numpy().astype("datetime64[s]")
         sv = moments.to_numpy().astype("datetime64[s]")
         ok = (sv >= rv.min()) & (sv <= rv.max())

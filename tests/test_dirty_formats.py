@@ -192,6 +192,8 @@ def _facts(**counts) -> F.NoisyFacts:
     ({"date": 1000}, "date", None, None),
     ({"fraction": 1000, "decimals": (0, 1000, 0, 0, 0, 0)}, "float", None, 1),
     ({"fraction": 1000, "decimals": (0, 100, 100, 100, 100, 600)}, "float", None, None),
+    ({"fraction": 1000, "decimals": (4000, 2, 0, 1, 0, 0)}, "float", None, 1),  # halves under the noise: 1 decimal
+    ({"fraction": 1000, "decimals": (2, 0, 1, 0, 0, 0)}, "float", None, None),  # no numbers shown: no precision
     ({"text": 1000, "distinct": 5}, "categorical", None, None),  # codes with leading zeros read as text
 ])
 def test_the_written_form_is_decided_from_noisy_counts(counts, kind, form, precision):

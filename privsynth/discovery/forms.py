@@ -57,13 +57,18 @@ def temporal_kind(facts: NoisyFacts, written: str | None) -> str:
 
 
 def written_precision(facts: NoisyFacts) -> int | None:
-    """The decimals a float column is written with: the fewest k such that the noisy count of numbers written
-    with more than k decimals is within its noise; None when they are written with more than 4 (or none)."""
+    """The decimals a float column is written with: the fewest k (at least 1) such that the noisy count of numbers
+    written with more than k decimals is within its noise; None when they are written with more than 4, or when
+    the histogram shows no numbers at all. The count at k itself need not stand out: humidity written 78 or 66.5
+    (22% halves) has nothing beyond one decimal, and its halves' count under noise 346 sometimes fell short of
+    three deviations, which gave it 15 decimals."""
     bins = [float(x) for x in facts.decimals]
+    noise = 3.0 * facts.sigma_decimals
+    if sum(bins) <= noise * math.sqrt(len(bins)):
+        return None
     for k in range(1, len(bins) - 1):
         beyond = bins[k + 1:]
-        noise = 3.0 * facts.sigma_decimals
-        if sum(beyond) <= noise * math.sqrt(len(beyond)) and bins[k] > noise:
+        if sum(beyond) <= noise * math.sqrt(len(beyond)):
             return k
     return None
 
