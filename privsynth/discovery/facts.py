@@ -135,12 +135,14 @@ def read_text(text) -> dict:
     ``decimals_bin`` take (a projection: the backend evaluates each regular expression once per row)."""
     from privsynth.engine.values import NUMBER_FORMATS, moment_from_text, number_from_text
 
-    reads = {"text": text, "number": number_from_text(text), "iso": moment_from_text(text).notnull(),
+    # "iso" and "year_first_time" are the moments read (NULL: none), each parsed once; the others are tests
+    reads = {"text": text, "number": number_from_text(text), "iso": moment_from_text(text),
              "month_first": moment_from_text(text, "%m/%d/%Y").notnull(),
              "day_first": moment_from_text(text, "%d/%m/%Y").notnull(),
              "dot": moment_from_text(text, "%d.%m.%Y").notnull(),
              "year_first": moment_from_text(text, "%Y/%m/%d").notnull(),
-             "year_first_time": moment_from_text(text, "%Y/%m/%d %H:%M:%S").notnull()}
+             # a moment, not a test: row_class tests it, and text_grain reads its grain
+             "year_first_time": moment_from_text(text, "%Y/%m/%d %H:%M:%S")}
     reads.update({f: number_from_text(text, f).notnull() for f in NUMBER_FORMATS})
     return reads
 
@@ -160,15 +162,15 @@ def row_class(reads: dict, declared: str, raw=None):
             (text.isnull(), index["missing"]),
             (is_whole(number), index["whole"]),
             (number.notnull(), index["fraction"]),
-            (reads["iso"] & (text.length() <= 10), index["date"]),
-            (reads["iso"], index["timestamp"]),
+            (reads["iso"].notnull() & (text.length() <= 10), index["date"]),
+            (reads["iso"].notnull(), index["timestamp"]),
             *[(reads[f], index[f]) for f in NUMBER_FORMATS],
             (reads["month_first"] & reads["day_first"], index["slash"]),
             (reads["month_first"], index["month_first"]),
             (reads["day_first"], index["day_first"]),
             (reads["dot"], index["dot"]),
             (reads["year_first"], index["year_first"]),
-            (reads["year_first_time"], index["year_first_time"]),
+            (reads["year_first_time"].notnull(), index["year_first_time"]),
             else_=index["text"])
     if declared in ("integer", "float"):
         value = raw.cast("float64")
@@ -196,12 +198,11 @@ def decimals_bin(reads: dict):
 
 
 def text_grain(reads: dict):
-    """The GRAINS index of a text value that reads as an ISO or a year-first moment (``moment_grain``), NULL for
-    every other row: the moments' slots of the decimals histogram."""
-    from privsynth.engine.values import moment_from_text, moment_grain
+    """The GRAINS index of a text value that reads as an ISO or a year-first moment (``moment_grain`` of the moment
+    ``read_text`` read), NULL for every other row: the moments' slots of the decimals histogram."""
+    from privsynth.engine.values import moment_grain
 
-    text = reads["text"]
-    return moment_grain(moment_from_text(text).coalesce(moment_from_text(text, "%Y/%m/%d %H:%M:%S")))
+    return moment_grain(reads["iso"].coalesce(reads["year_first_time"]))
 
 
 @dataclass(frozen=True)
