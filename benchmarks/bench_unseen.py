@@ -121,7 +121,9 @@ def in_real_form(real, synthetic):
         if len(r) and moments.notna().mean() >= 0.95 and not pd.to_numeric(r, errors="coerce").notna().any():
             # moments written as text: text again, read as a moment in the real range and grain
             synthetic_moments = pd.to_datetime(present.astype(str), errors="coerce", format="mixed", utc=True)
-            return in_real_form(moments.dt.tz_localize(None), synthetic_moments.dt.tz_localize(None)) & kept_as_text
+            ok = synthetic_moments.notna().to_numpy() & kept_as_text  # "<out-of-domain>" reads as no moment
+            ok[ok] = in_real_form(moments.dt.tz_localize(None), synthetic_moments[ok].dt.tz_localize(None))
+            return ok
         return present.astype(str).isin(set(r.astype(str))).to_numpy() & kept_as_text
     if pd.api.types.is_datetime64_any_dtype(real):
         moments = pd.to_datetime(present, errors="coerce", format="mixed")
