@@ -81,11 +81,16 @@ def test_codes_with_leading_zeros_stay_text_codes(dirty_release):
 def test_numbers_a_typed_source_stores_as_strings_come_back_as_strings(tmp_path):
     """A Parquet table whose zip codes are strings without a leading zero ("98117"): they read as numbers (a coded
     integer column), and come back as the strings the table holds, not as integers; a typed number stays a number.
-    From a CSV, which has no types, numbers are numbers."""
+    ISO dates and moments stored as strings come back as ISO text too. From a CSV, which has no types, numbers are
+    numbers."""
     rng = np.random.default_rng(2)
     n = 4000
+    days = pd.Timestamp("2021-01-01") + pd.to_timedelta(rng.integers(0, 300, n), unit="D")
     frame = pd.DataFrame({"zip": rng.choice(["98117", "98103", "98115", "98125"], n),
-                          "amount": np.round(rng.lognormal(3.0, 0.5, n), 2)})
+                          "amount": np.round(rng.lognormal(3.0, 0.5, n), 2),
+                          "day": days.strftime("%Y-%m-%d"),
+                          "read_at": (days + pd.to_timedelta(rng.integers(0, 24, n), unit="h")).strftime(
+                              "%Y-%m-%dT%H:%M:%SZ")})
     frame.to_parquet(tmp_path / "t.parquet", index=False)
     release = privsynth.synthesize(str(tmp_path / "t.parquet"), None, epsilon=4.0, unlimited=True,
                                    output=tmp_path / "run", ledger=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
@@ -96,6 +101,12 @@ def test_numbers_a_typed_source_stores_as_strings_come_back_as_strings(tmp_path)
     zips = synthetic["zip"].dropna()
     assert len(zips) > 0.9 * len(synthetic) and all(isinstance(z, str) for z in zips) and set(zips) <= set(frame.zip)
     assert "format" not in schema["amount"] and synthetic["amount"].dtype.kind == "f"
+    for column, kind, form in (("day", "date", "%Y-%m-%d"), ("read_at", "timestamp", "%Y-%m-%dT%H:%M:%S")):
+        assert schema[column]["type"] == kind and schema[column]["format"] == form
+        values = synthetic[column].dropna()
+        assert len(values) > 0.9 * len(synthetic) and all(isinstance(v, str) for v in values)
+        assert pd.to_datetime(values, format=form, errors="coerce").notna().all()
+    assert schema["read_at"]["resolution"] == "hour"
 
 
 def test_a_category_is_written_back_as_the_table_holds_it(dirty_release):

@@ -122,6 +122,10 @@ def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
             "public facts (--public, a schema) or a larger epsilon keep more")
 
 
+# The written form of a typed source's string column whose values read as numbers, dates or moments in ISO text
+STRING_FORMS = {"integer": "plain", "float": "plain", "date": "%Y-%m-%d", "timestamp": "%Y-%m-%dT%H:%M:%S"}
+
+
 def source_kind(d: ColumnDraft) -> str:
     """How the source stores the column: text (CSV, strings) or its declared type."""
     return d.stored
@@ -297,10 +301,10 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, rele
         set_kind(d, decided.kind, note, lenient=True)
         if decided.value_format is not None:  # the written form: part of the DP type, read and written back in it
             d.entry["format"] = decided.value_format
-        elif decided.kind in ("integer", "float") and d.stored == "text" and not d.text_source:
-            # numbers a typed source stores as strings (a zip code "98117") come back as strings; a CSV's are text
-            # only because the file has no types
-            d.entry["format"] = "plain"
+        elif d.stored == "text" and not d.text_source and decided.kind in STRING_FORMS:
+            # numbers, dates and moments a typed source stores as strings (a zip code "98117", "2013-06-21T19:00:00Z")
+            # come back as strings; a CSV's are text only because the file has no types
+            d.entry["format"] = STRING_FORMS[decided.kind]
         if decided.precision is not None:
             d.entry["precision"] = decided.precision
         if decided.resolution is not None:

@@ -95,6 +95,7 @@ SLASH_DATE = r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})$"
 DOT_DATE = r"^([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})$"
 YEAR_FIRST_DATE = r"^([0-9]{4})/([0-9]{1,2})/([0-9]{1,2})$"
 YEAR_FIRST_MOMENT = r"^([0-9]{4})/([0-9]{1,2})/([0-9]{1,2})[T ]([0-9]{2}:[0-9]{2}(:[0-9]{2})?)$"
+ISO_DATE_TEXT = r"^([0-9]{4})-([0-9]{2})-([0-9]{2})$"  # ISO text itself: a typed source's string column of dates
 # format -> (form, groups of year, month, day, and of the time of day, 0 for none)
 DATE_FORMATS: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "%m/%d/%Y": (SLASH_DATE, (3, 1, 2, 0)),
@@ -102,6 +103,9 @@ DATE_FORMATS: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "%d.%m.%Y": (DOT_DATE, (3, 2, 1, 0)),
     "%Y/%m/%d": (YEAR_FIRST_DATE, (1, 2, 3, 0)),
     "%Y/%m/%d %H:%M:%S": (YEAR_FIRST_MOMENT, (1, 2, 3, 4)),
+    # ISO text a typed source stores as strings, written back as text (read as any ISO text is)
+    "%Y-%m-%d": (ISO_DATE_TEXT, (1, 2, 3, 0)),
+    "%Y-%m-%dT%H:%M:%S": (ISO_DATE_TEXT, (1, 2, 3, 0)),
 }
 _YEAR = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
 _LEAP_YEAR = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
