@@ -248,6 +248,7 @@ class Binning:
     names: tuple[str, ...]  # result column names c0, c1, ... (schema names may clash with SQL or each other)
     dtype: str
     table: ir.Table
+    values: tuple[ColumnValues, ...]  # each kept column as read over ``table`` (validation counts on them too)
 
 
 def code_dtype(schema: Schema) -> str:
@@ -256,13 +257,9 @@ def code_dtype(schema: Schema) -> str:
     return "int16" if largest < 2**15 else "int32"
 
 
-def column_code(table: ir.Table, col: Column, text_from_csv: bool, dtype: str,
-                array_lookup: bool = False, read_value: str | None = None) -> ir.IntegerValue:
-    """The level code of ``col`` (a CASE expression); a negative :class:`Fault` code for forbidden values.
-    ``read_value``: a column of ``table`` holding the column's read value (``read_column``'s), computed once."""
-    values = read_column(table, col, text_from_csv)
-    if read_value is not None:
-        values = replace(values, value=table[read_value])
+def column_code(values: ColumnValues, col: Column, dtype: str, array_lookup: bool = False) -> ir.IntegerValue:
+    """The level code of ``col`` read as ``values`` (a CASE expression); a negative :class:`Fault` code for
+    forbidden values."""
     lit = lambda k: _literal_int(int(k), dtype)  # noqa: E731
     n_levels = col.domain_levels
     missing_code = lit(n_levels if col.nullable else Fault.MISSING)
@@ -328,9 +325,10 @@ def binning(table: ir.Table, schema: Schema, text_from_csv: bool = False, array_
     read = {j: _read_name(table, j) for j, col in enumerate(cols) if col.type not in ("categorical", "boolean")}
     if read:
         table = table.mutate(**{name: read_column(table, cols[j], text_from_csv).value for j, name in read.items()})
-    codes = tuple(column_code(table, col, text_from_csv, dtype, array_lookup, read.get(j))
-                  for j, col in enumerate(cols))
-    return Binning(codes, tuple(f"c{j}" for j in range(len(cols))), dtype, table)
+    values = tuple(read_column(table, col, text_from_csv) for col in cols)
+    values = tuple(replace(v, value=table[read[j]]) if j in read else v for j, v in enumerate(values))
+    codes = tuple(column_code(v, col, dtype, array_lookup) for v, col in zip(values, cols))
+    return Binning(codes, tuple(f"c{j}" for j in range(len(cols))), dtype, table, values)
 
 
 def _read_name(table: ir.Table, j: int) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ibis
 
 from privsynth.engine import expectations as ex
-from privsynth.engine.binning import Fault, read_column
+from privsynth.engine.binning import Fault
 from privsynth.engine.expectations import Expectation, ExpectationOutcome, ValidationReport, outcome
 from privsynth.engine.values import finite, is_whole
 from privsynth.schema import Column
@@ -62,7 +62,7 @@ def validate_source(source) -> ValidationReport:
     table = source.bins.table  # the source's table, with the read values the codes are computed from
     metrics: dict[str, ibis.Value] = {_ROWS: table.count()}
     for name, (j, col) in kept.items():
-        values = read_column(table, col, source.opened.text_from_csv)
+        values = source.bins.values[j]  # read once, as the codes read it
         metrics[f"p{j}"] = _count(~values.missing)
         for i, e in enumerate(expectations):
             if e.column == name and (count := _failing(source, j, col, e, values)) is not None:
