@@ -42,6 +42,7 @@ def dirty_table(n: int = N, seed: int = 3) -> pd.DataFrame:
         "read_at": (days + pd.to_timedelta(rng.integers(0, 24, n), unit="h")).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "score": [f"{s:.1f}" for s in rng.normal(70, 8, n)],         # one decimal
         "code": rng.choice(["1.0", "2.0", "3.0"], n),                # integer codes written as floats
+        "bearing": (10 * rng.integers(0, 37, n)).astype(str),       # whole tens: wind directions
         "flag": rng.choice(["Y", "N"], n),
     })
 
@@ -172,6 +173,15 @@ def test_a_typed_moment_s_grain_is_read_totally():
     assert out[:5].tolist() == [0, 1, 2, 3, 1] and pd.isna(out[5])
 
 
+def test_whole_tens_come_back_as_whole_tens(dirty_release):
+    """Wind directions written in whole tens: their place (precision -1) is decided under DP, so every synthetic
+    value is one of the tens the column holds, never a 231 drawn inside a bin."""
+    _, schema, synthetic = dirty_release
+    assert schema["bearing"]["type"] == "integer" and schema["bearing"]["precision"] == -1
+    bearing = synthetic["bearing"].dropna().astype(int)
+    assert len(bearing) > 0.9 * len(synthetic) and set(bearing) <= set(range(0, 361, 10))
+
+
 def test_decimals_flags_and_float_codes_keep_their_form(dirty_release):
     frame, schema, synthetic = dirty_release
     assert schema["score"]["type"] == "float" and schema["score"]["precision"] == 1
@@ -186,14 +196,14 @@ def test_decimals_flags_and_float_codes_keep_their_form(dirty_release):
 
 def _facts(**counts) -> F.NoisyFacts:
     classes = tuple(float(counts.get(c, 0)) for c in F.CLASSES)
-    decimals = tuple(float(x) for x in counts.get("decimals", (0,) * F.DECIMALS))
+    decimals = tuple(float(x) for x in counts.get("decimals", (0,) * F.PLACES))
     return F.NoisyFacts("c", classes, float(counts.get("distinct", 50)), 1.0, 1.0, decimals, 1.0)
 
 
 @pytest.mark.parametrize(("counts", "kind", "form", "precision"), [
-    ({"whole": 300, "thousands": 700, "decimals": (0, 0, 1000, 0, 0, 0)}, "float", "thousands", 2),
-    ({"currency": 1000, "decimals": (1000, 0, 0, 0, 0, 0)}, "integer", "currency", None),
-    ({"percent": 990, "text": 10, "decimals": (990, 0, 0, 0, 0, 0)}, "integer", "percent", None),
+    ({"whole": 300, "thousands": 700, "decimals": (0, 0, 0, 0, 0, 1000, 0, 0, 0)}, "float", "thousands", 2),
+    ({"currency": 1000, "decimals": (0, 0, 0, 1000, 0, 0, 0, 0, 0)}, "integer", "currency", None),
+    ({"percent": 990, "text": 10, "decimals": (0, 0, 0, 990, 0, 0, 0, 0, 0)}, "integer", "percent", None),
     ({"month_first": 400, "slash": 600}, "date", "%m/%d/%Y", None),
     ({"day_first": 400, "slash": 600}, "date", "%d/%m/%Y", None),
     ({"dot": 1000}, "date", "%d.%m.%Y", None),
@@ -201,10 +211,10 @@ def _facts(**counts) -> F.NoisyFacts:
     ({"year_first_time": 990, "text": 10}, "timestamp", "%Y/%m/%d %H:%M:%S", None),
     ({"timestamp": 600, "date": 400}, "timestamp", None, None),
     ({"date": 1000}, "date", None, None),
-    ({"fraction": 1000, "decimals": (0, 1000, 0, 0, 0, 0)}, "float", None, 1),
-    ({"fraction": 1000, "decimals": (0, 100, 100, 100, 100, 600)}, "float", None, None),
-    ({"fraction": 1000, "decimals": (4000, 2, 0, 1, 0, 0)}, "float", None, 1),  # halves under the noise: 1 decimal
-    ({"fraction": 1000, "decimals": (2, 0, 1, 0, 0, 0)}, "float", None, None),  # no numbers shown: no precision
+    ({"fraction": 1000, "decimals": (0, 0, 0, 0, 1000, 0, 0, 0, 0)}, "float", None, 1),
+    ({"fraction": 1000, "decimals": (0, 0, 0, 0, 100, 100, 100, 100, 600)}, "float", None, None),
+    ({"fraction": 1000, "decimals": (0, 0, 0, 4000, 2, 0, 1, 0, 0)}, "float", None, 1),  # halves under the noise
+    ({"fraction": 1000, "decimals": (0, 0, 0, 2, 0, 1, 0, 0, 0)}, "float", None, None),  # no numbers shown
     ({"text": 1000, "distinct": 5}, "categorical", None, None),  # codes with leading zeros read as text
 ])
 def test_the_written_form_is_decided_from_noisy_counts(counts, kind, form, precision):
@@ -241,6 +251,48 @@ def test_a_stored_double_s_decimals_are_read_totally():
     table = ibis.memtable(pd.DataFrame({"v": pd.array(values, dtype="Float64")}))
     out = [None if pd.isna(k) else int(k) for k in table.select(k=decimals_of(table.v, 5)).to_pandas()["k"]]
     assert out == [1, 0, 3, 4, 1, 5, 1, None, None, None, None, None, None, 2]
+
+
+def test_a_stored_number_s_place_is_read_totally():
+    """A stored number's place: whole thousands, hundreds and tens read exactly at any size below 2^53, decimals
+    below DECIMALS_LIMIT, NULL where neither can be read and for zero (a multiple of every power: no evidence of a
+    step either way); never an error."""
+    import ibis
+
+    from privsynth.engine.values import decimals_of
+
+    values = [0.0, 40.0, 1200.0, 3000.0, 7.0, -250.0, 1e7, 123456789.0, 6.9, 2.5e6 + 0.5, 1e300, float("nan"),
+              None, 1e15 + 10.0, 6.904679999999999]
+    table = ibis.memtable(pd.DataFrame({"v": pd.array(values, dtype="Float64")}))
+    out = [None if pd.isna(k) else int(k) for k in table.select(k=decimals_of(table.v, 5, fewest=-3)).to_pandas()["k"]]
+    assert out == [None, -1, -2, -3, 0, -1, -3, 0, 1, None, None, None, None, -1, 5]
+
+
+def test_a_text_number_s_place_is_read_from_its_digits():
+    """The places slot of a number written as text: tens to thousands by the zeros ending its integer part (past a
+    thousands separator, before a sign), decimals by the digits after its point; a zero shows no step."""
+    import ibis
+
+    texts = ["0", "40", "1,200", "$10,000", "7", "2.50", "150%", "-40", "12", "0.5", "40.0", "10,050", "0,000", "n/a",
+             None]
+    table = ibis.memtable(pd.DataFrame({"t": texts}))
+    slot = F.decimals_bin(F.read_text(table.t))
+    out = [None if pd.isna(k) else int(k) for k in table.select(k=slot).to_pandas()["k"]]
+    assert out == [None, 2, 1, 0, 3, 5, 2, 2, 3, 4, 4, 2, None, None, None]  # "0,000" reads as no number
+
+
+@pytest.mark.parametrize(("slots", "declared", "precision"), [
+    ((0, 0, 1000, 0), "integer", -1),          # whole tens: wind directions
+    ((50, 950, 0, 0), "integer", -2),          # hundreds, some of them thousands
+    ((1000, 0, 0, 0), "integer", -3),
+    ((100, 100, 100, 700), "integer", None),   # units
+    ((0, 0, 1000, 2), "integer", -1),          # a few units within the noise
+    ((0, 0, 2, 1), "integer", None),           # nothing stands out
+    ((0, 0, 1000, 0), "text", -1),             # text read as whole tens
+])
+def test_an_integer_s_place_is_decided_from_noisy_counts(slots, declared, precision):
+    counts = {"whole": sum(slots), "decimals": (*slots, 0, 0, 0, 0, 0)}
+    assert F.decide(_facts(**counts), declared).precision == precision
 
 
 def test_a_name_never_decides_alone(tmp_path):

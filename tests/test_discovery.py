@@ -405,7 +405,7 @@ def test_inconclusive_text_facts_never_turn_text_into_dates_or_numbers_on_noise(
         classes = np.zeros(len(F.CLASSES))
         for name, count in counts.items():
             classes[F.CLASSES.index(name)] = count
-        return F.ExactFacts(classes, 5.0, np.zeros(F.DECIMALS))
+        return F.ExactFacts(classes, 5.0, np.zeros(F.PLACES))
 
     text = exact(missing=2_824, text=106)
     kinds = [F.decide(F.release("misc", text, 1.4e-5, SeededDraws(s)), "text").kind for s in range(300)]
@@ -426,7 +426,7 @@ def test_labels_beside_numbers_keep_a_column_categorical():
         classes = np.zeros(len(F.CLASSES))
         for name, count in counts.items():
             classes[F.CLASSES.index(name)] = count
-        return F.ExactFacts(classes, 7.0, np.r_[11_054.0, np.zeros(F.DECIMALS - 1)])
+        return F.ExactFacts(classes, 7.0, np.r_[np.zeros(F.TENS), 11_054.0, np.zeros(F.PLACES - F.TENS - 1)])
 
     labelled = exact(missing=1_248, whole=11_054, text=1_281)
     junk = exact(missing=1_248, whole=12_310, text=25)
@@ -444,7 +444,7 @@ def test_a_typed_float_keeps_its_decimals_where_its_class_counts_are_inconclusiv
     classes = np.zeros(len(F.CLASSES))
     classes[F.CLASSES.index("fraction")] = 5_560
     classes[F.CLASSES.index("whole")] = 138
-    exact = F.ExactFacts(classes, 3_000.0, np.array([138.0, 60.0, 478.0, 5_015.0, 7.0, 0.0]))
+    exact = F.ExactFacts(classes, 3_000.0, np.array([0.0, 0.0, 0.0, 138.0, 60.0, 478.0, 5_015.0, 7.0, 0.0]))
     decided = [F.decide(F.release("Polk", exact, 2.084e-5, SeededDraws(s)), "float") for s in range(200)]
     inconclusive = [d for d in decided if "too noisy" in d.reason]
     assert inconclusive and all(d.kind == "float" for d in decided)
@@ -459,7 +459,7 @@ def test_a_declared_integer_column_stays_integer_whatever_the_noise():
 
     classes = np.zeros(len(F.CLASSES))
     classes[F.CLASSES.index("whole")] = 4_406
-    exact = F.ExactFacts(classes, 60.0, np.r_[4_406.0, np.zeros(F.DECIMALS - 1)])
+    exact = F.ExactFacts(classes, 60.0, np.r_[np.zeros(F.TENS), 4_406.0, np.zeros(F.PLACES - F.TENS - 1)])
     kinds = {F.decide(F.release("visits", exact, 5.5e-5, SeededDraws(s)), "integer").kind
              for s in range(3_000)}
     assert kinds == {"integer"}
@@ -543,6 +543,39 @@ def test_zeros_that_round_one_counted_are_a_point_of_the_bins():
     assert P.zero_point((np.array([1.0, 2.0, 3.0]), np.array([50.0, 10.0]), 1.0), 60.0) == ()  # no zeros' cell
 
 
+def test_whole_tens_are_read_as_codes_on_a_grid_of_tens():
+    """Wind directions in whole tens (0 to 360, 26,115 readings) at a 15-column table's round-2 rho: on a grid of one
+    cell per integer their 37 values passed the codes' bar in no run, and quantile bins drew 231 and 247. With the
+    precision the facts decided (-1: whole tens), round 2's grid has a cell per ten, and the column is coded in most
+    runs: its values exactly (a value the bar and its neighbours missed is written as the code below it). The same
+    column without that precision keeps its bins."""
+    from privsynth.discovery.column_release import round_one_bounds, round_two_edges
+    from privsynth.discovery.declared import DeclaredColumn
+    from privsynth.discovery.draft import ColumnDraft
+
+    rng = np.random.default_rng(5)
+    weights = rng.uniform(0.2, 1.0, 37)
+    raw = 10.0 * rng.choice(37, 26_115, p=weights / weights.sum())
+    values, counts = np.unique(raw, return_counts=True)
+    coded_runs = 0
+    for seed in range(12):
+        for entry in ({"precision": -1}, {}):
+            d = ColumnDraft(DeclaredColumn("wind_dir", "integer", "BIGINT", True), dict(entry), [])
+            noise = SeededDraws(seed)
+            found = round_one_bounds(d, values, counts, 1.389e-4, noise)
+            round_two_edges(d, values, counts, 1.389e-4, found, 20, noise, public=False)
+            if not entry:
+                assert "values" not in d.entry, seed
+            elif "values" in d.entry:  # its values, a missed one written as the code below it
+                coded_runs += 1
+                assert all(v % 10 == 0 for v in d.entry["values"]), (seed, d.entry)
+                assert len(set(d.entry["values"]) & set(range(0, 361, 10))) >= 35, (seed, d.entry)
+            else:  # bins, each holding a whole ten (the decoder writes tens)
+                bins = d.entry["bins"]
+                assert all(any(a <= t < b for t in range(0, 1000, 10)) for a, b in zip(bins, bins[1:])), bins
+    assert coded_runs >= 9
+
+
 def test_a_repeated_column_with_an_identifiers_name_is_kept_at_a_wide_tables_noise():
     """A street type (2 values in 2,930 rows) at a 74-column table's facts rho: its name reads as an address,
     so it is kept only where its DP facts show few distinct values. Three deviations of the distinct count
@@ -550,8 +583,8 @@ def test_a_repeated_column_with_an_identifiers_name_is_kept_at_a_wide_tables_noi
     text = F.CLASSES.index("text")
     classes = np.zeros(len(F.CLASSES))
     classes[text] = 2_930.0
-    street = F.ExactFacts(classes, 2.0, np.zeros(F.DECIMALS))
-    unique = F.ExactFacts(classes, 2_930.0, np.zeros(F.DECIMALS))
+    street = F.ExactFacts(classes, 2.0, np.zeros(F.PLACES))
+    unique = F.ExactFacts(classes, 2_930.0, np.zeros(F.PLACES))
     kept = sum(F.few_distinct(F.release("Street", street, 1.408e-5, SeededDraws(s))) for s in range(1_000))
     assert kept >= 985
     assert not any(F.few_distinct(F.release("email", unique, 1.408e-5, SeededDraws(s))) for s in range(1_000))

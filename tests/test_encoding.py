@@ -300,9 +300,37 @@ def test_float_precision_rounds_synthetic_values_inside_their_bins():
     assert np.allclose(values, np.round(values, 2))
     assert np.all(values[:2000] >= 0) and np.all(values[:2000] <= 10.005)
     assert np.all(values[2000:4000] >= 10.01) and np.all(values[4000:] <= 1000.0)
-    with pytest.raises(Exception, match="precision"):
-        parse_schema({"name": "x", "columns": [{"name": "n", "type": "integer", "bounds": [0, 9], "bins": [0, 9],
-                                                "precision": 1}]})
+    for kind, places in (("integer", 1), ("integer", 0), ("float", -1)):
+        with pytest.raises(Exception, match="precision"):
+            parse_schema({"name": "x", "columns": [{"name": "n", "type": kind, "bounds": [0, 9], "bins": [0, 9],
+                                                    "precision": places}]})
+
+
+def test_an_integer_column_in_whole_tens_decodes_to_whole_tens():
+    """Wind directions written in whole tens (precision -1): a draw of 231 or 247 inside a bin is a value the
+    column never holds; it takes the nearest ten of its sub-bin, else of its bin, and still encodes to its level.
+    A bin holding no whole ten keeps its draws (discovery's edges never make one: ``edges_holding_values``)."""
+    import numpy as np
+
+    from privsynth.schema import parse_schema
+    from privsynth.schema.encoding import decode_codes, encode_codes, sub_edges
+
+    schema = parse_schema({"name": "wind", "columns": [
+        {"name": "direction", "type": "integer", "bounds": [0, 360], "bins": [0, 1, 91, 231, 245, 360],
+         "precision": -1},
+        {"name": "fee", "type": "integer", "bounds": [0, 10_000], "bins": [0, 2_500, 10_000], "precision": -3}]})
+    codes = np.column_stack([np.tile(np.arange(5), 2000), np.tile(np.arange(2), 5000)])
+    frame = decode_codes(codes, schema, np.random.default_rng(0))
+    direction, fee = frame["direction"].to_numpy(dtype=float), frame["fee"].to_numpy(dtype=float)
+    assert np.all(direction % 10 == 0) and np.all(fee % 1000 == 0)
+    assert set(direction[codes[:, 0] == 0]) == {0.0} and set(direction[codes[:, 0] == 3]) == {240.0}
+    assert set(direction[codes[:, 0] == 4]) <= set(range(250, 361, 10)) and direction.max() == 360.0
+    assert np.array_equal(encode_codes(frame, schema), codes)
+    sub = sub_edges(schema.columns[0])
+    fine = {"direction": {"edges": sub.tolist(), "noisy_counts": np.ones(len(sub) - 1).tolist(), "scale": 0.0}}
+    frame = decode_codes(codes, schema, np.random.default_rng(1), fine=fine)
+    assert np.all(frame["direction"].to_numpy(dtype=float) % 10 == 0)
+    assert np.array_equal(encode_codes(frame, schema), codes)
 
 
 def test_a_sub_bin_narrower_than_the_precision_sends_its_draws_to_the_bins_grid():

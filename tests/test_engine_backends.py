@@ -240,3 +240,33 @@ def test_postgres_date_and_timestamp_columns_bin_like_the_pandas_path_and_sink_a
         assert back.to_pyarrow()["opened"].to_pylist() == table["opened"].to_pylist()
     finally:
         con.disconnect()
+
+
+def test_postgres_reads_a_number_s_place_as_duckdb_does(postgres_url):  # noqa: F811
+    """The facts' places slots (whole thousands, hundreds, tens, units, then decimals) count alike on the server
+    and in DuckDB, for numbers written as text (separators, signs) and for stored doubles and integers."""
+    from privsynth.discovery.facts import exact_counts
+    from privsynth.engine.backends import open_table
+
+    frame = pd.DataFrame({
+        "written": ["0", "40", "1,200", "$10,000", "7", "2.50", "150%", "-40", "10,050", "n/a", None, "0.125"],
+        "stored": [0.0, 40.0, 1200.0, 3000.0, 7.0, -250.0, 1e7, 123456789.0, 6.9, 2.5e6 + 0.5, None, 6.904679999999999],
+        "whole": pd.array([0, 40, 1200, 3000, 7, -250, 10_000_000, 123456789, 30, 20, None, 11], dtype="Int64")})
+    con = connect_url(postgres_url)
+    try:
+        con.create_table("placed", pa.Table.from_pandas(frame, preserve_index=False), overwrite=True)
+    finally:
+        con.disconnect()
+    columns = [("written", "text"), ("stored", "float"), ("whole", "integer")]
+    slots = []
+    for data in (f"{postgres_url}?table=public.placed", frame):
+        opened = open_table(data, None)
+        try:
+            counts = exact_counts(opened.table, columns)
+            slots.append({name: counts[name].decimals.tolist() for name, _ in columns})
+        finally:
+            opened.close()
+    assert slots[0] == slots[1]
+    assert slots[0]["written"] == [1.0, 1.0, 4.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0]  # a zero shows no step: no slot
+    assert slots[0]["stored"] == [2.0, 1.0, 2.0, 2.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    assert slots[0]["whole"] == [2.0, 1.0, 4.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0]

@@ -311,7 +311,9 @@ def every_kind(tmp_path):
 
 def _draft(path, tmp_path, epsilon=0.5, **kwargs):
     url = f"sqlite:///{tmp_path / 'l.db'}"
-    kwargs.setdefault("seed", 0)  # reproducible draws: the draft's outcome is then fixed
+    # reproducible draws: the draft's outcome is then fixed. (Seed 0's draw, since the facts' places histogram grew,
+    # is one of the ~1.4% where a constant year's 1,000 empty cells below it pass ``mass_beyond``'s run test.)
+    kwargs.setdefault("seed", 1)
     return sd.draft_schema(str(path), sd.DraftOptions(name="every", epsilon=epsilon, ledger=url,
                                                       require_budget=False, **kwargs))
 

@@ -249,11 +249,13 @@ def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: f
             high if top == start_top else float(edges[top]))
 
 
-def fine_edges(low: float, high: float, integer: bool, cells: int = FINE_POINTS - 1) -> np.ndarray:
-    """The public round-2 grid inside [low, high]: one cell per integer for a short integer range, else
-    about ``cells`` cells, half evenly spaced, half evenly spaced in log scale."""
-    if integer and high - low <= FINE_INTEGER_CELLS:
-        return np.arange(low, high + 2.0)  # the last cell [high, high + 1) holds high
+def fine_edges(low: float, high: float, integer: bool, cells: int = FINE_POINTS - 1, step: float = 1.0) -> np.ndarray:
+    """The public round-2 grid inside [low, high]: one cell per integer for a short integer range (per multiple of
+    ``step`` where the column's values are whole multiples of it: whole tens), else about ``cells`` cells, half
+    evenly spaced, half evenly spaced in log scale."""
+    if integer and high - low <= FINE_INTEGER_CELLS * step:
+        first = math.floor(low / step) * step
+        return first + step * np.arange(0.0, math.floor((high - first) / step) + 2.0)  # the last cell holds high
     half = max(2, cells // 2)
     points = [np.linspace(low, high, half + 1)]
     mags = 2.0 ** (np.arange(MIN_OCTAVE * FINE_PER_OCTAVE, MAX_OCTAVE * FINE_PER_OCTAVE + 1) / FINE_PER_OCTAVE)

@@ -52,15 +52,21 @@ def with_near_codes(noisy: np.ndarray, ok: np.ndarray, sigma: float) -> np.ndarr
     return ok
 
 
-def coded_values(level: Level) -> tuple[float, ...] | None:
-    """The whole numbers a one-cell-per-integer level shows (post-processing), or None when the column is
+def coded_values(level: Level, step: float = 1.0) -> tuple[float, ...] | None:
+    """The whole numbers a one-cell-per-integer level (per multiple of the column's step) shows (post-processing),
+    or None when the column is
     not coded: more than MAX_CODES pass the threshold, or the cells that do not pass hold more than
     CODED_REST_SHARE of the noisy mass beyond what their noise explains (a spread-out column)."""
-    if level.factor != 1 or len(level.edges) < 2 or not np.all(np.diff(level.edges) == 1.0):
+    if level.factor != 1 or len(level.edges) < 2 or not np.all(np.diff(level.edges) == step):
         return None
     ok = level.noisy > utility_threshold(level.sigma, len(level.noisy))
     if not ok.any() or ok.sum() > MAX_CODES:
         return None
+    if step > 1.0:
+        # The DP facts showed every value a whole multiple of the step: each cell is one value, so a cell the bar
+        # missed beside or between codes is a code too (``with_near_codes``), not a spread of the column.
+        near = with_near_codes(level.noisy, ok, level.sigma)
+        ok = near if near.sum() <= MAX_CODES else ok
     total = float(level.noisy.sum())
     rest = total - float(level.noisy[ok].sum())
     if rest > CODED_REST_SHARE * max(total, 0.0) + 3.0 * level.sigma * math.sqrt(max(int((~ok).sum()), 1)):

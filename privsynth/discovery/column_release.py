@@ -78,26 +78,34 @@ def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho
     return found
 
 
+def place_step(d: ColumnDraft) -> float:
+    """The step an integer column's values are whole multiples of, by its DP precision (-1: 10); 1 otherwise."""
+    precision = d.entry.get("precision")
+    return float(10 ** -int(precision)) if d.column.kind == "integer" and precision is not None and precision < 0 \
+        else 1.0
+
+
 def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, coarse: B.Bounds,
                     bins: int, noise, public: bool) -> None:
     """Round 2: a hierarchy of histograms over a fine public grid inside the bounds, read out
     (``read_out.read_out``) as a coded column's values or as bin edges; the bounds are never narrowed."""
     c = d.column
     integer = c.kind != "float"
+    step = place_step(d)
     if c.kind in TEMPORAL:
         cell_edges = B.calendar_edges(coarse.low, coarse.high, c.kind, B.CALENDAR_CELLS)
     else:
-        cell_edges = B.fine_edges(coarse.low, coarse.high, integer)
-    cands = P.candidates(coarse.low, coarse.high, integer) if c.kind in NUMERIC else ()  # public: bounds alone
+        cell_edges = B.fine_edges(coarse.low, coarse.high, integer, step=step)
+    cands = P.candidates(coarse.low, coarse.high, integer, step) if c.kind in NUMERIC else ()  # public: bounds alone
     rho_points = P.POINTS_RHO_SHARE * rho if cands else 0.0
     levels, fine = Z.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
                                       c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC,
-                                      round_one=d.bounds_histogram)
+                                      round_one=d.bounds_histogram, step=step)
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None and fine.codes is None:
         keep = R.trims_that_cut_mass(d.bounds_histogram, levels[0], coarse, fine.low, fine.high)
         if any(keep):  # a trim cut a tail round 1 counted: that end keeps round 1's bound (post-processing)
             fine = dataclasses.replace(R.read_out(levels, integer, bins, coarse, keep_ends=keep,
-                                                  round_one=d.bounds_histogram), heaps=fine.heaps)
+                                                  round_one=d.bounds_histogram, step=step), heaps=fine.heaps)
     present = float(levels[-1].noisy.sum())
     points = P.find_points(values, counts, cands, rho_points, noise, present) if cands else ()
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None:
@@ -111,7 +119,7 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         found = fine.heaps if fine.heaps is not None else P.heaps(levels[0], present, fine.low, fine.high, integer)
         heaps = tuple(h for h in found if not any(h[0] <= p < h[1] for p in points))  # a point is exact already
         fine = dataclasses.replace(fine, edges=P.with_spans(fine.edges, heaps))
-    if c.kind == "float" and d.entry.get("precision") is not None and fine.codes is None:
+    if c.kind in NUMERIC and d.entry.get("precision") is not None and fine.codes is None:
         fine = dataclasses.replace(fine, edges=edges_holding_values(fine.edges, int(d.entry["precision"])))
     d.spent["edges"] = rho
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip

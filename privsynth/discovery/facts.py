@@ -11,8 +11,9 @@ month-first, day-first, either (both parts at most 12) or with dots). Each row f
 the class histogram has L2 sensitivity 1 under add/remove-one; with N(0, sigma^2) noise on each class,
 sigma = 1/sqrt(2 rho_classes), it is rho_classes-zCDP. The column's number of distinct present values
 moves by at most 1 when a row is added or removed: N(0, sigma^2) noise with sigma = 1/sqrt(2 rho_distinct)
-is rho_distinct-zCDP. So does each bin of the DECIMALS histogram (the numbers by how many decimals they are
-written with, as text or, for a stored double, its shortest decimal form; each row in at most one bin):
+is rho_distinct-zCDP. So does each slot of the PLACES histogram (the numbers by the decimal place they are whole
+in: thousands, hundreds, tens, units, then how many decimals they are written with, as text or, for a stored
+number, its shortest decimal form; a timestamp's moments by their grain; each row in at most one slot):
 rho_decimals-zCDP. rho is split in three equal parts; everything
 decided from them (``decide``: type, format, precision) is post-processing.
 """
@@ -26,12 +27,16 @@ import numpy as np
 
 from privsynth.discovery.forms import (
     NUMBER_FORMAT_CLASSES,
+    PLACES,
+    TENS,
     date_format,
     in_grain,
+    in_places,
     moment_resolution,
     number_format,
     temporal_kind,
     written_precision,
+    written_step,
 )
 from privsynth.privacy.accounting import gaussian_sigma
 
@@ -39,7 +44,6 @@ CLASSES = ("missing", "whole", "fraction", "date", "timestamp", "text",
            "thousands", "currency", "percent", "month_first", "day_first", "slash", "dot", "year_first",
            "year_first_time")
 DATE_FORMAT_CLASSES = ("month_first", "day_first", "slash", "dot", "year_first", "year_first_time")
-DECIMALS = 6  # bins: numbers written with 0, 1, 2, 3, 4, and 5 or more decimals
 CLASS_SHARE = 0.4  # of a column's facts' rho, on the class histogram and on the distinct count each; the rest: decimals
 NUMBER_SHARE = 0.95  # a text column whose present values are this share numbers is numeric
 DATE_SHARE = 0.95
@@ -61,8 +65,8 @@ class NoisyFacts:
     distinct: float
     sigma_classes: float
     sigma_distinct: float
-    # noisy counts of numbers by decimals written (DECIMALS bins); of a timestamp column's moments, by grain
-    # (engine.values.GRAINS: the first four bins)
+    # noisy counts of numbers by the decimal place they are whole in (PLACES slots, coarsest first); of a timestamp
+    # column's moments, by grain (engine.values.GRAINS: the first four slots)
     decimals: tuple[float, ...] = ()
     sigma_decimals: float = 1.0
 
@@ -126,7 +130,8 @@ class ColumnFacts:
     unreadable_share: float  # present values that do not read as ``kind`` (become missing), a DP estimate
     missing_share: float
     value_format: str | None = None  # a written form of engine/values.py (thousands, %m/%d/%Y, ...); None: plain
-    precision: int | None = None  # float columns: the decimals its values are written with
+    precision: int | None = None  # float columns: the decimals its values are written with; integer columns: a
+    # negative place (-1: whole tens, -2: hundreds, -3: thousands)
     resolution: str | None = None  # timestamp columns: the grain its moments are whole in (day, hour, minute)
 
 
@@ -182,8 +187,10 @@ def row_class(reads: dict, declared: str, raw=None):
 
 
 def decimals_bin(reads: dict):
-    """The DECIMALS bin (0 .. DECIMALS - 1) of a text value that reads as a number in any written form (not in
-    exponent notation), NULL for every other row."""
+    """The PLACES slot (0 .. PLACES - 1) of a text value that reads as a number in any written form (not in
+    exponent notation), NULL for every other row: TENS plus the decimals written after the point ("2.50": 2), or,
+    for a number written with none, TENS less the zeros its integer part ends in, at most TENS ("1,200": 2,
+    "-40": 1; a zero "0", a multiple of every power, shows no step either way: NULL, as ``decimals_of`` reads it)."""
     import ibis
 
     from privsynth.engine.values import NUMBER_FORMATS
@@ -193,8 +200,12 @@ def decimals_bin(reads: dict):
     for f in NUMBER_FORMATS:
         number = number | reads[f]
     digits = ibis.ifelse(text.contains("."), text.re_extract(r"\.([0-9]*)", 1).length(), 0)
-    return ibis.ifelse(number & ~text.contains("e") & ~text.contains("E"), ibis.least(digits, DECIMALS - 1),
-                       ibis.null("int64"))
+    whole_part = text.re_extract(r"^[^.]*", 0)
+    # the zeros (and thousands separators among them) that end the integer part's digits: "10,000$" -> "0,000"
+    zeros = whole_part.re_extract(r"([0,]*)[^0-9,]*$", 1).replace(",", "").length()
+    tens = ibis.ifelse(whole_part.re_search("[1-9]"), TENS - ibis.least(zeros, TENS), ibis.null("int64"))
+    place = ibis.ifelse(digits > 0, TENS + ibis.least(digits, PLACES - 1 - TENS), tens)
+    return ibis.ifelse(number & ~text.contains("e") & ~text.contains("E"), place, ibis.null("int64"))
 
 
 def text_grain(reads: dict):
@@ -220,7 +231,7 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
     import ibis
 
     from privsynth.engine.backends import backend_error
-    from privsynth.engine.values import clean_text, decimals_of, moment_grain
+    from privsynth.engine.values import clean_text, decimals_of, moment_grain, tens_of
 
     # Each row's class, decimals bin and cleaned value are computed once, in a projection; the aggregate
     # then only compares small integers (the tests of a value are written once, not once per class).
@@ -240,8 +251,10 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
         per_row[f"v{j}"] = read_table[f"v{j}"]
         if declared == "text":  # a number's decimals, or a moment's grain (the rows of each read as one kind)
             per_row[f"p{j}"] = decimals_bin(column).coalesce(text_grain(column))
-        elif declared == "float":  # a stored double: the decimals it is written with (6.9, not 6.900000000000000355)
-            per_row[f"p{j}"] = decimals_of(read_table[f"v{j}"], DECIMALS - 1)
+        elif declared == "float":  # a stored double: the place it is whole in (6.9, not 6.900000000000000355)
+            per_row[f"p{j}"] = decimals_of(read_table[f"v{j}"], PLACES - 1 - TENS, fewest=-TENS) + TENS
+        elif declared == "integer":  # whole: thousands to units (its decimals' slots hold 0, a public fact)
+            per_row[f"p{j}"] = tens_of(read_table[f"v{j}"], TENS) + TENS
         elif declared == "timestamp":
             per_row[f"p{j}"] = moment_grain(read_table[f"v{j}"])
     rows = read_table.select(**per_row)
@@ -251,8 +264,8 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
             # PostgreSQL casts no boolean to BIGINT
             aggregates[f"c{j}_{k}"] = ibis.ifelse(rows[f"k{j}"] == k, 1, 0).sum()
         aggregates[f"c{j}_d"] = rows[f"v{j}"].nunique()
-        if declared in ("text", "float", "timestamp"):
-            for k in range(DECIMALS):
+        if declared in ("text", "integer", "float", "timestamp"):
+            for k in range(TENS + 1 if declared == "integer" else PLACES):
                 aggregates[f"c{j}_p{k}"] = ibis.ifelse(rows[f"p{j}"] == k, 1, 0).sum()
     try:
         row = rows.aggregate(**aggregates).to_pyarrow().to_pylist()[0]
@@ -261,7 +274,7 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
     out = {}
     for j, (name, _) in enumerate(columns):
         counts = np.asarray([float(row[f"c{j}_{k}"] or 0) for k in range(len(CLASSES))])
-        decimals = np.asarray([float(row.get(f"c{j}_p{k}") or 0) for k in range(DECIMALS)])
+        decimals = np.asarray([float(row.get(f"c{j}_p{k}") or 0) for k in range(PLACES)])
         out[name] = ExactFacts(counts, float(row[f"c{j}_d"] or 0), decimals)
     return out
 
@@ -306,13 +319,13 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
         # Inconclusive at this budget: the declared type stands; text takes the likeliest kind of its noisy
         # counts (a column of numbers never becomes a categorical whose every value is out of its domain).
         if declared != "text":
-            # the written form has its own histogram: a float's decimals, a moment's grain
-            precision = written_precision(facts) if declared == "float" else None
+            # the written form has its own histogram: a float's decimals, an integer's tens, a moment's grain
+            precision = written_precision(facts) if declared == "float" else \
+                written_step(facts) if declared == "integer" else None
             resolution = moment_resolution(facts) if declared == "timestamp" else None
             return ColumnFacts(facts.column, declared, "its DP class counts are too noisy to decide more at this "
-                               f"budget: kept as {declared}"
-                               + (f", written with {precision} decimals" if precision is not None else "")
-                               + in_grain(resolution), 0.0, missing_share, precision=precision, resolution=resolution)
+                               f"budget: kept as {declared}" + in_places(precision) + in_grain(resolution), 0.0,
+                               missing_share, precision=precision, resolution=resolution)
         kind, written = likeliest_kind(facts)
         return ColumnFacts(facts.column, kind, "its DP class counts are too noisy to decide at this budget: kept as "
                            f"{kind}, the likeliest by them", 0.0, missing_share, value_format=written)
@@ -342,7 +355,7 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
                                missing_share, value_format=written, resolution=resolution)
         return _categorical_or_identifier(facts, present, "DP: its values are text")
     written = number_format(facts) if declared == "text" else None
-    fraction = facts.count("fraction") + (sum(max(0.0, x) for x in facts.decimals[1:]) if written else 0.0)
+    fraction = facts.count("fraction") + (sum(max(0.0, x) for x in facts.decimals[TENS + 1:]) if written else 0.0)
     # A declared integer column holds no fraction (the source's type is public): only noise could say otherwise.
     integer = declared == "integer" or fraction <= max(FRACTION_SHARE * present,
                                                        3.0 * sigma * (2.0 if written else 1.0))
@@ -354,12 +367,13 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
             return ColumnFacts(facts.column, None, "DP: a whole number that is nearly unique per row (noisy distinct "
                                f"count {_pct(facts.distinct / max(facts.present_standing, 1.0))} of the noisy present "
                                "count): an identifier, dropped", unreadable, missing_share)
+        step = written_step(facts)
         return ColumnFacts(facts.column, "integer", "DP: its numbers are whole (noisy count of fractional values "
-                           f"within the noise){form}", unreadable, missing_share, value_format=written)
+                           f"within the noise){form}{in_places(step)}", unreadable, missing_share,
+                           value_format=written, precision=step)
     precision = written_precision(facts) if declared in ("text", "float") else None
     return ColumnFacts(facts.column, "float", f"DP: {_pct(fraction / present)} of its numbers have a fraction{form}"
-                       + (f", written with {precision} decimals" if precision is not None else ""),
-                       unreadable, missing_share, value_format=written, precision=precision)
+                       + in_places(precision), unreadable, missing_share, value_format=written, precision=precision)
 
 
 def likeliest_kind(facts: NoisyFacts) -> tuple[str, str | None]:

@@ -10,6 +10,9 @@ from typing import Protocol
 from privsynth.schema.temporal import GRAINS
 
 NUMBER_FORMAT_CLASSES = ("thousands", "currency", "percent")
+TENS = 3  # the places histogram's first slots: whole multiples of 1000, 100 and 10 (coarsest first)
+PLACES = TENS + 6  # its slots: slot i holds the numbers whole in 10^(TENS - i) and in no coarser power of ten:
+# multiples of 1000, 100, 10, then other whole numbers, then numbers written with 1, 2, 3, 4, and 5 or more decimals
 
 
 class NoisyFacts(Protocol):
@@ -66,11 +69,21 @@ def written_precision(facts: NoisyFacts) -> int | None:
     noise = 3.0 * facts.sigma_decimals
     if sum(bins) <= noise * math.sqrt(len(bins)):
         return None
-    for k in range(1, len(bins) - 1):
-        beyond = bins[k + 1:]
+    for k in range(1, len(bins) - TENS - 1):
+        beyond = bins[TENS + k + 1:]
         if sum(beyond) <= noise * math.sqrt(len(beyond)):
             return k
     return None
+
+
+def written_step(facts: NoisyFacts) -> int | None:
+    """The place an integer column's numbers are whole in, as a negative precision: -1 when every value is a whole
+    ten (wind directions 0, 10, ..., 360), -2 hundreds, -3 thousands; None for units. The coarsest place whose
+    finer slots' noisy count is within its noise (three deviations) and whose own and coarser slots stand out of
+    theirs (``coarsest_slot``): wind directions drawn as 231 or 247 inside their bins were values the column never
+    holds."""
+    k = coarsest_slot([float(x) for x in facts.decimals], 3.0 * facts.sigma_decimals, TENS)
+    return None if k is None else k - TENS
 
 
 def moment_resolution(facts: NoisyFacts) -> str | None:
@@ -78,13 +91,28 @@ def moment_resolution(facts: NoisyFacts) -> str | None:
     noisy count of moments finer than g is within its noise (three deviations) and the moments whole in g stand
     out of theirs; None (whole seconds) when no coarser grain holds them. Hourly readings come back on the hour,
     not at 02:30:09."""
-    bins = [float(x) for x in facts.decimals[:len(GRAINS)]]
-    noise = 3.0 * facts.sigma_decimals
-    for k, grain in enumerate(GRAINS[:-1]):
-        finer, whole = bins[k + 1:], bins[:k + 1]
+    k = coarsest_slot([float(x) for x in facts.decimals[:len(GRAINS)]], 3.0 * facts.sigma_decimals, len(GRAINS) - 1)
+    return None if k is None else GRAINS[k]
+
+
+def coarsest_slot(slots: list[float], noise: float, candidates: int) -> int | None:
+    """The first slot k < ``candidates`` of a histogram ordered coarsest first such that the noisy count of the
+    slots after it (finer) is within ``noise`` times the square root of their number, and that of k and the slots
+    before it stands out of the same (post-processing)."""
+    for k in range(candidates):
+        finer, whole = slots[k + 1:], slots[:k + 1]
         if sum(finer) <= noise * math.sqrt(len(finer)) and sum(whole) > noise * math.sqrt(len(whole)):
-            return grain
+            return k
     return None
+
+
+def in_places(precision: int | None) -> str:
+    """A decided precision in words: decimals for a float, whole tens to thousands for an integer."""
+    if precision is None:
+        return ""
+    if precision >= 0:
+        return f", written with {precision} decimals"
+    return f", whole {10 ** -precision:,}s"
 
 
 def in_grain(resolution: str | None) -> str:

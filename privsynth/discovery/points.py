@@ -36,10 +36,11 @@ MAX_HEAPS = 4  # the fullest heaps of a column, at most this many, become bins
 HEAP_ZOOM_CELLS = 64  # a heap wider than a value is measured again on this many cells of its own
 
 
-def candidates(low: float, high: float, integer: bool) -> tuple[float, ...]:
+def candidates(low: float, high: float, integer: bool, step: float = 1.0) -> tuple[float, ...]:
     """The public candidates inside the bounds' span (a point needs room for its bin); none for a short
-    integer range, whose round-2 grid has a cell per integer already (and whose rare codes need all the rho)."""
-    if integer and high - low <= FINE_INTEGER_CELLS:
+    integer range, whose round-2 grid has a cell per integer (per multiple of its ``step``) already, and whose
+    rare codes need all the rho."""
+    if integer and high - low <= FINE_INTEGER_CELLS * step:
         return ()
     return tuple(float(c) for c in SENTINELS if low <= c < high)
 
@@ -101,9 +102,10 @@ def whole_span(start: float, end: float, integer: bool) -> tuple[float, float]:
     return (float(math.floor(start)), float(math.ceil(end))) if integer else (start, end)
 
 
-def needs_zoom(spans: tuple[tuple[float, float], ...], integer: bool) -> bool:
-    """Whether a heap is wider than one value (a float's always is): its cell holds more than the heap."""
-    return any(not integer or end - start > 1.0 for start, end in spans)
+def needs_zoom(spans: tuple[tuple[float, float], ...], integer: bool, step: float = 1.0) -> bool:
+    """Whether a heap is wider than one value (a float's always is): its cell holds more than the heap. An integer
+    column whose values are whole multiples of ``step`` holds one value in a cell that wide."""
+    return any(not integer or end - start > step for start, end in spans)
 
 
 def narrowed_heaps(values: np.ndarray, counts: np.ndarray, spans: tuple[tuple[float, float], ...], rho: float,

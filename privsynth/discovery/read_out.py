@@ -31,7 +31,7 @@ MIN_SIGNAL = 10.0  # round 2 tightens the bounds only when the passing cells hol
 
 def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, public: bool = False,
              octave_grid: bool = True, keep_ends: tuple[bool, bool] = (False, False),
-             round_one: tuple[np.ndarray, np.ndarray, float] | None = None) -> FineResult:
+             round_one: tuple[np.ndarray, np.ndarray, float] | None = None, step: float = 1.0) -> FineResult:
     """Round 2 read-out (post-processing) inside round 1's DP bounds: a coded column's values (``coded_values``), else
     ``bins`` edges where the noisy CDF of the finest level with signal crosses i/bins (equal widths when the noise
     leaves too little to place them), a bin wider than three times the interior's mean split evenly where the parts
@@ -40,14 +40,16 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     lose empty space at their ends (``trim_empty_ends`` on the level nearest TRIM_CELLS cells) but never an octave
     round 1 found data in; other grids (years) are trimmed on the coarsest level's evidence. With round 1's
     histogram (``round_one``: ``levels`` span whole octaves), a level that looks coded gets edges when round 1 saw
-    values off its codes (``off_codes``)."""
+    values off its codes (``off_codes``). ``step``: an integer column's values are whole multiples of it, and its
+    short grid has a cell per multiple."""
     low, high = bounds.low, bounds.high
     if integer:
-        codes = coded_values(levels[0])
-        if codes is not None and (public or (codes_reach(codes, bounds) and not mass_beyond(levels[0], codes)
-                                             and not (round_one is not None and off_codes(round_one, levels[0],
-                                                                                          codes)))):
-            codes = near_codes(levels[0], codes)
+        codes = coded_values(levels[0], step)
+        near = near_codes(levels[0], codes) if codes is not None else None
+        if codes is not None and near is not None and (public or (
+                codes_reach(codes, bounds) and not mass_beyond(levels[0], codes)
+                and not (round_one is not None and off_codes(round_one, levels[0], near)))):
+            codes = near
             return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
     outer: tuple[float | None, float | None] = (None, None)  # a tail bin's outer edge, where a trim cut mass
     if not public and octave_grid:  # public bounds are facts, not estimates: never trimmed

@@ -82,7 +82,8 @@ def trim_bar(levels: list[Level], low: float, high: float) -> float:
     return TRIM_SIGMAS * level.sigma * math.sqrt(cut)
 
 
-def zoom_span(levels: list[Level], bounds: Bounds, integer: bool, zoomed: bool = False) -> tuple[float, float] | None:
+def zoom_span(levels: list[Level], bounds: Bounds, integer: bool, zoomed: bool = False,
+              step: float = 1.0) -> tuple[float, float] | None:
     """Where the data lie within ``bounds`` (round 1's DP bounds, or the span a zoom measured: ``zoomed``), from
     the last round-2 measurement: the span when it covers at most ZOOM_CELLS cells of its grid; else None
     (post-processing). The span is ``read_out``'s trim with the thin tails it would keep as bins
@@ -90,7 +91,7 @@ def zoom_span(levels: list[Level], bounds: Bounds, integer: bool, zoomed: bool =
     only where ``trim_bar`` is under LOSS_SHARE of the rows; or where a noise excursion stopped that trim early,
     ``passing_span``."""
     fine = levels[0]
-    if integer and len(fine.noisy) - 1 >= bounds.high - bounds.low:  # one cell per integer already
+    if integer and len(fine.noisy) - 1 >= (bounds.high - bounds.low) / step:  # one cell per value already
         return None
     low, high, reach = trimmed_span(levels, bounds, integer)  # a thin tail beyond the trim is part of the data's span
     low, high = (low if reach[0] is None else reach[0]), (high if reach[1] is None else reach[1])
@@ -105,24 +106,25 @@ def zoom_span(levels: list[Level], bounds: Bounds, integer: bool, zoomed: bool =
 
 def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndarray, rho: float, noise,
                      bounds: Bounds, integer: bool, coded: bool, bins: int, public: bool,
-                     numeric: bool, round_one: tuple[np.ndarray, np.ndarray, float] | None = None
-                     ) -> tuple[list[Level], FineResult]:
+                     numeric: bool, round_one: tuple[np.ndarray, np.ndarray, float] | None = None,
+                     step: float = 1.0) -> tuple[list[Level], FineResult]:
     """Round 2 at ``rho`` in all, in MAX_ZOOMS + 1 parts of equal rho (module docstring): for DP bounds of a
     number column, each part zooms a fresh grid onto the span ``zoom_span`` finds in the last measurement,
     that grid's own ``passing_span`` tightening it; the parts no zoom needs measure the last grid again and
     are averaged with it, but for one part that narrows the first grid's heaps where one is wider than a value
     (the read-out's ``heaps``). Returns the first grid's levels (they span ``bounds``) and the read-out; round 1's
     histogram (``round_one``) judges a coded read-out of the grid spanning the bounds only (a zoomed grid
-    spans part of round 1's octaves)."""
+    spans part of round 1's octaves). ``step``: an integer column's values are whole multiples of it (its DP
+    precision), so its short grids have a cell per multiple."""
     part = rho / (MAX_ZOOMS + 1)
     first = measure_levels(values, counts, cell_edges, part, noise)
     zoomable = numeric and not public
     last, edges, span, left = first, cell_edges, bounds, MAX_ZOOMS
     while left and zoomable:
-        found = zoom_span(last, span, integer, zoomed=left < MAX_ZOOMS)
+        found = zoom_span(last, span, integer, zoomed=left < MAX_ZOOMS, step=step)
         if found is None:
             break
-        edges = fine_edges(*found, integer)
+        edges = fine_edges(*found, integer, step=step)
         last, left = measure_levels(values, counts, edges, part, noise), left - 1
         tight = passing_span(last)
         if tight is not None:
@@ -131,14 +133,15 @@ def measure_and_read(values: np.ndarray, counts: np.ndarray, cell_edges: np.ndar
         span = Bounds(*found, found)
     heaps = P.heaps(first[0], float(first[-1].noisy.sum()), bounds.low, bounds.high, integer) \
         if numeric and left == MAX_ZOOMS else ()
-    narrowed = P.needs_zoom(heaps, integer)
+    narrowed = P.needs_zoom(heaps, integer, step)
     if narrowed:  # one part measures the heaps on grids of their own instead
         heaps, left = P.narrowed_heaps(values, counts, heaps, part, noise, integer), left - 1
     levels = averaged(last, *(measure_levels(values, counts, edges, part, noise) for _ in range(left)))
     if last is first:  # no zoom: the parts measured the first grid
-        fine = read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric, round_one=round_one)
+        fine = read_out(levels, coded, bins, bounds, public=public, octave_grid=numeric, round_one=round_one,
+                        step=step)
         return levels, dataclasses.replace(fine, heaps=heaps) if narrowed else fine
-    fine = read_out(levels, coded, bins, span)
+    fine = read_out(levels, coded, bins, span, step=step)
     if not numeric:
         return first, fine
     return first, dataclasses.replace(fine, heaps=zoomed_heaps(first, levels, span, fine, integer))

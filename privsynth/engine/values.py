@@ -55,19 +55,37 @@ def is_whole(x: ir.NumericValue) -> ir.BooleanValue:
 DECIMALS_LIMIT = 1e6  # a stored number's decimals are read below this magnitude (4 decimals stay exact there)
 
 
-def decimals_of(x: ir.NumericValue, most: int) -> ir.IntegerValue:
-    """The fewest decimals k (0 .. most - 1) a stored double is written with (its value times 10^k within a
+def tens_of(x: ir.IntegerValue, coarsest: int) -> ir.IntegerValue:
+    """The place a stored whole number is whole in, as ``decimals_of`` reads it with ``fewest`` = -``coarsest``
+    (-3: a multiple of 1000, ... 0: units), by integer remainders; NULL for a missing value and for zero (no
+    evidence of a step either way). No cast: an unsigned 64-bit value beyond BIGINT has its remainders too."""
+    tests = [(x % (10 ** j) == 0, -j) for j in range(coarsest, 0, -1)]
+    return ibis.ifelse(x.isnull() | (x == 0), ibis.null("int64"), ibis.cases(*tests, else_=0))
+
+
+def decimals_of(x: ir.NumericValue, most: int, fewest: int = 0) -> ir.IntegerValue:
+    """The fewest decimals k (``fewest`` .. most - 1) a stored double is written with (its value times 10^k within a
     billionth of a whole number: a decimal's binary round-off), ``most`` for more; NULL for a value that is
-    missing, non-finite or beyond DECIMALS_LIMIT. Total: FLOOR only meets values that fit."""
+    missing, non-finite, beyond WHOLE_LIMIT, or beyond DECIMALS_LIMIT and not whole. A negative k is a whole
+    multiple of 10^-k (-1: tens, -3: thousands), read for every whole value below WHOLE_LIMIT; zero, a multiple of
+    every power, is NULL where ``fewest`` is negative: it shows no step either way (a column of zeros and ones is no
+    column of thousands, and wind directions of 0 are whole tens). Total: FLOOR only meets values that fit."""
     x = x.cast("float64")  # a DECIMAL column too
-    ok = finite(x) & (x.abs() < DECIMALS_LIMIT)
-    safe = ibis.ifelse(ok, x, ibis.literal(0.0))
-    tests = []
-    for k in range(most):
+    fits = finite(x) & (x.abs() < WHOLE_LIMIT)
+    small = fits & (x.abs() < DECIMALS_LIMIT)
+    safe = ibis.ifelse(fits, x, ibis.literal(0.0))
+    nearest = (safe + 0.5).floor()
+    whole = (safe - nearest.cast("float64")).abs() <= ibis.least(1e-9 * ibis.greatest(safe.abs(), 1.0), 0.5)
+    rounded = nearest.cast("int64")  # the whole number's remainders: it fits a BIGINT below WHOLE_LIMIT
+    tests = [(whole & (rounded % (10 ** -k) == 0), k) for k in range(fewest, 0)]
+    tests.append((whole, 0))
+    for k in range(max(fewest, 1), most):
         scaled = safe * float(10 ** k)
         nearest = (scaled + 0.5).floor().cast("float64")
-        tests.append(((scaled - nearest).abs() <= 1e-9 * ibis.greatest(scaled.abs(), 1.0), k))
-    return ibis.ifelse(ok, ibis.cases(*tests, else_=most), ibis.null("int64"))
+        tests.append((small & ((scaled - nearest).abs() <= 1e-9 * ibis.greatest(scaled.abs(), 1.0)), k))
+    beyond = ibis.ifelse(small, ibis.literal(most, type="int64"), ibis.null("int64"))
+    read = fits & (x != 0.0) if fewest < 0 else fits
+    return ibis.ifelse(read, ibis.cases(*tests, else_=beyond), ibis.null("int64"))
 
 
 # ---------------------------------------------------------------- formats: what text reads as what, total

@@ -302,6 +302,8 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
         if col.resolution is not None:  # hourly readings on the hour: the grain's grid inside the sub-bin or bin
             draws = on_precision_grid(draws, 0, (lo, hi), (bin_lo, bin_hi), edges[-1],
                                       step=float(temporal.GRAIN_SECONDS[col.resolution])).astype(np.int64)
+        elif col.precision is not None:  # wind directions in whole tens: the tens inside the sub-bin or bin
+            draws = on_precision_grid(draws, col.precision, (lo, hi), (bin_lo, bin_hi), edges[-1]).astype(np.int64)
         if col.type == "integer":
             values = pd.array(draws, dtype="Int64")
         else:

@@ -51,8 +51,9 @@ class Column(BaseModel):
     nullable: bool = False
     drop: bool = False
     on_out_of_domain: Literal["fail", "category", "clip"] = "fail"
-    # float columns: decimal places of synthetic values (2 for money in cents); None keeps full precision
-    precision: int | None = Field(default=None, ge=0, le=12)
+    # float columns: decimal places of synthetic values (2 for money in cents); None keeps full precision.
+    # integer columns: a negative place, as SQL's ROUND(x, -1) has it (-1: whole tens, -3: thousands)
+    precision: int | None = Field(default=None, ge=-9, le=12)
     # timestamp columns: the grain synthetic moments are whole in (hourly readings: hour); None: whole seconds
     resolution: Literal["day", "hour", "minute"] | None = None
     # date/timestamp columns: bins at calendar boundaries instead of explicit edges
@@ -191,8 +192,10 @@ class Column(BaseModel):
         if self.format is not None and self.type not in format_types(self.format):
             raise ValueError(f"{where}: format {self.format!r} applies to "
                              f"{' and '.join(format_types(self.format))} columns")
-        if self.precision is not None and self.type != "float":
-            raise ValueError(f"{where}: 'precision' applies to float columns (integers are whole already)")
+        if self.precision is not None and not (self.type == "float" and self.precision >= 0
+                                               or self.type == "integer" and self.precision < 0):
+            raise ValueError(f"{where}: 'precision' applies to float columns (decimals, 0 or more) and to integer "
+                             "columns (a negative place: -1 for whole tens, -2 hundreds)")
         if self.resolution is not None and self.type != "timestamp":
             raise ValueError(f"{where}: 'resolution' applies to timestamp columns (a date is a whole day already)")
         return self
