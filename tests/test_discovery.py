@@ -444,7 +444,7 @@ def test_a_typed_float_keeps_its_decimals_where_its_class_counts_are_inconclusiv
     classes = np.zeros(len(F.CLASSES))
     classes[F.CLASSES.index("fraction")] = 5_560
     classes[F.CLASSES.index("whole")] = 138
-    exact = F.ExactFacts(classes, 3_000.0, np.array([0.0, 0.0, 0.0, 138.0, 60.0, 478.0, 5_015.0, 7.0, 0.0]))
+    exact = F.ExactFacts(classes, 3_000.0, np.array([0.0, 0.0, 0.0, 138.0, 60.0, 478.0, 5_015.0, 7.0, 0.0, 0.0]))
     decided = [F.decide(F.release("Polk", exact, 2.084e-5, SeededDraws(s)), "float") for s in range(200)]
     inconclusive = [d for d in decided if "too noisy" in d.reason]
     assert inconclusive and all(d.kind == "float" for d in decided)

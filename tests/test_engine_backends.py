@@ -267,6 +267,6 @@ def test_postgres_reads_a_number_s_place_as_duckdb_does(postgres_url):  # noqa: 
         finally:
             opened.close()
     assert slots[0] == slots[1]
-    assert slots[0]["written"] == [1.0, 1.0, 4.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0]  # a zero shows no step: no slot
-    assert slots[0]["stored"] == [2.0, 1.0, 2.0, 2.0, 1.0, 0.0, 0.0, 0.0, 1.0]
-    assert slots[0]["whole"] == [2.0, 1.0, 4.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert slots[0]["written"] == [1.0, 1.0, 4.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]  # a zero: its own slot, last
+    assert slots[0]["stored"] == [2.0, 1.0, 2.0, 2.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+    assert slots[0]["whole"] == [2.0, 1.0, 4.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]

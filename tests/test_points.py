@@ -38,9 +38,28 @@ def test_candidates_are_public_and_inside_the_bounds():
 def test_a_candidate_is_a_point_when_it_holds_its_share():
     values = np.array([3.5, 99.0, 100.0, 250.0])
     counts = np.array([9000.0, 500.0, 100.0, 400.0])
-    points = P.find_points(values, counts, P.candidates(0.0, 300.0, False), rho=1.0, noise=NoNoise(),
-                           present=10_000.0)
-    assert points == (99.0,)  # 100 holds 1%: below POINT_SHARE
+    points, held, _ = P.value_points(values, counts, P.candidates(0.0, 300.0, False), rho=1.0, noise=NoNoise(),
+                                     present=10_000.0, delta_tau=None)
+    assert points == (99.0,) and held == 500.0  # 100 holds 1%: below POINT_SHARE; 3.5 is no candidate
+
+
+def test_a_value_most_rows_hold_is_a_point_only_past_the_threshold_for_unknown_values():
+    """With the threshold's delta, the column's own values are measured too: a value is a point when its noisy count
+    passes tau = 1 + sigma z(delta_tau) (a value one neighbour holds alone is released with probability at most
+    delta_tau) and POINT_SHARE of the column; a candidate passes the lower bar of a public list."""
+    from privsynth.discovery.categories import threshold
+
+    values = np.array([3.5, 6.904679999999999, 8.05546, 99.0, 250.0])
+    counts = np.array([9_000.0, 2_000.0, 60.0, 300.0, 1.0])
+    cands = P.candidates(0.0, 300.0, False)
+    rho, delta_tau = 0.5 / 30.0 ** 2, 1e-11  # sigma 30
+    points, _, sigma = P.value_points(values, counts, cands, rho, NoNoise(), 11_361.0, delta_tau)
+    assert sigma == pytest.approx(30.0) and 60.0 < threshold(sigma, delta_tau) < 300.0
+    assert points == (3.5, 6.904679999999999, 99.0)  # exactly as held; 8.05546 under tau, 250 no candidate
+    # one row's value: released with probability at most delta_tau over 20,000 draws (none here)
+    lone = [P.value_points(np.array([250.0, 7.0]), np.array([1.0, 9_000.0]), (), rho, SeededDraws(s), 9_001.0,
+                           delta_tau)[0] for s in range(20_000)]
+    assert all(p == (7.0,) for p in lone)
 
 
 def test_point_bins_decode_to_the_point_exactly():
@@ -51,6 +70,13 @@ def test_point_bins_decode_to_the_point_exactly():
     codes = encode_codes(pd.DataFrame({"x": [9999999.0, 3.0]}), schema)
     back = decode_codes(codes, schema, np.random.default_rng(0))
     assert back["x"].iloc[0] == 9999999.0
+    # with fine decoding's sub-bins too: a point's bin is split like any other, and its draws are the point still
+    from privsynth.schema.encoding import sub_edges
+
+    sub = sub_edges(schema.columns[0])
+    fine = {"x": {"edges": sub.tolist(), "noisy_counts": np.ones(len(sub) - 1).tolist(), "scale": 0.0}}
+    back = decode_codes(np.repeat(codes, 500, axis=0), schema, np.random.default_rng(0), fine=fine)
+    assert (back["x"].to_numpy(dtype=float)[:500] == 9999999.0).all()
     assert P.with_points((0.0, 10.0, 20.0), (9.0,), integer=True) == (0.0, 9.0, 10.0, 20.0)
 
 

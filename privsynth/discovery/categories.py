@@ -7,7 +7,8 @@ value present in one neighbour only has count 1 there and is released with proba
 So the column is (epsilon(rho, delta'), delta' + delta_tau)-DP for every delta'. The ledger's currency
 is rho-zCDP, which cannot state a pure delta term: the Gaussian part is charged as rho and the
 thresholds' total delta is held to ``THRESHOLD_DELTA_FRACTION`` of the statement's delta, split over
-the categorical columns (the cost's notes and the draft's header say so).
+the columns whose facts are read (a categorical column's looks; a number column's own values, measured
+where its facts show few: ``points.value_points``; the cost's notes and the draft's header say so).
 
 Two looks (``discovery.discover``): each categorical column first looks at FIRST_LOOK_SHARE of its rho
 with half its delta_tau; the rest of every column's rho is pooled for a second look, at the same values,

@@ -86,9 +86,12 @@ def place_step(d: ColumnDraft) -> float:
 
 
 def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, coarse: B.Bounds,
-                    bins: int, noise, public: bool) -> None:
+                    bins: int, noise, public: bool, delta_tau: float | None = None) -> None:
     """Round 2: a hierarchy of histograms over a fine public grid inside the bounds, read out
-    (``read_out.read_out``) as a coded column's values or as bin edges; the bounds are never narrowed."""
+    (``read_out.read_out``) as a coded column's values or as bin edges; the bounds are never narrowed. Points
+    (``points.value_points``): the public candidates and, with ``delta_tau`` (a number column whose DP facts show
+    few values), its own values past the threshold for unknown values; where they hold the whole column, they are
+    its values exactly (a coded column), else each is a bin of its own."""
     c = d.column
     integer = c.kind != "float"
     step = place_step(d)
@@ -97,7 +100,9 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     else:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer, step=step)
     cands = P.candidates(coarse.low, coarse.high, integer, step) if c.kind in NUMERIC else ()  # public: bounds alone
-    rho_points = P.POINTS_RHO_SHARE * rho if cands else 0.0
+    short = integer and coarse.high - coarse.low <= B.FINE_INTEGER_CELLS * step  # a cell per value already
+    look = delta_tau if c.kind in NUMERIC and not public and not short else None
+    rho_points = P.POINTS_RHO_SHARE * rho if cands or look is not None else 0.0
     levels, fine = Z.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,
                                       c.kind == "integer", bins, public=public, numeric=c.kind in NUMERIC,
                                       round_one=d.bounds_histogram, step=step)
@@ -107,7 +112,10 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
             fine = dataclasses.replace(R.read_out(levels, integer, bins, coarse, keep_ends=keep,
                                                   round_one=d.bounds_histogram, step=step), heaps=fine.heaps)
     present = float(levels[-1].noisy.sum())
-    points = P.find_points(values, counts, cands, rho_points, noise, present) if cands else ()
+    points, held, sigma_points = P.value_points(values, counts, cands, rho_points, noise, present, look) \
+        if rho_points else ((), 0.0, 0.0)
+    if look is not None and fine.codes is None and P.holds_the_column(held, len(points), sigma_points, levels[-1]):
+        fine = B.FineResult(points[0], points[-1], (*points, points[-1] + 1.0), True, points)
     if not public and c.kind in NUMERIC and d.bounds_histogram is not None:
         points = tuple(sorted({*points, *P.zero_point(d.bounds_histogram, present)}))
     if points and fine.codes is None and not fine.small_domain:
@@ -127,7 +135,8 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         d.beyond = beyond_bounds(d.bounds_histogram, coarse, levels, fine.low, top, integer)
     numeric_entry(d, fine, ("bins",) if public else ("bounds", "bins"))
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
-    what = (f"a coded column: the {len(fine.codes)} whole numbers whose noisy count passed the threshold, exactly"
+    what = (f"a coded column: the {len(fine.codes)} {'whole numbers' if integer else 'values'} whose noisy count "
+            "passed the threshold, exactly"
             if fine.codes is not None else
             f"calendar bins ({d.entry['bin_by']})" if "bin_by" in d.entry else
             f"{len(fine.edges) - 1} DP bins (quantile cuts; a bin over {WIDE_BIN_FACTOR:g}x the typical width split)"

@@ -9,7 +9,9 @@ module spends at most ``rho`` in three adaptive rounds (zCDP composes adaptively
 * round 1: a categorical column's value histogram with thresholds (its categories: a first look at part of
   its share, then a second look, at the pooled rest, for the columns whose first look left values unfound),
   a numeric or temporal column's log-scale or yearly histogram (its bounds);
-* round 2: a numeric or temporal column's fine histograms inside its bounds (coded values or edges).
+* round 2: a numeric or temporal column's fine histograms inside its bounds (coded values or edges), and a
+  number column's points: public candidates and, where its facts show few distinct values, its own values past
+  the threshold for unknown values (its share of the thresholds' delta, as a categorical column's looks).
 
 What round 0 decides is applied before round 1 reads anything; a column it drops is not read again, and
 the rho left by columns that need no further round goes to the columns that do.
@@ -24,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from privsynth.discovery import facts as F
+from privsynth.discovery import points as P
 from privsynth.discovery.bounds import Bounds
 from privsynth.discovery.categories import (
     FIRST_LOOK_SHARE,
@@ -220,7 +223,11 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
         public = needs(d, options) is Need.EDGES
         bins = options.bins or bins_for_rows(_present_estimate(d, released.get(name)), options.epsilon, options.delta,
                                              columns=len(read))
-        round_two_edges(d, values, counts, unspent / len(edged), coarse[name], bins, noise, public=public)
+        # a number column whose DP facts show few values has its own values measured, past the threshold for
+        # unknown values (its facts were read, so it holds a share of the thresholds' delta)
+        few = name in released and released[name].distinct <= P.MAX_LOOK_VALUES
+        round_two_edges(d, values, counts, unspent / len(edged), coarse[name], bins, noise, public=public,
+                        delta_tau=delta_tau if few else None)
 
 
 def _present_estimate(d: ColumnDraft, facts: F.NoisyFacts | None) -> float:

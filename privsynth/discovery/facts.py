@@ -29,6 +29,7 @@ from privsynth.discovery.forms import (
     NUMBER_FORMAT_CLASSES,
     PLACES,
     TENS,
+    ZERO,
     date_format,
     in_grain,
     in_places,
@@ -190,7 +191,7 @@ def decimals_bin(reads: dict):
     """The PLACES slot (0 .. PLACES - 1) of a text value that reads as a number in any written form (not in
     exponent notation), NULL for every other row: TENS plus the decimals written after the point ("2.50": 2), or,
     for a number written with none, TENS less the zeros its integer part ends in, at most TENS ("1,200": 2,
-    "-40": 1; a zero "0", a multiple of every power, shows no step either way: NULL, as ``decimals_of`` reads it)."""
+    "-40": 1; a zero "0", a multiple of every power, shows no step either way: ZERO)."""
     import ibis
 
     from privsynth.engine.values import NUMBER_FORMATS
@@ -203,8 +204,8 @@ def decimals_bin(reads: dict):
     whole_part = text.re_extract(r"^[^.]*", 0)
     # the zeros (and thousands separators among them) that end the integer part's digits: "10,000$" -> "0,000"
     zeros = whole_part.re_extract(r"([0,]*)[^0-9,]*$", 1).replace(",", "").length()
-    tens = ibis.ifelse(whole_part.re_search("[1-9]"), TENS - ibis.least(zeros, TENS), ibis.null("int64"))
-    place = ibis.ifelse(digits > 0, TENS + ibis.least(digits, PLACES - 1 - TENS), tens)
+    tens = ibis.ifelse(whole_part.re_search("[1-9]"), TENS - ibis.least(zeros, TENS), ZERO)
+    place = ibis.ifelse(digits > 0, TENS + ibis.least(digits, ZERO - 1 - TENS), tens)
     return ibis.ifelse(number & ~text.contains("e") & ~text.contains("E"), place, ibis.null("int64"))
 
 
@@ -252,9 +253,10 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
         if declared == "text":  # a number's decimals, or a moment's grain (the rows of each read as one kind)
             per_row[f"p{j}"] = decimals_bin(column).coalesce(text_grain(column))
         elif declared == "float":  # a stored double: the place it is whole in (6.9, not 6.900000000000000355)
-            per_row[f"p{j}"] = decimals_of(read_table[f"v{j}"], PLACES - 1 - TENS, fewest=-TENS) + TENS
+            per_row[f"p{j}"] = ibis.ifelse(read_table[f"v{j}"] == 0, ZERO,
+                                           decimals_of(read_table[f"v{j}"], ZERO - 1 - TENS, fewest=-TENS) + TENS)
         elif declared == "integer":  # whole: thousands to units (its decimals' slots hold 0, a public fact)
-            per_row[f"p{j}"] = tens_of(read_table[f"v{j}"], TENS) + TENS
+            per_row[f"p{j}"] = ibis.ifelse(read_table[f"v{j}"] == 0, ZERO, tens_of(read_table[f"v{j}"], TENS) + TENS)
         elif declared == "timestamp":
             per_row[f"p{j}"] = moment_grain(read_table[f"v{j}"])
     rows = read_table.select(**per_row)
@@ -265,7 +267,7 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
             aggregates[f"c{j}_{k}"] = ibis.ifelse(rows[f"k{j}"] == k, 1, 0).sum()
         aggregates[f"c{j}_d"] = rows[f"v{j}"].nunique()
         if declared in ("text", "integer", "float", "timestamp"):
-            for k in range(TENS + 1 if declared == "integer" else PLACES):
+            for k in (*range(TENS + 1), ZERO) if declared == "integer" else range(PLACES):
                 aggregates[f"c{j}_p{k}"] = ibis.ifelse(rows[f"p{j}"] == k, 1, 0).sum()
     try:
         row = rows.aggregate(**aggregates).to_pyarrow().to_pylist()[0]
@@ -355,7 +357,7 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
                                missing_share, value_format=written, resolution=resolution)
         return _categorical_or_identifier(facts, present, "DP: its values are text")
     written = number_format(facts) if declared == "text" else None
-    fraction = facts.count("fraction") + (sum(max(0.0, x) for x in facts.decimals[TENS + 1:]) if written else 0.0)
+    fraction = facts.count("fraction") + (sum(max(0.0, x) for x in facts.decimals[TENS + 1:ZERO]) if written else 0.0)
     # A declared integer column holds no fraction (the source's type is public): only noise could say otherwise.
     integer = declared == "integer" or fraction <= max(FRACTION_SHARE * present,
                                                        3.0 * sigma * (2.0 if written else 1.0))

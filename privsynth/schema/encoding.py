@@ -313,9 +313,10 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
             return moments.dt.date.where(in_domain, None).astype(object) if col.type == "date" else moments
     else:
         draws = rng.uniform(lo, hi)
-        # a bin narrower than float round-off is a point (the zeros' cell of a DP grid): its lower edge exactly
-        point = (hi - lo) <= POINT_WIDTH * np.maximum(1.0, np.abs(lo))
-        draws = np.where(point, lo, draws)
+        # a bin narrower than float round-off is a point (the zeros' cell of a DP grid): its lower edge exactly,
+        # never a sub-bin's (fine decoding splits the point's bin too: its draws were written as 1.5625e-10)
+        point = (bin_hi - bin_lo) <= POINT_WIDTH * np.maximum(1.0, np.abs(bin_lo))
+        draws = np.where(point, bin_lo, draws)
         if col.precision is not None:
             draws = on_precision_grid(draws, col.precision, (lo, hi), (bin_lo, bin_hi), edges[-1])
         values = pd.array(draws, dtype="Float64")
