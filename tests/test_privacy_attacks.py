@@ -536,6 +536,35 @@ def test_the_drafts_statement_holds_with_its_thresholds_delta(tmp_path):
     assert _zcdp_delta_at(charge.rho, spent) + charge.extra_delta <= delta * (1 + 1e-9)
 
 
+def test_a_number_one_row_holds_alone_never_leaves_discovery(tmp_path):
+    """Discovery measures a few-valued number column's own values (``points.value_points``): the values many rows
+    hold come back exactly, but a value one row holds alone passes the threshold for unknown values with
+    probability at most its delta, as a category would; never with certainty, as an exact look would show it."""
+    import pandas as pd
+
+    from privsynth.discovery import DraftOptions, draft_schema
+
+    rng = np.random.default_rng(0)
+    speeds = 1.15078 * np.arange(1, 11)  # wind speeds converted from knots: no decimals grid describes them
+    secret = 123.45678901
+    data = tmp_path / "wind.parquet"
+    pd.DataFrame({"speed": np.r_[rng.choice(speeds, 2_999), secret],
+                  "site": rng.choice(["a", "b"], 3_000)}).to_parquet(data)
+    for seed in range(4):
+        result = draft_schema(str(data), DraftOptions(name="wind", epsilon=8.0, ledger=f"sqlite:///{tmp_path}/l.db",
+                                                      require_budget=False, seed=seed))
+        assert "123.4567" not in result.text and "1.2345678" not in result.text
+        speed = [c for c in _yaml_columns(result.text) if c["name"] == "speed"][0]
+        written = speed.get("values") or speed["bins"]
+        assert sum(any(abs(w - v) == 0.0 for w in written) for v in speeds) >= 8  # the many rows' values, exactly
+
+
+def _yaml_columns(text: str) -> list[dict]:
+    import yaml
+
+    return yaml.safe_load(text)["columns"]
+
+
 # ---------------------------------------------------------------- a seeded draft on a budgeted dataset
 
 def test_a_seeded_draft_on_a_budgeted_dataset_needs_explicit_consent_before_any_charge(tmp_path):
