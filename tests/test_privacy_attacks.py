@@ -541,6 +541,7 @@ def test_a_number_one_row_holds_alone_never_leaves_discovery(tmp_path):
     hold come back exactly, but a value one row holds alone passes the threshold for unknown values with
     probability at most its delta, as a category would; never with certainty, as an exact look would show it."""
     import pandas as pd
+    import yaml
 
     from privsynth.discovery import DraftOptions, draft_schema
 
@@ -554,15 +555,9 @@ def test_a_number_one_row_holds_alone_never_leaves_discovery(tmp_path):
         result = draft_schema(str(data), DraftOptions(name="wind", epsilon=8.0, ledger=f"sqlite:///{tmp_path}/l.db",
                                                       require_budget=False, seed=seed))
         assert "123.4567" not in result.text and "1.2345678" not in result.text
-        speed = [c for c in _yaml_columns(result.text) if c["name"] == "speed"][0]
+        speed = {c["name"]: c for c in yaml.safe_load(result.text)["columns"]}["speed"]
         written = speed.get("values") or speed["bins"]
         assert sum(any(abs(w - v) == 0.0 for w in written) for v in speeds) >= 8  # the many rows' values, exactly
-
-
-def _yaml_columns(text: str) -> list[dict]:
-    import yaml
-
-    return yaml.safe_load(text)["columns"]
 
 
 # ---------------------------------------------------------------- a seeded draft on a budgeted dataset

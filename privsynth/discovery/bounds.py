@@ -249,11 +249,16 @@ def extend_into_tails(noisy: np.ndarray, edges: np.ndarray, sigma: float, low: f
             high if top == start_top else float(edges[top]))
 
 
+def cell_per_value(low: float, high: float, integer: bool, step: float = 1.0) -> bool:
+    """Whether round 2's grid over [low, high] has a cell per value: an integer range of at most FINE_INTEGER_CELLS
+    integers (multiples of ``step``, where the column's values are whole multiples of it: whole tens)."""
+    return integer and high - low <= FINE_INTEGER_CELLS * step
+
+
 def fine_edges(low: float, high: float, integer: bool, cells: int = FINE_POINTS - 1, step: float = 1.0) -> np.ndarray:
-    """The public round-2 grid inside [low, high]: one cell per integer for a short integer range (per multiple of
-    ``step`` where the column's values are whole multiples of it: whole tens), else about ``cells`` cells, half
-    evenly spaced, half evenly spaced in log scale."""
-    if integer and high - low <= FINE_INTEGER_CELLS * step:
+    """The public round-2 grid inside [low, high]: one cell per value for a short integer range
+    (``cell_per_value``), else about ``cells`` cells, half evenly spaced, half evenly spaced in log scale."""
+    if cell_per_value(low, high, integer, step):
         first = math.floor(low / step) * step
         return first + step * np.arange(0.0, math.floor((high - first) / step) + 2.0)  # the last cell holds high
     half = max(2, cells // 2)

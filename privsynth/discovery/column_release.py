@@ -100,7 +100,7 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     else:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer, step=step)
     cands = P.candidates(coarse.low, coarse.high, integer, step) if c.kind in NUMERIC else ()  # public: bounds alone
-    short = integer and coarse.high - coarse.low <= B.FINE_INTEGER_CELLS * step  # a cell per value already
+    short = B.cell_per_value(coarse.low, coarse.high, integer, step)  # a cell per value already
     look = delta_tau if c.kind in NUMERIC and not public and not short else None
     rho_points = P.POINTS_RHO_SHARE * rho if cands or look is not None else 0.0
     levels, fine = Z.measure_and_read(values, counts, cell_edges, rho - rho_points, noise, coarse, integer,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from privsynth.discovery.bounds import FINE_INTEGER_CELLS, Level, noisy_cells, utility_threshold, zeros_cell
+from privsynth.discovery.bounds import Level, cell_per_value, noisy_cells, utility_threshold, zeros_cell
 from privsynth.discovery.categories import threshold
 from privsynth.discovery.codes import CODED_REST_SHARE
 
@@ -42,7 +42,7 @@ def candidates(low: float, high: float, integer: bool, step: float = 1.0) -> tup
     """The public candidates inside the bounds' span (a point needs room for its bin); none for a short
     integer range, whose round-2 grid has a cell per integer (per multiple of its ``step``) already, and whose
     rare codes need all the rho."""
-    if integer and high - low <= FINE_INTEGER_CELLS * step:
+    if cell_per_value(low, high, integer, step):
         return ()
     return tuple(float(c) for c in SENTINELS if low <= c < high)
 

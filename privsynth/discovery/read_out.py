@@ -45,16 +45,15 @@ def read_out(levels: list[Level], integer: bool, bins: int, bounds: Bounds, publ
     low, high = bounds.low, bounds.high
     if integer:
         codes = coded_values(levels[0], step)
-        near = near_codes(levels[0], codes) if codes is not None else None
-        # On a grid of whole tens (the facts showed every value one), round 1's octaves are weighed against the
-        # codes with the values beside them; on a grid of integers against the codes alone, so that a tail
-        # thinning below the bar (doctor visits 2-26) is seen as values off the codes, never clipped into them.
-        weighed = near if step > 1.0 else codes
-        if codes is not None and near is not None and weighed is not None and (public or (
-                codes_reach(codes, bounds) and not mass_beyond(levels[0], codes)
-                and not (round_one is not None and off_codes(round_one, levels[0], weighed)))):
-            codes = near
-            return FineResult(codes[0], codes[-1] + 1.0, (*codes, codes[-1] + 1.0), True, codes)
+        if codes is not None:
+            near = near_codes(levels[0], codes)
+            # On a grid of whole tens (the facts showed every value one), round 1's octaves are weighed against the
+            # codes with the values beside them; on a grid of integers against the codes alone, so that a tail
+            # thinning below the bar (doctor visits 2-26) is seen as values off the codes, never clipped into them.
+            weighed = near if step > 1.0 else codes
+            if public or (codes_reach(codes, bounds) and not mass_beyond(levels[0], codes)
+                          and not (round_one is not None and off_codes(round_one, levels[0], weighed))):
+                return FineResult(near[0], near[-1] + 1.0, (*near, near[-1] + 1.0), True, near)
     outer: tuple[float | None, float | None] = (None, None)  # a tail bin's outer edge, where a trim cut mass
     if not public and octave_grid:  # public bounds are facts, not estimates: never trimmed
         low, high, outer = trimmed_span(levels, bounds, integer, keep_ends)
