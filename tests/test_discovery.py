@@ -90,6 +90,32 @@ def test_facts_have_sensitivity_one_on_neighbouring_tables():
             assert 0 <= b.distinct - a.distinct <= 1
 
 
+def test_a_stored_number_s_places_have_sensitivity_one_on_neighbouring_tables():
+    """The places slots of stored integers (remainders) and doubles (floors) move by at most one count when one row
+    is added, whatever it holds: a zero, a whole thousand, a value past 2^53, an infinity or a NaN."""
+    from privsynth.engine.backends import open_table
+
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"whole": pd.array(10 * rng.integers(0, 37, 200), dtype="Int64"),
+                          "real": np.round(rng.uniform(0, 50, 200), 2)})
+    columns = [("whole", "integer"), ("real", "float")]
+    for extra in ({"whole": 0}, {"whole": 3000}, {"whole": 7}, {"whole": 2 ** 60}, {"whole": None},
+                  {"real": 0.0}, {"real": 1e300}, {"real": float("inf")}, {"real": float("nan")},
+                  {"real": 6.904679999999999}, {"real": 2.5e6 + 0.5}, {"real": 4000.0}):
+        neighbour = pd.concat([frame, pd.DataFrame([{**frame.iloc[0].to_dict(), **extra}]).astype(frame.dtypes)],
+                              ignore_index=True)
+        counts = []
+        for table in (frame, neighbour):
+            opened = open_table(table, None)
+            try:
+                counts.append(F.exact_counts(opened.table, columns))
+            finally:
+                opened.close()
+        for name, _ in columns:
+            a, b = counts[0][name], counts[1][name]
+            assert np.abs(b.decimals - a.decimals).sum() <= 1, (extra, name, a.decimals, b.decimals)
+
+
 def test_one_added_row_no_longer_decides_a_published_type(tmp_path):
     """Attack (privacy review round 3, item 2): a sniffer read `age` as integer, and with one extra "30.5" as
     float, with certainty. Without --epsilon nothing is read (the file is identical); with it the type comes
