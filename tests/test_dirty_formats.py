@@ -18,7 +18,7 @@ import yaml
 
 import privsynth
 from privsynth.discovery import facts as F
-from privsynth.discovery.forms import moment_resolution
+from privsynth.discovery.forms import NUMBER_FORMAT_CLASSES, moment_resolution, written_precision
 from privsynth.engine.values import DATE_FORMATS, NUMBER_FORMATS
 
 N = 6000
@@ -215,7 +215,7 @@ def _facts(**counts) -> F.NoisyFacts:
     ({"fraction": 1000, "decimals": (0, 0, 0, 0, 1000, 0, 0, 0, 0, 0)}, "float", None, 1),
     ({"fraction": 1000, "decimals": (0, 0, 0, 0, 100, 100, 100, 100, 600, 0)}, "float", None, None),
     ({"fraction": 1000, "decimals": (0, 0, 0, 4000, 2, 0, 1, 0, 0, 0)}, "float", None, 1),  # halves under the noise
-    ({"fraction": 1000, "decimals": (0, 0, 0, 2, 0, 1, 0, 0, 0, 0)}, "float", None, None),  # no numbers shown
+    ({"fraction": 1000, "decimals": (0, 0, 0, 2, 0, 1, 0, 0, 0, 0)}, "float", None, 1),  # the class counts show them
     ({"fraction": 300, "decimals": (0, 0, 0, 0, 0, 300, 0, 0, 0, 700)}, "float", None, 2),  # rainfall: 70% zeros
     ({"text": 1000, "distinct": 5}, "categorical", None, None),  # codes with leading zeros read as text
 ])
@@ -283,6 +283,52 @@ def test_a_text_number_s_place_is_read_from_its_digits():
     assert out == [F.ZERO, 2, 1, 0, 3, 5, 2, 2, 3, 4, 4, 2, None, None, None]  # "0,000" reads as no number
 
 
+def test_no_precision_where_no_number_shows():
+    """A places histogram and class counts within their noise show no numbers: no precision is made up."""
+    facts = F.NoisyFacts("c", tuple(0.0 for _ in F.CLASSES), 50.0, 1.0, 1.0, (0, 0, 0, 2, 0, 1, 0, 0, 0, 0), 1.0)
+    assert written_precision(facts) is None
+
+
+def _draws(name, exact_classes, distinct, places, rho, declared, seeds=300):
+    from conftest import SeededDraws
+
+    classes = np.zeros(len(F.CLASSES))
+    for cls, count in exact_classes.items():
+        classes[F.CLASSES.index(cls)] = count
+    exact = F.ExactFacts(classes, float(distinct), np.asarray(places, dtype=float))
+    return [F.decide(F.release(name, exact, rho, SeededDraws(s)), declared) for s in range(seeds)]
+
+
+def test_a_small_wide_table_s_stored_numbers_keep_their_form():
+    """At a 41- to 70-column table's facts noise (about 300 a class, 310-410 a slot), stored doubles are decided
+    from the two classes a stored number can fall in, and their precision from the slots it keeps or the class
+    counts: before, 2,556 whole game counts stayed undecided floats (15 decimals in 29% of draws, else 1), 2,784
+    fielding percentages (3 decimals) had 15 in 21% of draws, and pollution shares written 0.25 or 0.75 (half of
+    4,654) came back with one decimal in half of them."""
+    games = _draws("home_games", {"missing": 228, "whole": 2_556}, 47, [0, 0, 183, 2_373, 0, 0, 0, 0, 0, 0],
+                   2.541e-5, "float")
+    assert all(d.kind == "integer" for d in games)
+    fielding = [d.precision for d in _draws("fielding", {"fraction": 2_784}, 116, [0, 0, 0, 0, 3, 273, 2_508, 0, 0, 0],
+                                             2.541e-5, "float")]
+    assert None not in fielding and fielding.count(3) >= 0.9 * len(fielding)
+    shares = [d.precision for d in _draws("pollution", {"whole": 878, "fraction": 3_776}, 6,
+                                          [0, 0, 0, 878, 1_461, 2_315, 0, 0, 0, 0], 1.488e-5, "float")]
+    assert shares.count(2) >= 0.98 * len(shares)
+
+
+def test_undecided_stored_counts_are_written_whole():
+    """Case counts a table stores as doubles because 86% are missing (1,000 present at a 60-column table's noise,
+    268 a class): their class counts are inconclusive, and they are written whole, not as 0.3 or 0.99; a float of
+    prices in cents under the same noise keeps its two decimals."""
+    counts = _draws("cases", {"missing": 6_240, "whole": 1_000}, 250, [0, 20, 150, 700, 0, 0, 0, 0, 0, 130],
+                    1.737e-5, "float")
+    assert sum("too noisy" in d.reason for d in counts) >= 0.9 * len(counts)
+    assert sum(d.kind == "integer" or d.precision == 0 for d in counts) >= 0.98 * len(counts)
+    prices = [d.precision for d in _draws("price", {"missing": 5_700, "fraction": 1_500}, 900,
+                                          [0, 0, 0, 0, 0, 1_500, 0, 0, 0, 0], 1.737e-5, "float")]
+    assert prices.count(2) >= 0.8 * len(prices) and prices.count(None) <= 0.05 * len(prices)
+
+
 @pytest.mark.parametrize(("slots", "declared", "precision"), [
     ((0, 0, 1000, 0), "integer", -1),          # whole tens: wind directions
     ((50, 950, 0, 0), "integer", -2),          # hundreds, some of them thousands
@@ -346,4 +392,4 @@ def test_the_formats_are_named_alike_on_every_floor():
 
     stated = set(get_args(Column.model_fields["format"].annotation)[0].__args__)
     assert stated == {"plain"} | set(NUMBER_FORMATS) | set(DATE_FORMATS)
-    assert set(F.NUMBER_FORMAT_CLASSES) == set(NUMBER_FORMATS)
+    assert set(NUMBER_FORMAT_CLASSES) == set(NUMBER_FORMATS)

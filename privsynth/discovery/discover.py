@@ -117,11 +117,12 @@ def what_the_budget_finds(rho: float, columns: int, delta_tau: float) -> str:
     first = category_rows(rho, columns, delta_tau)
     both = category_rows(rho, columns, delta_tau, pooled=1)
     facts_sigma = gaussian_sigma(part * FACTS_SHARE * F.CLASS_SHARE)
-    undecided = F.EVIDENCE_SIGMAS * facts_sigma * (len(F.CLASSES) - 1) ** 0.5
+    undecided, stored = F.undecided_present(facts_sigma, "text"), F.undecided_present(facts_sigma, "float")
     return (f"rho {rho:.4g} over {columns} columns: a category held by fewer than about {first:,.0f} rows is lost "
             f"(<out-of-domain>) unless its column's first look shows values unfound (such columns share the budget "
             f"the others did not need by their unfound mass: about {both:,.0f} rows when every column is short "
-            f"alike), and a column with fewer than about {undecided:,.0f} present values keeps its declared type; "
+            f"alike), and a text column with fewer than about {undecided:,.0f} present values (a stored number "
+            f"column {stored:,.0f}) keeps its declared type; "
             "public facts (--public, a schema) or a larger epsilon keep more")
 
 
