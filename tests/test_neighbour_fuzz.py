@@ -70,6 +70,7 @@ HOSTILE: dict[str, str] = {
     "month-first date": "03/04/2021", "dotted date": "31.12.2020", "impossible slashed date": "02/30/2021",
     "huge thousands": "999,999,999,999,999,999,999.5", "negative currency": "-$1,234.56",
     "year-first moment": "2020/06/04 20:45:34", "impossible year-first moment": "9999/99/99 99:99:99",
+    "slashed moment": "9/30/1990 0:00:00", "impossible slashed moment": "2/30/2021 25:00:00",
 }
 
 COLUMNS = ("amount", "visits", "colour", "day")  # a float, an integer, a categorical and a date column

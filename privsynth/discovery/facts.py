@@ -142,14 +142,19 @@ def read_text(text) -> dict:
     ``decimals_bin`` take (a projection: the backend evaluates each regular expression once per row)."""
     from privsynth.engine.values import NUMBER_FORMATS, moment_from_text, number_from_text
 
-    # "iso" and "year_first_time" are the moments read (NULL: none), each parsed once; the others are tests
+    # "iso", "year_first_time" and "slash_time" are the moments read (NULL: none), each parsed once; the others
+    # are tests. A slashed moment ("9/30/1990 0:00:00") counts in the slashed classes by its date (month-first,
+    # day-first, or both), and in the decimals histogram's grain slots, which tell it from a slashed date.
+    month_first_time = moment_from_text(text, "%m/%d/%Y %H:%M:%S")
+    day_first_time = moment_from_text(text, "%d/%m/%Y %H:%M:%S")
     reads = {"text": text, "number": number_from_text(text), "iso": moment_from_text(text),
-             "month_first": moment_from_text(text, "%m/%d/%Y").notnull(),
-             "day_first": moment_from_text(text, "%d/%m/%Y").notnull(),
+             "month_first": moment_from_text(text, "%m/%d/%Y").notnull() | month_first_time.notnull(),
+             "day_first": moment_from_text(text, "%d/%m/%Y").notnull() | day_first_time.notnull(),
              "dot": moment_from_text(text, "%d.%m.%Y").notnull(),
              "year_first": moment_from_text(text, "%Y/%m/%d").notnull(),
              # a moment, not a test: row_class tests it, and text_grain reads its grain
-             "year_first_time": moment_from_text(text, "%Y/%m/%d %H:%M:%S")}
+             "year_first_time": moment_from_text(text, "%Y/%m/%d %H:%M:%S"),
+             "slash_time": month_first_time.coalesce(day_first_time)}
     reads.update({f: number_from_text(text, f).notnull() for f in NUMBER_FORMATS})
     return reads
 
@@ -211,11 +216,11 @@ def decimals_bin(reads: dict):
 
 
 def text_grain(reads: dict):
-    """The GRAINS index of a text value that reads as an ISO or a year-first moment (``moment_grain`` of the moment
-    ``read_text`` read), NULL for every other row: the moments' slots of the decimals histogram."""
+    """The GRAINS index of a text value that reads as an ISO, a year-first or a slashed moment (``moment_grain`` of
+    the moment ``read_text`` read), NULL for every other row: the moments' slots of the decimals histogram."""
     from privsynth.engine.values import moment_grain
 
-    return moment_grain(reads["iso"].coalesce(reads["year_first_time"]))
+    return moment_grain(reads["iso"].coalesce(reads["year_first_time"]).coalesce(reads["slash_time"]))
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ def number_format(facts: NoisyFacts) -> str | None:
 def date_format(facts: NoisyFacts) -> str | None:
     """The written form of a column's dates or moments (None: ISO), the form with the largest noisy count: dotted,
     year-first with slashes (dates, or moments), or slashed month-first or day-first (by the dates only one of them
-    reads; an ambiguous column is month-first)."""
+    reads; an ambiguous column is month-first), moments where most of them carry a time of day
+    (``slashed_moments``: "9/30/1990 0:00:00", as spreadsheets and SQL Server export them)."""
     totals = {None: facts.total(("date", "timestamp")),
               "%d.%m.%Y": facts.total(("dot",)),
               "%Y/%m/%d": facts.total(("year_first",)),
@@ -50,8 +51,17 @@ def date_format(facts: NoisyFacts) -> str | None:
               "slash": facts.total(("month_first", "day_first", "slash"))}
     best = max(totals, key=lambda form: totals[form])
     if best == "slash":
-        return "%d/%m/%Y" if facts.count("day_first") > facts.count("month_first") else "%m/%d/%Y"
+        first = "%d/%m/%Y" if facts.count("day_first") > facts.count("month_first") else "%m/%d/%Y"
+        return first + " %H:%M:%S" if slashed_moments(facts) > 0.5 * totals["slash"] else first
     return best
+
+
+def slashed_moments(facts: NoisyFacts) -> float:
+    """A DP estimate of a column's slashed values that carry a time of day (post-processing): its decimals histogram
+    counts each number's place and each moment's grain, so what it holds beyond its numbers and its other moments
+    (ISO dates and moments, year-first moments) is its slashed moments."""
+    others = facts.total(NUMBER_CLASSES) + facts.total(("date", "timestamp", "year_first_time"))
+    return float(sum(facts.decimals)) - others
 
 
 def temporal_kind(facts: NoisyFacts, written: str | None) -> str:

@@ -107,20 +107,25 @@ NUMBER_FORMATS: dict[str, str] = {
     "currency": rf"^[+-]?\$({_GROUPED}|0|[1-9][0-9]{{0,19}})(\.[0-9]{{1,30}})?$",
     "percent": r"^[+-]?(0|[1-9][0-9]{0,19})(\.[0-9]{1,30})? ?%$",
 }
-# Dates written day-first, month-first or year-first, with slashes or dots, and year-first moments
-# ("2020/06/04 20:45:34", as many exports write them): read by turning them into ISO text first.
+# Dates written day-first, month-first or year-first, with slashes or dots, and moments written year-first
+# ("2020/06/04 20:45:34") or slashed ("9/30/1990 0:00:00"), as many exports write them: read by turning them
+# into ISO text first. A moment's hour may have one digit; its seconds may be left out.
+_TIME_OF_DAY = r"[T ]([0-9]{1,2})(:[0-9]{2}(:[0-9]{2})?)$"
 SLASH_DATE = r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})$"
+SLASH_MOMENT = r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})" + _TIME_OF_DAY
 DOT_DATE = r"^([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})$"
 YEAR_FIRST_DATE = r"^([0-9]{4})/([0-9]{1,2})/([0-9]{1,2})$"
-YEAR_FIRST_MOMENT = r"^([0-9]{4})/([0-9]{1,2})/([0-9]{1,2})[T ]([0-9]{2}:[0-9]{2}(:[0-9]{2})?)$"
+YEAR_FIRST_MOMENT = r"^([0-9]{4})/([0-9]{1,2})/([0-9]{1,2})" + _TIME_OF_DAY
 ISO_DATE_TEXT = r"^([0-9]{4})-([0-9]{2})-([0-9]{2})$"  # ISO text itself: a typed source's string column of dates
-# format -> (form, groups of year, month, day, and of the time of day, 0 for none)
+# format -> (form, groups of year, month, day, and of the hour, 0 for none: the minutes and seconds follow it)
 DATE_FORMATS: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "%m/%d/%Y": (SLASH_DATE, (3, 1, 2, 0)),
     "%d/%m/%Y": (SLASH_DATE, (3, 2, 1, 0)),
     "%d.%m.%Y": (DOT_DATE, (3, 2, 1, 0)),
     "%Y/%m/%d": (YEAR_FIRST_DATE, (1, 2, 3, 0)),
     "%Y/%m/%d %H:%M:%S": (YEAR_FIRST_MOMENT, (1, 2, 3, 4)),
+    "%m/%d/%Y %H:%M:%S": (SLASH_MOMENT, (3, 1, 2, 4)),
+    "%d/%m/%Y %H:%M:%S": (SLASH_MOMENT, (3, 2, 1, 4)),
     # ISO text a typed source stores as strings, written back as text (read as any ISO text is)
     "%Y-%m-%d": (ISO_DATE_TEXT, (1, 2, 3, 0)),
     "%Y-%m-%dT%H:%M:%S": (ISO_DATE_TEXT, (1, 2, 3, 0)),
@@ -153,10 +158,10 @@ def number_from_text(text: ir.StringValue, number_format: str | None = None) -> 
 def iso_date_text(text: ir.StringValue, date_format: str) -> ir.StringValue:
     """ISO text (YYYY-MM-DD, and " HH:MM[:SS]" for a moment) of a date or moment written in ``date_format``;
     NULL where the text is not in that form."""
-    form, (year, month, day, time) = DATE_FORMATS[date_format]
+    form, (year, month, day, hour) = DATE_FORMATS[date_format]
     part = lambda group: text.re_extract(form, group)  # noqa: E731
     iso = part(year) + "-" + part(month).lpad(2, "0") + "-" + part(day).lpad(2, "0")
-    return _when(text.re_search(form), iso + " " + part(time) if time else iso)
+    return _when(text.re_search(form), iso + " " + part(hour).lpad(2, "0") + part(hour + 1) if hour else iso)
 
 
 def moment_from_text(text: ir.StringValue, date_format: str | None = None) -> ir.TimestampValue:
