@@ -71,8 +71,8 @@ class Column(BaseModel):
     # numeric, date and timestamp columns: the written form of their values in the source, read in it and written
     # back in it (engine/values.py): plain ("98117": numbers a typed source stores as strings), thousands
     # ("1,234.50"), currency ("$9"), percent ("12%"); dates %m/%d/%Y, %d/%m/%Y, %d.%m.%Y, %Y/%m/%d; moments
-    # %Y/%m/%d %H:%M:%S, %m/%d/%Y %H:%M:%S, %d/%m/%Y %H:%M:%S; ISO text a typed source stores as strings, %Y-%m-%d and %Y-%m-%dT%H:%M:%S. None: numbers,
-    # dates and moments (or the source's own typed values)
+    # %Y/%m/%d %H:%M:%S, %m/%d/%Y %H:%M:%S, %d/%m/%Y %H:%M:%S; ISO text a typed source stores as strings,
+    # %Y-%m-%d and %Y-%m-%dT%H:%M:%S. None: numbers, dates and moments (or the source's own typed values)
     format: Literal["plain", "thousands", "currency", "percent", "%m/%d/%Y", "%d/%m/%Y", "%d.%m.%Y", "%Y/%m/%d",
                     "%Y/%m/%d %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%d/%m/%Y %H:%M:%S", "%Y-%m-%d",
                     "%Y-%m-%dT%H:%M:%S"] | None = None
