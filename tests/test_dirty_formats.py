@@ -19,6 +19,7 @@ import yaml
 import privsynth
 from privsynth.discovery import facts as F
 from privsynth.discovery.forms import NUMBER_FORMAT_CLASSES, moment_resolution, written_precision
+from privsynth.discovery.row_reads import decimals_bin, read_text
 from privsynth.engine.values import DATE_FORMATS, NUMBER_FORMATS
 
 N = 6000
@@ -336,7 +337,7 @@ def test_a_text_number_s_place_is_read_from_its_digits():
     texts = ["0", "40", "1,200", "$10,000", "7", "2.50", "150%", "-40", "12", "0.5", "40.0", "10,050", "0,000", "n/a",
              None]
     table = ibis.memtable(pd.DataFrame({"t": texts}))
-    slot = F.decimals_bin(F.read_text(table.t))
+    slot = decimals_bin(read_text(table.t))
     out = [None if pd.isna(k) else int(k) for k in table.select(k=slot).to_pandas()["k"]]
     assert out == [F.ZERO, 2, 1, 0, 3, 5, 2, 2, 3, 4, 4, 2, None, None, None]  # "0,000" reads as no number
 
