@@ -270,3 +270,33 @@ def test_postgres_reads_a_number_s_place_as_duckdb_does(postgres_url):  # noqa: 
     assert slots[0]["written"] == [1.0, 1.0, 4.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]  # a zero: its own slot, last
     assert slots[0]["stored"] == [2.0, 1.0, 2.0, 2.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0]
     assert slots[0]["whole"] == [2.0, 1.0, 4.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+
+
+def test_postgres_reads_written_moments_as_duckdb_does(postgres_url):  # noqa: F811
+    """The facts' classes and grain slots of moments written as text (slashed with a one-digit hour, year-first,
+    ISO, an impossible date) count alike on the server and in DuckDB."""
+    from privsynth.discovery.facts import CLASSES, exact_counts
+    from privsynth.engine.backends import open_table
+
+    texts = ["9/30/1990 0:00:00", "11/29/1993 13:05", "13/01/2021 5:00:00", "2/30/2021 0:00:00", "3/4/2021 0:00",
+             "2020/06/04 7:45:34", "2020-06-04T07:45:00Z", "03/04/2021", "junk", None]
+    frame = pd.DataFrame({"written": texts})
+    con = connect_url(postgres_url)
+    try:
+        con.create_table("moments", pa.Table.from_pandas(frame, preserve_index=False), overwrite=True)
+    finally:
+        con.disconnect()
+    read = []
+    for data in (f"{postgres_url}?table=public.moments", frame):
+        opened = open_table(data, None)
+        try:
+            counts = exact_counts(opened.table, [("written", "text")])["written"]
+            read.append((counts.classes.tolist(), counts.decimals.tolist()))
+        finally:
+            opened.close()
+    assert read[0] == read[1]
+    classes = dict(zip(CLASSES, read[0][0]))
+    assert (classes["month_first"], classes["day_first"], classes["slash"]) == (2.0, 1.0, 2.0)
+    assert (classes["year_first_time"], classes["timestamp"]) == (1.0, 1.0)
+    assert (classes["text"], classes["missing"]) == (2.0, 1.0)  # an impossible date is text
+    assert read[0][1][:4] == [2.0, 1.0, 2.0, 1.0]  # grains: day, hour, minute, second (a slashed date: none)
