@@ -40,7 +40,15 @@ from privsynth.discovery.forms import (
     written_precision,
     written_step,
 )
-from privsynth.discovery.row_reads import CLASSES, DATE_FORMAT_CLASSES, decimals_bin, read_text, row_class, text_grain
+from privsynth.discovery.row_reads import (
+    CLASSES,
+    DATE_FORMAT_CLASSES,
+    decimals_bin,
+    read_text,
+    row_class,
+    slashed_moment_parts,
+    text_grain,
+)
 from privsynth.privacy.accounting import gaussian_sigma
 
 CLASS_SHARE = 0.4  # of a column's facts' rho, on the class histogram and on the distinct count each; the rest: decimals
@@ -155,12 +163,16 @@ def exact_counts(table, columns: list[tuple[str, str]]) -> dict[str, ExactFacts]
     # then only compares small integers (the tests of a value are written once, not once per class).
     if not columns:
         return {}
-    texts = table.select(**{f"v{j}": clean_text(table[name]) if declared == "text" else table[name]
-                            for j, (name, declared) in enumerate(columns)})
+    cleaned = table.select(**{f"v{j}": clean_text(table[name]) if declared == "text" else table[name]
+                              for j, (name, declared) in enumerate(columns)})
+    texts = cleaned.select(*[cleaned[f"v{j}"] for j in range(len(columns))],
+                           *[e.name(f"{key}{j}") for j, (_, declared) in enumerate(columns) if declared == "text"
+                             for key, e in slashed_moment_parts(cleaned[f"v{j}"]).items()])
     reads, per_row = {}, {}
     for j, (_, declared) in enumerate(columns):
         if declared == "text":
-            reads[j] = {key: expr.name(f"{key}{j}") for key, expr in read_text(texts[f"v{j}"]).items()}
+            parts = {key: texts[f"{key}{j}"] for key in ("slashed", "dated")}
+            reads[j] = {key: expr.name(f"{key}{j}") for key, expr in read_text(texts[f"v{j}"], parts).items()}
     read_table = texts.select(*[texts[f"v{j}"] for j in range(len(columns))],
                               *[e for j in reads for key, e in reads[j].items() if key != "text"])
     for j, (_, declared) in enumerate(columns):

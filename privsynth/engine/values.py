@@ -111,6 +111,7 @@ NUMBER_FORMATS: dict[str, str] = {
 # ("2020/06/04 20:45:34") or slashed ("9/30/1990 0:00:00"), as many exports write them: read by turning them
 # into ISO text first. A moment's hour may have one digit; its seconds may be left out.
 _TIME_OF_DAY = r"[T ]([0-9]{1,2})(:[0-9]{2}(:[0-9]{2})?)$"
+TIME_OF_DAY = r"[T ]([01]?[0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"  # a valid one, as ISO text reads it
 SLASH_DATE = r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})$"
 SLASH_MOMENT = r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})" + _TIME_OF_DAY
 DOT_DATE = r"^([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})$"
