@@ -72,7 +72,8 @@ def test_facts_have_sensitivity_one_on_neighbouring_tables():
     frame = survey(300).astype({"bracket": object})
     for extra in ({"bracket": "30.5"}, {"bracket": "unknown"}, {"bracket": None}, {"region": "  "},
                   {"bracket": "1,234.5"}, {"region": "03/04/2021"}, {"region": "12.5%"}, {"bracket": "02134"},
-                  {"region": "2021-03-04T05:00:00Z"}, {"region": "2021/03/04 05:06:07"}):
+                  {"region": "2021-03-04T05:00:00Z"}, {"region": "2021/03/04 05:06:07"},
+                  {"region": "9/30/1990 0:00:00"}, {"region": "13/1/2021 5:30"}, {"region": "2/30/2021 0:00:00"}):
         neighbour = pd.concat([frame, pd.DataFrame([{**frame.iloc[0].to_dict(), **extra}])], ignore_index=True)
         columns = [(c, "text") for c in frame.columns]
         counts = []
