@@ -37,6 +37,7 @@ from privsynth.discovery.forms import (
     moment_resolution,
     number_format,
     temporal_kind,
+    within_noise,
     written_precision,
     written_step,
 )
@@ -258,8 +259,7 @@ def undecided_float_precision(facts: NoisyFacts) -> int | None:
     at noise 268 a class) came back as 0.3 or 0.99 with a precision of one decimal or none; where the noise hides
     a few fractions, their numbers are written whole, which is still a form the column holds (post-processing)."""
     decimals = facts.decimals[TENS + 1:ZERO]
-    if facts.count("fraction") <= facts.noise_of(1) and \
-            sum(decimals) <= 3.0 * facts.sigma_decimals * math.sqrt(len(decimals)):
+    if facts.count("fraction") <= facts.noise_of(1) and within_noise(decimals, facts.sigma_decimals):
         return 0
     return written_precision(facts)
 

@@ -85,7 +85,7 @@ def written_precision(facts: NoisyFacts) -> int | None:
         beyond = bins[TENS + k + 1:]
         # each slot alone too: 2,315 of 4,654 pollution shares written with 2 decimals (0.25, 0.75) were within
         # three deviations of four slots' summed noise (410 a slot), and came back as 0.2 and 0.8
-        if sum(beyond) <= noise * math.sqrt(len(beyond)) and max(beyond) <= noise:
+        if within_noise(beyond, facts.sigma_decimals) and max(beyond) <= noise:
             return k if shows_numbers(facts, [*bins[:TENS + k + 1], slots[ZERO]]) else None
     return None
 
@@ -97,10 +97,14 @@ def shows_numbers(facts: NoisyFacts, kept: list[float]) -> bool:
     with 15 decimals). Any of them will do: the ten slots' sum alone carried the noise of the empty finer slots, and
     2,784 fielding percentages at a 41-column table's noise (314 a slot) showed no numbers in 21% of draws."""
     slots = [float(x) for x in facts.decimals]
-    sigma = facts.sigma_decimals
     return (any(facts.total(classes) > 2.0 / 3.0 * facts.noise_of(len(classes))
                 for classes in (PLAIN_NUMBER_CLASSES, NUMBER_CLASSES))
-            or any(sum(part) > 2.0 * sigma * math.sqrt(len(part)) for part in (slots, kept)))
+            or any(not within_noise(part, facts.sigma_decimals, 2.0) for part in (slots, kept)))
+
+
+def within_noise(counts, sigma: float, deviations: float = 3.0) -> bool:
+    """Whether the sum of some noisy counts (noise ``sigma`` each) is within ``deviations`` deviations of its noise."""
+    return float(sum(counts)) <= deviations * sigma * math.sqrt(len(counts))
 
 
 def written_step(facts: NoisyFacts) -> int | None:

@@ -20,9 +20,9 @@ def slashed_moment_parts(text) -> dict:
     so that the date readers, which name their input several times each, do not repeat the regular expressions."""
     import ibis
 
-    from privsynth.engine.values import TIME_OF_DAY
+    from privsynth.engine.values import TIME_OF_DAY, VALID_SLASH_MOMENT
 
-    slashed = text.re_search(r"^[0-9]{1,2}/[0-9]{1,2}/[0-9]{4}" + TIME_OF_DAY)
+    slashed = text.re_search(VALID_SLASH_MOMENT)
     return {"slashed": slashed, "dated": ibis.ifelse(slashed, text.re_replace(TIME_OF_DAY, ""), text)}
 
 

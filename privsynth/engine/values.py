@@ -114,6 +114,7 @@ _TIME_OF_DAY = r"[T ]([0-9]{1,2})(:[0-9]{2}(:[0-9]{2})?)$"
 TIME_OF_DAY = r"[T ]([01]?[0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"  # a valid one, as ISO text reads it
 SLASH_DATE = r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})$"
 SLASH_MOMENT = r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})" + _TIME_OF_DAY
+VALID_SLASH_MOMENT = r"^[0-9]{1,2}/[0-9]{1,2}/[0-9]{4}" + TIME_OF_DAY  # its time of day a valid one
 DOT_DATE = r"^([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})$"
 YEAR_FIRST_DATE = r"^([0-9]{4})/([0-9]{1,2})/([0-9]{1,2})$"
 YEAR_FIRST_MOMENT = r"^([0-9]{4})/([0-9]{1,2})/([0-9]{1,2})" + _TIME_OF_DAY
