@@ -112,6 +112,8 @@ def test_csv_types_are_never_sniffed_without_a_charge(tmp_path):
     ("customer_id", True), ("customerId", True), ("ID", True), ("first_name", True), ("Notes", True),
     ("home-address", True), ("phone_number", True), ("homepage_url", True), ("job title", True),
     ("paid", False), ("valid", False), ("age", False), ("hours_per_week", False), ("keyboard", False),
+    ("rownames", True), ("Unnamed: 0", True), ("__index_level_0__", True), ("index", True),
+    ("price_index", False), ("row_count", False), ("home_attendance", False),
 ])
 def test_identifier_names(name, flagged):
     assert (sd.identifier_reason(name) is not None) is flagged
@@ -200,7 +202,7 @@ def test_dp_pass_charges_once_before_reading_and_loads(parquet, tmp_path, monkey
     assert len(history) == 1
     assert history[0].cost().rho == pytest.approx(rho_allowance(1.0, DEFAULT_DELTA * (1 - sd.THRESHOLD_DELTA_FRACTION)))
     # age, income, colour, memo, and customer_id's DP facts (a name never decides alone): its values are never
-    # grouped, since its facts do not show few distinct values
+    # grouped, since its facts do not rule out one value per row
     assert result.read == 5
     schema = load_schema(out)
     colour = schema.column("colour")

@@ -18,7 +18,11 @@ IDENTIFIER_TOKENS = frozenset({
     "notes", "note", "comment", "comments", "remark", "remarks", "text", "message", "address", "street",
     "addr", "phone", "tel", "telephone", "mobile", "fax", "url", "uri", "link", "website", "ip", "password",
     "token", "hash", "iban", "account",
+    # the row index a data frame or R writes beside the data ("rownames", pandas' "Unnamed: 0")
+    "rownames", "rowname", "rowid", "rownum", "unnamed",
 })
+# Whole names that are a written row index (pyarrow stores a pandas index as "__index_level_0__")
+IDENTIFIER_NAMES = frozenset({"index", "__index_level_0__", "row", "row_number"})
 
 
 # ---------------------------------------------------------------- declared types
@@ -43,7 +47,7 @@ def name_tokens(name: str) -> list[str]:
 
 def identifier_reason(name: str) -> str | None:
     """Why a column looks like an identifier or free text by its NAME alone (None: it does not)."""
-    hits = [t for t in name_tokens(name) if t in IDENTIFIER_TOKENS]
+    hits = [name] if name.lower() in IDENTIFIER_NAMES else [t for t in name_tokens(name) if t in IDENTIFIER_TOKENS]
     if not hits:
         return None
     return (f"its name contains {hits[0]!r}: looks like an identifier or free text (one value per person or "

@@ -57,7 +57,6 @@ NUMBER_SHARE = 0.95  # a text column whose present values are this share numbers
 DATE_SHARE = 0.95
 FRACTION_SHARE = 0.001  # an integer-valued column has at most this share of fractional values (beyond noise)
 IDENTIFIER_DISTINCT_SHARE = 0.9  # distinct present values / present values: an identifier (one value per row)
-FEW_DISTINCT_SHARE = 0.5  # a column named like an identifier is kept when its values repeat this much (DP)
 IDENTIFIER_EVIDENCE = 10.0  # ... decided only when the present count is this many noise sigmas (the ratio within 10%)
 STANDING_SIGMAS = 4.0  # a class whose noisy count is above this many sigmas counts towards the present values
 EVIDENCE_SIGMAS = 5.0  # a column with fewer present values than this many noise sigmas shows nothing
@@ -321,14 +320,17 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
         if declared == "text" else 0.0
     form = f" written with {written}" if written else ""
     if integer:
-        if nearly_unique(facts):
-            return ColumnFacts(facts.column, None, "DP: a whole number that is nearly unique per row (noisy distinct "
-                               f"count {_pct(facts.distinct / max(facts.present_standing, 1.0))} of the noisy present "
-                               "count): an identifier, dropped", unreadable, missing_share)
+        # Nearly unique whole numbers are a measure as often as a key (attendance, votes, a county's population,
+        # dollars): kept and binned like any number. A key is dropped by its name (``declared.identifier_reason``)
+        # or by the schema's ``drop: true``, which this reason points to.
+        unique = nearly_unique(facts)
         step = written_step(facts)
         return ColumnFacts(facts.column, "integer", "DP: its numbers are whole (noisy count of fractional values "
-                           f"within the noise){form}{in_places(step)}", unreadable, missing_share,
-                           value_format=written, precision=step)
+                           f"within the noise){form}{in_places(step)}" + (
+                               f"; nearly unique per row (noisy distinct count "
+                               f"{_pct(facts.distinct / max(facts.present_standing, 1.0))} of the noisy present "
+                               "count): kept as a measure, set drop: true if it is a key") * unique,
+                           unreadable, missing_share, value_format=written, precision=step)
     precision = written_precision(facts) if declared in ("text", "float") else None
     return ColumnFacts(facts.column, "float", f"DP: {_pct(fraction / present)} of its numbers have a fraction{form}"
                        + in_places(precision), unreadable, missing_share, value_format=written, precision=precision)
@@ -358,30 +360,27 @@ def shows_no_value(facts: NoisyFacts) -> bool:
     return facts.count("missing") > STANDING_SIGMAS * facts.sigma_classes and facts.present_standing == 0.0
 
 
-FEW_DISTINCT_SIGMAS = 2.0
-
-
-def few_distinct(facts: NoisyFacts) -> bool:
-    """The noisy distinct count is under half the noisy present count by FEW_DISTINCT_SIGMAS deviations of that
-    comparison's noise (the distinct count's and half the present count's): values repeat, so the column is no
-    identifier whatever its name (post-processing). At a 74-column table's noise (299 a count) a street type
-    with 2 values in 2,930 rows failed three deviations of the distinct count alone in one draw of twenty and
-    was dropped for its name; a column of unique values stands half its rows above the bar, and never passes."""
-    spread = math.hypot(facts.sigma_distinct, FEW_DISTINCT_SHARE * facts.present_standing_sd)
-    return facts.distinct + FEW_DISTINCT_SIGMAS * spread < FEW_DISTINCT_SHARE * facts.present_standing
-
-
-def nearly_unique(facts: NoisyFacts) -> bool:
-    """The noisy distinct count is at least IDENTIFIER_DISTINCT_SHARE of the present values (of the classes
-    that stand out of their noise), within two deviations of that comparison's noise, and the present count is
-    IDENTIFIER_EVIDENCE distinct-count sigmas or more: one value per row, an identifier or free text
-    (post-processing). The allowance keeps a unique column from passing as repeated by chance; it moves the bar
-    by a few noise deviations, far less than a column of repeated values stands below it."""
+def could_be_unique(facts: NoisyFacts) -> bool:
+    """The noisy distinct count is within two deviations of that comparison's noise of IDENTIFIER_DISTINCT_SHARE
+    of the present values (of the classes that stand out of their noise): the facts do not rule out one value
+    per row (post-processing). A column whose name reads as a key's is dropped only then: a division code (3
+    values in 1,350 of 2,784 rows) at a 41-column table's noise (222 a count) failed the earlier test, "fewer
+    distinct values than half the present ones by two deviations", in one draw of five and was dropped for its
+    name; it fails this one about once in 40. A column of unique values meets it but where the noise of another
+    class stands in its present count (8 draws of 1,000 at 1,350 rows): it is then kept as `<out-of-domain>` text
+    or as DP bins, no value of it released."""
     present = facts.present_standing
     standing = len(facts.standing_classes())
     spread = math.sqrt(facts.sigma_distinct ** 2 + standing * (IDENTIFIER_DISTINCT_SHARE * facts.sigma_classes) ** 2)
-    return (facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present - 2.0 * spread
-            and present > IDENTIFIER_EVIDENCE * facts.sigma_distinct)
+    return facts.distinct >= IDENTIFIER_DISTINCT_SHARE * present - 2.0 * spread
+
+
+def nearly_unique(facts: NoisyFacts) -> bool:
+    """``could_be_unique``, and the present count is IDENTIFIER_EVIDENCE distinct-count sigmas or more: one
+    value per row, an identifier or free text, whatever the column's name (post-processing). The allowance keeps
+    a unique column from passing as repeated by chance; it moves the bar by a few noise deviations, far less
+    than a column of repeated values stands below it."""
+    return could_be_unique(facts) and facts.present_standing > IDENTIFIER_EVIDENCE * facts.sigma_distinct
 
 
 def _categorical_or_identifier(facts: NoisyFacts, present: float, reason: str) -> ColumnFacts:
