@@ -19,6 +19,7 @@ from privsynth.discovery.categories import (
     CategoryRelease,
     dp_categories,
     pool_shares,
+    public_complements,
     shows_unfound,
     sibling_candidates,
     threshold,
@@ -240,3 +241,49 @@ def test_a_value_held_by_one_record_is_released_with_at_most_delta_tau_with_cand
     rate = shown / trials
     assert rate <= delta_tau + 3 * (delta_tau * (1 - delta_tau) / trials) ** 0.5
     assert phantom <= 0.0013 * trials + 3 * (0.0013 * trials) ** 0.5
+
+
+def test_a_value_of_a_public_pair_makes_its_partner_a_candidate():
+    assert public_complements(("N",)) == ("Y",)
+    assert public_complements(("no", "maybe")) == ("yes",)
+    assert public_complements(("FALSE",)) == ("TRUE",)
+    assert public_complements(("F",)) == ("M", "T")  # both partners are measured; an absent one is kept w.p. 0.13%
+    assert public_complements(("Y", "N")) == () and public_complements(("north", "south")) == ()
+    assert public_complements(("No ",)) == ("Yes",)  # blanks around a value are not part of it
+
+
+def test_a_column_with_candidates_is_not_given_up_where_its_candidates_bar_reaches():
+    """A flag short of 250 rows at a 41-column table's first look (sigma 175): the observed values' threshold at
+    the pooled rho cannot reach 250 rows, so the flag gave its share back; its partner "Y", a public candidate,
+    passes at 3 deviations of the second look, which the same share reaches."""
+    sigma, pool = gaussian_sigma(1.63e-5), 2e-3
+    unfound = {"flag": 250.0, "codes": 2400.0}
+    assert pool_shares(unfound, pool, sigma, 1e-11) == pytest.approx({"codes": pool})
+    shares = pool_shares(unfound, pool, sigma, 1e-11, frozenset({"flag"}))
+    assert shares["flag"] == pytest.approx(pool * 250.0 / 2650.0)
+    assert CANDIDATE_SIGMAS * gaussian_sigma(shares["flag"]) < 250.0 < threshold(
+        (sigma ** -2 + gaussian_sigma(shares["flag"]) ** -2) ** -0.5, 1e-11)
+
+
+def test_a_rare_yes_of_a_wide_table_s_flags_is_found_as_a_public_partner(tmp_path, monkeypatch):
+    """Twelve yes/no flags, "Y" in 10% of 3,000 rows, beside 28 columns of codes, at epsilon 0.5: the observed
+    values' threshold over both looks (about 350 rows and more) loses every "Y"; as the partner of the "N" each
+    flag released, it is measured at 3 deviations of the second look alone."""
+    rng = np.random.default_rng(4)
+    n = 3000
+    frame = pd.DataFrame({f"flag{i}": rng.choice(["N", "Y"], n, p=[0.9, 0.1]) for i in range(12)})
+    for i in range(28):
+        frame[f"code{i}"] = rng.choice(["a", "b", "c"], n)
+    frame.to_csv(tmp_path / "t.csv", index=False)
+
+    def found(complements: bool) -> int:
+        if not complements:
+            monkeypatch.setattr("privsynth.discovery.categories.COMPLEMENTS", {})
+        ledger = f"sqlite:///{tmp_path / f'l{complements}.db'}"
+        text = privsynth.discovery.draft_schema(str(tmp_path / "t.csv"), privsynth.discovery.DraftOptions(
+            name="t", epsilon=0.5, ledger=ledger, require_budget=False, seed=1)).text
+        columns = {c["name"]: c for c in yaml.safe_load(text)["columns"]}
+        assert all(columns[f"flag{i}"]["categories"] in (["N"], ["N", "Y"]) for i in range(12))
+        return sum(columns[f"flag{i}"]["categories"] == ["N", "Y"] for i in range(12))
+
+    assert found(True) >= 4 and found(False) == 0

@@ -106,14 +106,15 @@ def _unfound_sd(release: CategoryRelease, present_sd: float) -> float:
 
 
 def pool_shares(unfound: dict[str, float | None], pool: float, first_sigma: float,
-                delta_tau: float) -> dict[str, float]:
+                delta_tau: float, with_candidates: frozenset[str] = frozenset()) -> dict[str, float]:
     """The second looks' rho, ``pool`` in all, split over the columns short of values in proportion to their
     unfound mass (``unfound_mass``, an upper estimate; a column without a present count is weighed as the most
     unfound): a code column missing half its rows needs more than one missing a few. A column whose whole
     unfound mass, held by one value, would stay under its two looks' threshold (``first_sigma`` and its share,
     ``delta_tau`` for the second look) could find nothing: the furthest under gives its share back to the
-    others, one at a time, while any other could still find a value. Post-processing of DP estimates; the shares
-    sum to ``pool``."""
+    others, one at a time, while any other could still find a value. A column of ``with_candidates`` measures
+    public candidates at its second look, whose bar is CANDIDATE_SIGMAS deviations of that look alone: it can
+    find what that bar reaches. Post-processing of DP estimates; the shares sum to ``pool``."""
     if not unfound:
         return {}
     known = [u for u in unfound.values() if u is not None]
@@ -121,7 +122,8 @@ def pool_shares(unfound: dict[str, float | None], pool: float, first_sigma: floa
 
     def reach(name: str, total: float) -> float:
         second = gaussian_sigma(pool * weight[name] / total)
-        return threshold((first_sigma ** -2 + second ** -2) ** -0.5, delta_tau)
+        bar = threshold((first_sigma ** -2 + second ** -2) ** -0.5, delta_tau)
+        return min(bar, CANDIDATE_SIGMAS * second) if name in with_candidates else bar
 
     while len(weight) > 1:
         total = sum(weight.values())
@@ -144,6 +146,34 @@ def sibling_candidates(found: dict[str, tuple[str, ...]], name: str) -> tuple[st
     own = set(found[name])
     return tuple(sorted(set().union(*(set(other) for n, other in found.items() if n != name and own & set(other)))
                         - own))
+
+
+# Values that come in public pairs, in each of three casings ("Y" / "N", "yes" / "no", "TRUE" / "FALSE"): a column
+# whose release holds one member of a pair measures the other as a public candidate at its second look.
+PUBLIC_PAIRS = (("yes", "no"), ("y", "n"), ("true", "false"), ("t", "f"), ("male", "female"), ("m", "f"))
+
+
+def _complements() -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = {}
+    for pair in PUBLIC_PAIRS:
+        for case in (str.lower, str.upper, str.title):
+            a, b = case(pair[0]), case(pair[1])
+            out.setdefault(a, set()).add(b)
+            out.setdefault(b, set()).add(a)
+    return {value: frozenset(partners) for value, partners in out.items()}
+
+
+COMPLEMENTS = _complements()
+
+
+def public_complements(categories: Sequence[str]) -> tuple[str, ...]:
+    """The partners (``PUBLIC_PAIRS``, the same casing) of the values a column released, less its own: public
+    candidates for its second look, chosen from a public list by a DP release (post-processing). A yes/no flag
+    whose rare "Y" (76 to 263 of 2,784 rows) fell under a 41-column table's threshold (413 to 768 rows) came back
+    as "N" and `<out-of-domain>`; measured as a candidate, "Y" passes at 3 deviations where the threshold asks
+    about 6. A partner the column does not hold is kept with probability 0.13%."""
+    own = set(categories)
+    return tuple(sorted(set().union(*(COMPLEMENTS.get(value.strip(), frozenset()) for value in own)) - own))
 
 
 def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
