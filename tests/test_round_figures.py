@@ -89,7 +89,11 @@ def test_every_bin_holds_a_number_of_the_column_s_precision():
     assert edges_holding_values((0.0, 10.0, 20.0, 20.004), 2) == (0.0, 10.0, 20.0, 20.004)  # [20, 20.004] holds 20
     assert edges_holding_values((0.0, 10.0, 10.004, 20.0), 2) == (0.0, 10.0, 10.004, 20.0)  # 10.00, then 10.01
     assert edges_holding_values((0.0, 10.001, 10.004, 20.0), 2) == (0.0, 10.001, 20.0)  # [10.001, 10.004): none
-    assert edges_holding_values((1.001, 1.002, 1.003), 1) == (1.001, 1.002, 1.003)  # none anywhere: as they are
+    # none anywhere: one bin grown to the nearer number of the precision
+    assert edges_holding_values((1.001, 1.002, 1.003), 1) == (1.0, 1.003)
+    assert edges_holding_values((0.25, 0.3125, 0.5), 0) == (0.0, 0.5)
+    assert edges_holding_values((0.5, 0.625, 0.8), 0) == (0.5, 1.0)
+    assert edges_holding_values((3.0, 5.0, 7.0), -1) == (0.0, 7.0)
 
 
 def test_a_constant_decimal_column_comes_back_as_its_value(tmp_path):

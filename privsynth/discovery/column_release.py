@@ -128,7 +128,8 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         heaps = tuple(h for h in found if not any(h[0] <= p < h[1] for p in points))  # a point is exact already
         fine = dataclasses.replace(fine, edges=P.with_spans(fine.edges, heaps))
     if c.kind in NUMERIC and d.entry.get("precision") is not None and fine.codes is None:
-        fine = dataclasses.replace(fine, edges=edges_holding_values(fine.edges, int(d.entry["precision"])))
+        held = edges_holding_values(fine.edges, int(d.entry["precision"]))
+        fine = dataclasses.replace(fine, edges=held, low=held[0], high=held[-1])
     d.spent["edges"] = rho
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
         top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code

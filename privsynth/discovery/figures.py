@@ -118,11 +118,16 @@ def edges_holding_values(edges: tuple[float, ...], precision: int) -> tuple[floa
     """Bin edges where every bin holds a number written with ``precision`` decimals (post-processing of released
     edges): a bin that holds none merges with the next (the last with the one before). Such a bin could only be
     drawn as a value the column never holds (a constant 7.5 read out into bins inside [7.49995, 7.50007], a sliver
-    [5e-10, 0.00053) beside a point at 0); the bounds stay, and where no bin holds one, the edges stay as they
-    are."""
+    [5e-10, 0.00053) beside a point at 0); the bounds stay. Where no bin holds one, the domain is one bin grown
+    to the nearer number of the precision: a mostly-missing count column whose DP bounds were a noise cell
+    [0.25, 0.5], written whole, came back as 0.3125 in every row; it is now [0, 0.5], drawn as 0."""
     top = edges[-1]
     if not any(holds_precision_value(a, b, precision, b >= top) for a, b in zip(edges[:-1], edges[1:])):
-        return tuple(edges)
+        step = 10.0 ** -precision
+        below, above = math.floor(edges[0] / step) * step, math.ceil(top / step) * step
+        grown = (round(below, max(precision, 0)), top) if edges[0] - below <= above - top else \
+            (edges[0], round(above, max(precision, 0)))
+        return tuple(float(x) for x in grown)
     out = [edges[0]]
     for e in edges[1:-1]:
         if holds_precision_value(out[-1], e, precision, False):
