@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import SeededDraws
 
 import privsynth
 from privsynth.discovery import facts as F
@@ -161,6 +162,29 @@ def test_the_grain_is_decided_from_noisy_counts(slots, grain):
     facts = F.NoisyFacts("t", tuple(0.0 for _ in F.CLASSES), 50.0, 1.0, 1.0,
                          (*map(float, slots), *(0.0,) * (F.PLACES - len(slots))), 1.0)
     assert moment_resolution(facts) == grain
+
+
+@pytest.mark.parametrize("rows", [3_000, 8_000, 19_302])
+def test_moments_at_midnight_keep_the_day_grain_at_a_wide_table_s_noise(rows):
+    """Dates stored as timestamps (every moment at midnight) at a 28-column table's facts rho: a finer grain needed
+    the finer slots within a twentieth of the column with one deviation of their noise added, so 8,000 such moments
+    got an hour grain, a minute grain or whole seconds in 55% of draws (3,000: 78%), every value then at a time of
+    day the column never holds. A coarser grain never writes a moment outside the column's form (a midnight is a
+    whole hour and minute too): the finer grain needs the finer slots beyond one deviation now."""
+    classes = np.zeros(len(F.CLASSES))
+    classes[F.CLASSES.index("timestamp")] = rows
+    slots = np.zeros(F.PLACES)
+    slots[0] = rows
+    exact = F.ExactFacts(classes, 500.0, slots)
+    grains = [moment_resolution(F.release("t", exact, 3.7e-5, SeededDraws(s))) for s in range(400)]
+    assert grains.count("day") >= (0.9 if rows < 5_000 else 0.97) * len(grains)
+    hourly = slots.copy()
+    hourly[:2] = 0.8 * rows, 0.2 * rows  # a fifth of the moments on the hour: hour, or day (never a finer grain)
+    grains = [moment_resolution(F.release("t", F.ExactFacts(classes, 500.0, hourly), 3.7e-5, SeededDraws(s)))
+              for s in range(400)]
+    assert grains.count("hour") + grains.count("day") >= 0.9 * len(grains)
+    if rows > 10_000:
+        assert grains.count("hour") == len(grains)
 
 
 def test_a_typed_moment_s_grain_is_read_totally():

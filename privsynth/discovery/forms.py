@@ -119,20 +119,24 @@ def written_step(facts: NoisyFacts) -> int | None:
 
 def moment_resolution(facts: NoisyFacts) -> str | None:
     """The grain a timestamp column's moments are whole in (engine.values.GRAINS): the coarsest g such that the
-    moments finer than g are, beyond doubt, at most a twentieth and the moments whole in g stand out of their noise
-    (``coarsest_slot``); None (whole seconds) when no coarser grain holds them. Hourly readings come back on the
-    hour, not at 02:30:09."""
-    k = coarsest_slot([float(x) for x in facts.decimals[:len(GRAINS)]], facts.sigma_decimals, len(GRAINS) - 1)
+    moments finer than g are not shown, beyond one deviation of their noise, to pass a twentieth, and the moments
+    whole in g stand out of their noise (``coarsest_slot`` with the margin taken off); None (whole seconds) when
+    no coarser grain holds them. Hourly readings come back on the hour, not at 02:30:09. The burden of proof is
+    on the finer grain: a coarser one never writes a moment outside the column's form (a midnight is a whole hour
+    and minute too), while a finer one drew times of day into dates stored as timestamps in half the draws at a
+    wide table's noise."""
+    k = coarsest_slot([float(x) for x in facts.decimals[:len(GRAINS)]], facts.sigma_decimals, len(GRAINS) - 1,
+                      finer_margin=-1.0)
     return None if k is None else GRAINS[k]
 
 
 FINER_SHARE = 0.05  # a grain or a step holds when what is finer than it is at most this share of the values
 
 
-def coarsest_slot(slots: list[float], sigma: float, candidates: int) -> int | None:
+def coarsest_slot(slots: list[float], sigma: float, candidates: int, finer_margin: float = 1.0) -> int | None:
     """The first slot k < ``candidates`` of a histogram ordered coarsest first (noise ``sigma`` a slot) such that
-    the noisy count of the slots after it (finer), one deviation of its noise added, is at most FINER_SHARE of the
-    whole histogram's, and that of k and the slots before it stands three deviations out of its noise
+    the noisy count of the slots after it (finer), ``finer_margin`` deviations of its noise added, is at most
+    FINER_SHARE of the whole histogram's, and that of k and the slots before it stands three deviations out of its noise
     (post-processing). A coarser grain snaps every finer value onto it, so a share hidden in the noise is no
     evidence: at a 74-column table's noise (800 a slot) the 2,780 house years that are no whole thousand were
     within three deviations of nothing, and a few noisy thousands made every year 2000. Where the noise hides the
@@ -140,7 +144,7 @@ def coarsest_slot(slots: list[float], sigma: float, candidates: int) -> int | No
     total = max(sum(slots), 0.0)
     for k in range(candidates):
         finer, whole = slots[k + 1:], slots[:k + 1]
-        if (sum(finer) + sigma * math.sqrt(len(finer)) <= FINER_SHARE * total
+        if (sum(finer) + finer_margin * sigma * math.sqrt(len(finer)) <= FINER_SHARE * total
                 and sum(whole) > 3.0 * sigma * math.sqrt(len(whole))):
             return k
     return None
