@@ -18,8 +18,9 @@ folder of an earlier run would resume it), with a temporary ledger and $PRIVSYNT
   moment must lie in the real range and, where every real moment is a whole day, hour or minute, be one (a text
   column of moments is read as moments); a text column of numbers or moments must come back as text;
 * ``2-way / indep``: the mean 2-way total variation between real and synthetic on each real column's own binning (at
-  most 8 quantile bins of a number or moment, each text value or small code its own cell, missing its own), over
-  that of the exact product of the real 1-way marginals (a release that learnt no dependence, with no noise);
+  most 8 quantile bins of a number or moment, moments written as text too; each text value or small code its own
+  cell; missing its own), over that of the exact product of the real 1-way marginals (a release that learnt no
+  dependence, with no noise);
 * ``worst``: the columns with the most wrong values, and columns the run dropped.
 
 Scores are INTERNAL: they read the real rows. The real form is read off the real rows too, so it is stricter than
@@ -126,6 +127,18 @@ def _grain_seconds(moments) -> int:
     return 1
 
 
+def _moments_as_text(real) -> bool:
+    """Whether a real text column holds moments written as text (95% of its values read as moments, none as a
+    number)."""
+    import pandas as pd
+
+    r = real.dropna()
+    if not len(r) or not (pd.api.types.is_object_dtype(r) or pd.api.types.is_string_dtype(r)):
+        return False
+    moments = pd.to_datetime(r, errors="coerce", format="mixed", utc=True)
+    return bool(moments.notna().mean() >= 0.95 and not pd.to_numeric(r, errors="coerce").notna().any())
+
+
 def in_real_form(real, synthetic):
     """Per present synthetic value, whether it is in the real column's form (the module docstring's rules)."""
     import numpy as np
@@ -139,8 +152,8 @@ def in_real_form(real, synthetic):
     if text:
         kept_as_text = pd.api.types.is_object_dtype(present) or pd.api.types.is_string_dtype(present) or \
             isinstance(present.dtype, pd.CategoricalDtype)
-        moments = pd.to_datetime(r, errors="coerce", format="mixed", utc=True)
-        if len(r) and moments.notna().mean() >= 0.95 and not pd.to_numeric(r, errors="coerce").notna().any():
+        if _moments_as_text(r):
+            moments = pd.to_datetime(r, errors="coerce", format="mixed", utc=True)
             # moments written as text: text again, read as a moment in the real range and grain
             synthetic_moments = pd.to_datetime(present.astype(str), errors="coerce", format="mixed", utc=True)
             ok = synthetic_moments.notna().to_numpy() & kept_as_text  # "<out-of-domain>" reads as no moment
@@ -172,6 +185,10 @@ def real_cells(real, synthetic):
     r = real.reset_index(drop=True)
     s = synthetic.reset_index(drop=True)
     few = r.nunique() <= 12
+    if not few and _moments_as_text(r):  # moments written as text are binned as moments, as in_real_form reads them
+        return real_cells(pd.to_datetime(r, errors="coerce", format="mixed", utc=True).dt.tz_localize(None),
+                          pd.to_datetime(s.astype("string"), errors="coerce", format="mixed", utc=True)
+                          .dt.tz_localize(None).where(s.notna()))
     if pd.api.types.is_object_dtype(r) or pd.api.types.is_string_dtype(r) or pd.api.types.is_bool_dtype(r) or few:
         key = (lambda v: v.map(lambda u: repr(float(u)) if isinstance(u, (int, float, np.number)) else str(u))) \
             if not (pd.api.types.is_object_dtype(r) or pd.api.types.is_string_dtype(r)) else (lambda v: v.astype(str))
