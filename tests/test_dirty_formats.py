@@ -84,8 +84,8 @@ def test_codes_with_leading_zeros_stay_text_codes(dirty_release):
 def test_numbers_a_typed_source_stores_as_strings_come_back_as_strings(tmp_path):
     """A Parquet table whose zip codes are strings without a leading zero ("98117"): they read as numbers (a coded
     integer column), and come back as the strings the table holds, not as integers; a typed number stays a number.
-    ISO dates and moments stored as strings come back as ISO text too. From a CSV, which has no types, numbers are
-    numbers."""
+    ISO dates and moments stored as strings come back as ISO text too, the moments with their Z. From a CSV, which
+    has no types, numbers are numbers."""
     rng = np.random.default_rng(2)
     n = 4000
     days = pd.Timestamp("2021-01-01") + pd.to_timedelta(rng.integers(0, 300, n), unit="D")
@@ -104,7 +104,7 @@ def test_numbers_a_typed_source_stores_as_strings_come_back_as_strings(tmp_path)
     zips = synthetic["zip"].dropna()
     assert len(zips) > 0.9 * len(synthetic) and all(isinstance(z, str) for z in zips) and set(zips) <= set(frame.zip)
     assert "format" not in schema["amount"] and synthetic["amount"].dtype.kind == "f"
-    for column, kind, form in (("day", "date", "%Y-%m-%d"), ("read_at", "timestamp", "%Y-%m-%dT%H:%M:%S")):
+    for column, kind, form in (("day", "date", "%Y-%m-%d"), ("read_at", "timestamp", "%Y-%m-%dT%H:%M:%SZ")):
         assert schema[column]["type"] == kind and schema[column]["format"] == form
         values = synthetic[column].dropna()
         assert len(values) > 0.9 * len(synthetic) and all(isinstance(v, str) for v in values)
@@ -294,6 +294,42 @@ def test_slashed_moments_are_told_from_slashed_dates_by_their_grains(grains, for
     facts = _facts(month_first=600, slash=400, distinct=300, decimals=(*grains, *(0,) * (F.PLACES - 4)))
     decided = F.decide(facts, "text")
     assert decided.value_format == form and decided.kind == ("timestamp" if "%H" in form else "date")
+
+
+def test_utc_moments_marked_with_a_z_are_read_decided_and_written_with_it(tmp_path):
+    """ISO moments written with a Z ("2012-01-01T06:16:41Z", as JSON and APIs write UTC), stored as strings, came
+    back without it: a reader takes such text for local time. The Z is counted in the grain slots (ZULU slots
+    after the grain: still one slot a row), decided under DP and written back; the grain reads both halves."""
+    import ibis
+
+    from privsynth.discovery.forms import ZULU, date_format
+    from privsynth.engine.values import clean_text, moment_from_text
+
+    texts = ["2012-01-01T06:16:41Z", "2012-01-01T06:16:41", "2012-01-01 06:00:00Z", "2012-01-01Z", "2012-13-01T00:00Z"]
+    table = ibis.memtable(pd.DataFrame({"v": texts}))
+    read = table.select(m=moment_from_text(clean_text(table.v), "%Y-%m-%dT%H:%M:%SZ")).to_pandas()["m"]
+    assert read.notna().tolist() == [True, True, True, False, False]
+    assert read[0] == pd.Timestamp("2012-01-01 06:16:41", tz="UTC")
+    zulu = _facts(timestamp=3000, distinct=2900, decimals=(*(0,) * ZULU, 0, 3000, *(0,) * (F.PLACES - ZULU - 2)))
+    assert date_format(zulu) == "%Y-%m-%dT%H:%M:%SZ" and moment_resolution(zulu) == "hour"
+    plain = _facts(timestamp=3000, distinct=2900, decimals=(0, 3000, *(0,) * (F.PLACES - 2)))
+    assert date_format(plain) is None and moment_resolution(plain) == "hour"
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    moments = pd.Timestamp("2012-01-01") + pd.to_timedelta(rng.integers(0, 365 * 24, n), unit="h")
+    frame = pd.DataFrame({"sent": [m.strftime("%Y-%m-%dT%H:%M:%SZ") for m in moments],
+                          "spam": rng.choice(["yes", "no"], n, p=[0.1, 0.9])})
+    source = tmp_path / "mail.parquet"
+    frame.to_parquet(source, index=False)
+    release = privsynth.synthesize(str(source), None, epsilon=3.0, unlimited=True, output=tmp_path / "run",
+                                   ledger=f"sqlite:///{tmp_path / 'ledger.sqlite'}", release_store=tmp_path / "store",
+                                   mechanism="reduced_space", rows=1000, seed=0)
+    schema = {c["name"]: c for c in yaml.safe_load((release.run_dir / "schema.yaml").read_text())["columns"]}
+    assert schema["sent"]["type"] == "timestamp" and schema["sent"]["format"] == "%Y-%m-%dT%H:%M:%SZ"
+    assert schema["sent"]["resolution"] == "hour"
+    written = pd.read_parquet(release.run_dir / "synthetic.parquet")["sent"].dropna()
+    assert len(written) > 900 and written.str.fullmatch(r"2012-[0-9]{2}-[0-9]{2}T[0-9]{2}:00:00Z").all()
 
 
 def test_slashed_moments_come_back_as_slashed_moments(tmp_path):

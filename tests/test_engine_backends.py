@@ -299,4 +299,5 @@ def test_postgres_reads_written_moments_as_duckdb_does(postgres_url):  # noqa: F
     assert (classes["month_first"], classes["day_first"], classes["slash"]) == (2.0, 1.0, 2.0)
     assert (classes["year_first_time"], classes["timestamp"]) == (1.0, 1.0)
     assert (classes["text"], classes["missing"]) == (2.0, 1.0)  # an impossible date is text
-    assert read[0][1][:4] == [2.0, 1.0, 2.0, 1.0]  # grains: day, hour, minute, second (a slashed date: none)
+    assert read[0][1][:4] == [2.0, 1.0, 1.0, 1.0]  # grains: day, hour, minute, second (a slashed date: none)
+    assert read[0][1][4:8] == [0.0, 0.0, 1.0, 0.0]  # the ISO moment written with a Z: its grain's slot, after ZULU

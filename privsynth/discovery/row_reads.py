@@ -6,7 +6,7 @@ a hostile value included, reads as a class, never as an error (``engine.values``
 
 from __future__ import annotations
 
-from privsynth.discovery.forms import TENS, ZERO
+from privsynth.discovery.forms import TENS, ZERO, ZULU
 
 CLASSES = ("missing", "whole", "fraction", "date", "timestamp", "text",
            "thousands", "currency", "percent", "month_first", "day_first", "slash", "dot", "year_first",
@@ -124,7 +124,12 @@ def decimals_bin(reads: dict):
 
 def text_grain(reads: dict):
     """The GRAINS index of a text value that reads as an ISO, a year-first or a slashed moment (``moment_grain`` of
-    the moment ``read_text`` read), NULL for every other row: the moments' slots of the decimals histogram."""
+    the moment ``read_text`` read), ZULU more for an ISO moment that ends in a Z ("2012-01-01T06:16:41Z"), NULL for
+    every other row: the moments' slots of the decimals histogram."""
+    import ibis
+
     from privsynth.engine.values import moment_grain
 
-    return moment_grain(reads["iso"].coalesce(reads["year_first_time"])).coalesce(reads["slash_grain"])
+    grain = moment_grain(reads["iso"].coalesce(reads["year_first_time"])).coalesce(reads["slash_grain"])
+    zulu = reads["iso"].notnull() & (reads["text"].length() > 10) & reads["text"].endswith("Z")
+    return grain + ibis.ifelse(zulu, ZULU, 0)

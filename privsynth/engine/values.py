@@ -131,6 +131,7 @@ DATE_FORMATS: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     # ISO text a typed source stores as strings, written back as text (read as any ISO text is)
     "%Y-%m-%d": (ISO_DATE_TEXT, (1, 2, 3, 0)),
     "%Y-%m-%dT%H:%M:%S": (ISO_DATE_TEXT, (1, 2, 3, 0)),
+    "%Y-%m-%dT%H:%M:%SZ": (ISO_DATE_TEXT, (1, 2, 3, 0)),  # UTC moments marked with a Z, as JSON and APIs write them
 }
 _YEAR = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
 _LEAP_YEAR = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
