@@ -151,11 +151,12 @@ FINER_SHARE = 0.05  # a grain or a step holds when what is finer than it is at m
 def coarsest_slot(slots: list[float], sigma: float, candidates: int, finer_margin: float = 1.0) -> int | None:
     """The first slot k < ``candidates`` of a histogram ordered coarsest first (noise ``sigma`` a slot) such that
     the noisy count of the slots after it (finer), ``finer_margin`` deviations of its noise added, is at most
-    FINER_SHARE of the whole histogram's, and that of k and the slots before it stands three deviations out of its noise
-    (post-processing). A coarser grain snaps every finer value onto it, so a share hidden in the noise is no
-    evidence: at a 74-column table's noise (800 a slot) the 2,780 house years that are no whole thousand were
-    within three deviations of nothing, and a few noisy thousands made every year 2000. Where the noise hides the
-    finer values, the column keeps its units."""
+    FINER_SHARE of the whole histogram's, and that of k and the slots before it stands three deviations out of its
+    noise (post-processing). With a positive margin the coarser step needs the evidence: an integer's step snaps
+    every finer value onto it, so a share hidden in the noise is no evidence (at a 74-column table's noise, 800 a
+    slot, the 2,780 house years that are no whole thousand were within three deviations of nothing, and a few
+    noisy thousands made every year 2000; where the noise hides the finer values, the column keeps its units).
+    A negative margin puts the burden on the finer step (a moment's grain, ``moment_resolution``)."""
     total = max(sum(slots), 0.0)
     for k in range(candidates):
         finer, whole = slots[k + 1:], slots[:k + 1]
