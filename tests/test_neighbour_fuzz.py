@@ -71,6 +71,7 @@ HOSTILE: dict[str, str] = {
     "huge thousands": "999,999,999,999,999,999,999.5", "negative currency": "-$1,234.56",
     "year-first moment": "2020/06/04 20:45:34", "impossible year-first moment": "9999/99/99 99:99:99",
     "slashed moment": "9/30/1990 0:00:00", "impossible slashed moment": "2/30/2021 25:00:00",
+    "UTC moment": "2012-01-01T06:16:41Z", "impossible UTC moment": "2012-02-30T06:16:41Z",
 }
 
 COLUMNS = ("amount", "visits", "colour", "day")  # a float, an integer, a categorical and a date column
