@@ -766,13 +766,14 @@ def test_a_refusal_after_the_discover_stage_names_its_charge_and_says_it_stays_s
 
 def test_a_refusal_inside_the_discover_stage_after_its_charge_names_that_charge(tmp_path):
     """Issue 36.4: a refusal raised by the discover stage after it charged (no column kept: each one's DP facts
-    show one value per row) must not read as if nothing was spent."""
+    show text of one value per row) must not read as if nothing was spent."""
     import pandas as pd
 
     from privsynth.privacy.ledger import BudgetLedger
 
     path = tmp_path / "people.csv"
-    pd.DataFrame({"code": [f"c{i:05d}" for i in range(3000)], "serial": range(7, 3007)}).to_csv(path, index=False)
+    pd.DataFrame({"code": [f"c{i:05d}" for i in range(3000)], "ref": [f"r{i + 7}" for i in range(3000)]}).to_csv(
+        path, index=False)
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     with pytest.raises(privsynth.ParameterError, match="discovery kept no column") as err:
         privsynth.synthesize(str(path), epsilon=1.0, output=tmp_path / "run", unlimited=True, ledger=ledger,
