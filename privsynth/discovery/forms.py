@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+from scipy.stats import norm
+
 from privsynth.schema.temporal import GRAINS
 
 NUMBER_FORMAT_CLASSES = ("thousands", "currency", "percent")
@@ -32,12 +34,18 @@ class NoisyFacts(Protocol):
     def noise_of(self, classes: int) -> float: ...
 
 
+# Any of the three format classes standing out at the false-alarm rate of one class at four deviations: at three,
+# noise alone gave one plain number column in 250 a "$", a "%" or separators, and every value came back so written.
+FORMAT_SIGMAS = float(norm.isf(norm.sf(4.0) / len(NUMBER_FORMAT_CLASSES)))
+
+
 def number_format(facts: NoisyFacts) -> str | None:
     """The written form of a column's numbers: the format class with the largest noisy count, when that count
-    stands out of its noise (a column of "950.00" and "6,689.41" is written with thousands separators)."""
+    stands FORMAT_SIGMAS deviations out of its noise (a column of "950.00" and "6,689.41" is written with
+    thousands separators)."""
     counts = {f: facts.count(f) for f in NUMBER_FORMAT_CLASSES}
     best = max(counts, key=counts.get)
-    return best if counts[best] > facts.noise_of(1) else None
+    return best if counts[best] > FORMAT_SIGMAS / 3.0 * facts.noise_of(1) else None
 
 
 def date_format(facts: NoisyFacts) -> str | None:
