@@ -435,17 +435,28 @@ def test_a_small_wide_table_s_stored_numbers_keep_their_form():
     assert shares.count(2) >= 0.98 * len(shares)
 
 
+def test_a_float_of_cents_seldom_gets_a_decimal_more():
+    """A float written with two decimals (15,000 values) at a 28-column table's facts rho: the noise of the finer
+    slots, one slot at a time at three deviations, gave it a third decimal, a fourth or none in one draw of 170,
+    and every value then had a form the column never holds."""
+    draws = _draws("price", {"fraction": 15_000}, 3_000, [0, 0, 0, 0, 1_500, 13_500, 0, 0, 0, 0], 3.7e-5, "float",
+                   seeds=3_000)
+    assert [d.precision for d in draws].count(2) >= 0.997 * len(draws)
+
+
 def test_undecided_stored_counts_are_written_whole():
     """Case counts a table stores as doubles because 86% are missing (1,000 present at a 60-column table's noise,
     268 a class): their class counts are inconclusive, and they are written whole, not as 0.3 or 0.99; a float of
-    prices in cents under the same noise keeps its two decimals."""
+    prices in cents under the same noise keeps its two decimals in most draws, one in the others (a finer slot
+    must stand out: one decimal more would write every value in a form the column never holds)."""
     counts = _draws("cases", {"missing": 6_240, "whole": 1_000}, 250, [0, 20, 150, 700, 0, 0, 0, 0, 0, 130],
                     1.737e-5, "float")
     assert sum("too noisy" in d.reason for d in counts) >= 0.9 * len(counts)
     assert sum(d.kind == "integer" or d.precision == 0 for d in counts) >= 0.98 * len(counts)
     prices = [d.precision for d in _draws("price", {"missing": 5_700, "fraction": 1_500}, 900,
                                           [0, 0, 0, 0, 0, 1_500, 0, 0, 0, 0], 1.737e-5, "float")]
-    assert prices.count(2) >= 0.8 * len(prices) and prices.count(None) <= 0.05 * len(prices)
+    assert prices.count(2) >= 0.55 * len(prices) and prices.count(None) <= 0.05 * len(prices)
+    assert set(prices) <= {1, 2, None}
 
 
 @pytest.mark.parametrize(("slots", "declared", "precision"), [
