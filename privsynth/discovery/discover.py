@@ -298,10 +298,10 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, rele
         d.spent["facts"] = rho_each
         decided = F.decide(noisy, source_kind(d))
         released[d.column.name] = noisy
-        if decided.kind is not None and d.column.identifier_reason and F.could_be_unique(noisy):
-            # a name that looks like an identifier's, and facts that do not rule out one value per row: dropped
+        if decided.kind is not None and d.column.identifier_reason and not F.few_distinct(noisy):
+            # a name that looks like a key's or free text's, and facts that do not show values repeating: dropped
             decided = dataclasses.replace(decided, kind=None, reason=f"{d.column.identifier_reason.split(':')[0]}, "
-                                          "and its DP facts do not rule out one value per row: dropped")
+                                          "and its DP facts do not show values repeating: dropped")
         if decided.kind is None:
             d.entry["drop"] = True
             for key in ("categories", "bounds", "bins", "bin_by", "on_out_of_domain", "nullable"):

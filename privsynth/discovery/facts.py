@@ -58,6 +58,7 @@ NUMBER_SHARE = 0.95  # a text column whose present values are this share numbers
 DATE_SHARE = 0.95
 FRACTION_SHARE = 0.001  # an integer-valued column has at most this share of fractional values (beyond noise)
 IDENTIFIER_DISTINCT_SHARE = 0.9  # distinct present values / present values: an identifier (one value per row)
+FEW_DISTINCT_SHARE = 0.5  # a column named like a key or free text is kept when its values repeat this much (DP)
 IDENTIFIER_EVIDENCE = 10.0  # ... decided only when the present count is this many noise sigmas (the ratio within 10%)
 STANDING_SIGMAS = 4.0  # a class whose noisy count is above this many sigmas counts towards the present values
 EVIDENCE_SIGMAS = 5.0  # a column with fewer present values than this many noise sigmas shows nothing
@@ -378,15 +379,22 @@ def shows_no_value(facts: NoisyFacts) -> bool:
     return facts.count("missing") > STANDING_SIGMAS * facts.sigma_classes and facts.present_standing == 0.0
 
 
+def few_distinct(facts: NoisyFacts) -> bool:
+    """Some present class stands out of its noise and the noisy distinct count is under FEW_DISTINCT_SHARE of
+    the noisy present count (post-processing): values repeat, so a column whose name reads as a key's or as free
+    text is kept. A division code (3 values in 1,350 of 2,784 rows) at a 41-column table's noise (222 a count)
+    failed "under half by two deviations of that comparison's noise" in one draw of five and was dropped for its
+    name; a unique column stands half its present count above the bar, and free text (remarks that repeat, a
+    distinct share of 0.6 to 0.9) a tenth or more. Where another class's noise stands in the present count, a
+    unique column could pass: it must also not be ``could_be_unique``."""
+    present = facts.present_standing
+    return present > 0.0 and facts.distinct < FEW_DISTINCT_SHARE * present and not could_be_unique(facts)
+
+
 def could_be_unique(facts: NoisyFacts) -> bool:
     """The noisy distinct count is within two deviations of that comparison's noise of IDENTIFIER_DISTINCT_SHARE
     of the present values (of the classes that stand out of their noise): the facts do not rule out one value
-    per row (post-processing). A column whose name reads as a key's is dropped only then: a division code (3
-    values in 1,350 of 2,784 rows) at a 41-column table's noise (222 a count) failed the earlier test, "fewer
-    distinct values than half the present ones by two deviations", in one draw of five and was dropped for its
-    name; it fails this one about once in 40. A column of unique values meets it but where the noise of another
-    class stands in its present count (8 draws of 1,000 at 1,350 rows): it is then kept as `<out-of-domain>` text
-    or as DP bins, no value of it released."""
+    per row (post-processing)."""
     present = facts.present_standing
     standing = len(facts.standing_classes())
     spread = math.sqrt(facts.sigma_distinct ** 2 + standing * (IDENTIFIER_DISTINCT_SHARE * facts.sigma_classes) ** 2)
