@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
 
 from privsynth.discovery.forms import (
     NUMBER_CLASSES,
@@ -33,6 +32,7 @@ from privsynth.discovery.forms import (
     TENS,
     ZERO,
     date_format,
+    family_sigmas,
     in_grain,
     in_places,
     moment_resolution,
@@ -240,7 +240,7 @@ def _stands_out(facts: NoisyFacts, classes: tuple[str, ...], rest: float) -> boo
     one class at STANDING_SIGMAS, and holds more than ``rest`` values. One class at a time, the noise of one of a
     dozen made a column of 10,000 numbers text (all of it `<out-of-domain>`) in one draw of 4,000."""
     others = _others(classes)
-    bar = float(norm.isf(norm.sf(STANDING_SIGMAS) / len(others))) * facts.sigma_classes
+    bar = family_sigmas(STANDING_SIGMAS, len(others)) * facts.sigma_classes
     return any(facts.count(c) > max(bar, rest) for c in others)
 
 
@@ -331,7 +331,7 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
     # of five slots, at the false-alarm rate of one class): the positive parts of five slots' noise, summed, passed
     # the bar in one draw of 60 ("1,234" read as a float).
     slots = facts.decimals[TENS + 1:ZERO] if written else ()
-    slot_bar = float(norm.isf(norm.sf(STANDING_SIGMAS) / max(len(slots), 1))) * facts.sigma_decimals
+    slot_bar = family_sigmas(STANDING_SIGMAS, len(slots)) * facts.sigma_decimals
     integer = declared == "integer" or (
         facts.count("fraction") <= max(FRACTION_SHARE * present, STANDING_SIGMAS * sigma)
         and all(x <= max(FRACTION_SHARE * present, slot_bar) for x in slots))

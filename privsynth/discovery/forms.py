@@ -39,9 +39,15 @@ class NoisyFacts(Protocol):
 # never holds; at four, cents held by 1,500 of 7,200 rows at a 60-column table's noise were kept in 41% of draws
 # (82% before; 60% here).
 SLOT_SIGMAS = 3.5
+def family_sigmas(deviations: float, tests: int) -> float:
+    """The deviations each of ``tests`` noisy counts must pass for any of them to pass by noise alone at the rate
+    one count passes ``deviations`` (Bonferroni; public arithmetic)."""
+    return float(norm.isf(norm.sf(deviations) / max(tests, 1)))
+
+
 # Any of the three format classes standing out at the false-alarm rate of one class at four deviations: at three,
 # noise alone gave one plain number column in 250 a "$", a "%" or separators, and every value came back so written.
-FORMAT_SIGMAS = float(norm.isf(norm.sf(4.0) / len(NUMBER_FORMAT_CLASSES)))
+FORMAT_SIGMAS = family_sigmas(4.0, len(NUMBER_FORMAT_CLASSES))
 
 
 def number_format(facts: NoisyFacts) -> str | None:
@@ -110,7 +116,7 @@ def written_precision(facts: NoisyFacts) -> int | None:
         beyond = bins[TENS + k + 1:]
         # each slot alone too: 2,315 of 4,654 pollution shares written with 2 decimals (0.25, 0.75) were within
         # the noise of four slots' sum (410 a slot), and came back as 0.2 and 0.8
-        bar = float(norm.isf(norm.sf(SLOT_SIGMAS) / len(beyond))) * facts.sigma_decimals
+        bar = family_sigmas(SLOT_SIGMAS, len(beyond)) * facts.sigma_decimals
         if within_noise(beyond, facts.sigma_decimals, SLOT_SIGMAS) and max(beyond) <= bar:
             return k if shows_numbers(facts, [*bins[:TENS + k + 1], slots[ZERO]]) else None
     return None
