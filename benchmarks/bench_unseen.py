@@ -127,16 +127,18 @@ def _grain_seconds(moments) -> int:
     return 1
 
 
-def _moments_as_text(real) -> bool:
-    """Whether a real text column holds moments written as text (95% of its values read as moments, none as a
-    number)."""
+def _text_moments(real):
+    """The moments of a real text column that holds moments written as text (95% of its present values read as
+    moments, none as a number), NaT where a value is missing; None for any other column."""
     import pandas as pd
 
-    r = real.dropna()
-    if not len(r) or not (pd.api.types.is_object_dtype(r) or pd.api.types.is_string_dtype(r)):
-        return False
-    moments = pd.to_datetime(r, errors="coerce", format="mixed", utc=True)
-    return bool(moments.notna().mean() >= 0.95 and not pd.to_numeric(r, errors="coerce").notna().any())
+    present = real.dropna()
+    if not len(present) or not (pd.api.types.is_object_dtype(real) or pd.api.types.is_string_dtype(real)):
+        return None
+    if pd.to_numeric(present, errors="coerce").notna().any():
+        return None
+    moments = pd.to_datetime(real, errors="coerce", format="mixed", utc=True)
+    return moments if moments[real.notna()].notna().mean() >= 0.95 else None
 
 
 def in_real_form(real, synthetic):
@@ -152,8 +154,8 @@ def in_real_form(real, synthetic):
     if text:
         kept_as_text = pd.api.types.is_object_dtype(present) or pd.api.types.is_string_dtype(present) or \
             isinstance(present.dtype, pd.CategoricalDtype)
-        if _moments_as_text(r):
-            moments = pd.to_datetime(r, errors="coerce", format="mixed", utc=True)
+        moments = _text_moments(r)
+        if moments is not None:
             # moments written as text: text again, read as a moment in the real range and grain
             synthetic_moments = pd.to_datetime(present.astype(str), errors="coerce", format="mixed", utc=True)
             ok = synthetic_moments.notna().to_numpy() & kept_as_text  # "<out-of-domain>" reads as no moment
@@ -185,8 +187,9 @@ def real_cells(real, synthetic):
     r = real.reset_index(drop=True)
     s = synthetic.reset_index(drop=True)
     few = r.nunique() <= 12
-    if not few and _moments_as_text(r):  # moments written as text are binned as moments, as in_real_form reads them
-        return real_cells(pd.to_datetime(r, errors="coerce", format="mixed", utc=True).dt.tz_localize(None),
+    moments = None if few else _text_moments(r)
+    if moments is not None:  # moments written as text are binned as moments, as in_real_form reads them
+        return real_cells(moments.dt.tz_localize(None),
                           pd.to_datetime(s.astype("string"), errors="coerce", format="mixed", utc=True)
                           .dt.tz_localize(None).where(s.notna()))
     if pd.api.types.is_object_dtype(r) or pd.api.types.is_string_dtype(r) or pd.api.types.is_bool_dtype(r) or few:

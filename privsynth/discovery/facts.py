@@ -119,9 +119,10 @@ class NoisyFacts:
         """The noisy counts of the present classes that stand STANDING_SIGMAS out of their noise."""
         return [x for x in self.classes[1:] if x > STANDING_SIGMAS * self.sigma_classes]
 
-    def noise_of(self, classes: int) -> float:
-        """Three standard deviations of the noise of a sum of ``classes`` noisy classes: a smaller sum is noise."""
-        return 3.0 * self.sigma_classes * math.sqrt(classes)
+    def noise_of(self, classes: int, deviations: float = 3.0) -> float:
+        """``deviations`` standard deviations of the noise of a sum of ``classes`` noisy classes: a smaller sum is
+        noise."""
+        return deviations * self.sigma_classes * math.sqrt(classes)
 
     @property
     def rows(self) -> float:
@@ -229,12 +230,6 @@ def release(name: str, exact: ExactFacts, rho: float, noise) -> NoisyFacts:
 TEMPORAL_CLASSES = ("date", "timestamp", *DATE_FORMAT_CLASSES)
 
 
-def _within(facts: NoisyFacts, classes: tuple[str, ...]) -> float:
-    """STANDING_SIGMAS deviations of the noise of the sum of ``classes``: a smaller sum holds no class that
-    stands out of its noise."""
-    return STANDING_SIGMAS * facts.sigma_classes * math.sqrt(len(classes))
-
-
 def _stands_out(facts: NoisyFacts, classes: tuple[str, ...], rest: float) -> bool:
     """Whether a present class outside ``classes`` stands out of its noise, any of them at the false-alarm rate of
     one class at STANDING_SIGMAS, and holds more than ``rest`` values. One class at a time, the noise of one of a
@@ -303,25 +298,25 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
                            resolution=resolution)
     numbers = facts.total(NUMBER_CLASSES)
     temporal = facts.total(TEMPORAL_CLASSES)
-    # A share test alone is noise-fragile near its bar: the other classes' noisy total within three noise
-    # deviations of zero is evidence enough (as for fractions below).
+    # A share test alone is noise-fragile near its bar: the other classes' noisy total within STANDING_SIGMAS noise
+    # deviations of zero, as a single class is, is evidence enough (at three, a column of 15,402 ISO dates, noise
+    # 183 a class, read as text in about one draw of 550, every value then wrong).
     not_numbers, not_temporal = facts.total(_others(NUMBER_CLASSES)), facts.total(_others(TEMPORAL_CLASSES))
     # Neither holds where one other class stands out of its own noise with more than the share's rest: 10% of sleep
     # hours written "<5" or "10+" summed to less than the noise of a dozen classes, or passed the share on the
     # noise of the other classes, and the column lost both labels to missing values.
-    # The other classes "within noise" at STANDING_SIGMAS, as a single class is: at three deviations a column of
-    # 15,402 ISO dates (noise 183 a class) read as text in about one draw of 550, every value then wrong.
-    numeric = (numbers >= NUMBER_SHARE * present or not_numbers <= _within(facts, _others(NUMBER_CLASSES))) \
+    others_of_numbers, others_of_moments = len(_others(NUMBER_CLASSES)), len(_others(TEMPORAL_CLASSES))
+    numeric = (numbers >= NUMBER_SHARE * present or not_numbers <= facts.noise_of(others_of_numbers, STANDING_SIGMAS)) \
         and not _stands_out(facts, NUMBER_CLASSES, (1.0 - NUMBER_SHARE) * present)
     if declared == "text" and not numeric:
-        if (temporal >= DATE_SHARE * present or not_temporal <= _within(facts, _others(TEMPORAL_CLASSES))) \
+        if (temporal >= DATE_SHARE * present or not_temporal <= facts.noise_of(others_of_moments, STANDING_SIGMAS)) \
                 and not _stands_out(facts, TEMPORAL_CLASSES, (1.0 - DATE_SHARE) * present):
             written = date_format(facts)
             kind = temporal_kind(facts, written)
             resolution = moment_resolution(facts) if kind == "timestamp" else None
             return ColumnFacts(facts.column, kind, f"DP: {_pct(temporal / present)} of its values read as {kind}s"
                                + (f" written {written}" if written else "") + in_grain(resolution),
-                               _share(not_temporal, facts.noise_of(len(_others(TEMPORAL_CLASSES))), present),
+                               _share(not_temporal, facts.noise_of(others_of_moments), present),
                                missing_share, value_format=written, resolution=resolution)
         return _categorical_or_identifier(facts, present, "DP: its values are text")
     written = number_format(facts) if declared == "text" else None
@@ -335,7 +330,7 @@ def decide(facts: NoisyFacts, declared: str) -> ColumnFacts:
     integer = declared == "integer" or (
         facts.count("fraction") <= max(FRACTION_SHARE * present, STANDING_SIGMAS * sigma)
         and all(x <= max(FRACTION_SHARE * present, slot_bar) for x in slots))
-    unreadable = _share(not_numbers, facts.noise_of(len(_others(NUMBER_CLASSES))), present) \
+    unreadable = _share(not_numbers, facts.noise_of(others_of_numbers), present) \
         if declared == "text" else 0.0
     form = f" written with {written}" if written else ""
     if integer:

@@ -31,7 +31,7 @@ class NoisyFacts(Protocol):
 
     def total(self, classes) -> float: ...
 
-    def noise_of(self, classes: int) -> float: ...
+    def noise_of(self, classes: int, deviations: float = 3.0) -> float: ...
 
 
 # A finer slot of the places histogram stands out at this many deviations, any of several at the false-alarm rate of
@@ -39,6 +39,8 @@ class NoisyFacts(Protocol):
 # never holds; at four, cents held by 1,500 of 7,200 rows at a 60-column table's noise were kept in 41% of draws
 # (82% before; 60% here).
 SLOT_SIGMAS = 3.5
+
+
 def family_sigmas(deviations: float, tests: int) -> float:
     """The deviations each of ``tests`` noisy counts must pass for any of them to pass by noise alone at the rate
     one count passes ``deviations`` (Bonferroni; public arithmetic)."""
@@ -56,7 +58,7 @@ def number_format(facts: NoisyFacts) -> str | None:
     thousands separators)."""
     counts = {f: facts.count(f) for f in NUMBER_FORMAT_CLASSES}
     best = max(counts, key=counts.get)
-    return best if counts[best] > FORMAT_SIGMAS / 3.0 * facts.noise_of(1) else None
+    return best if counts[best] > facts.noise_of(1, FORMAT_SIGMAS) else None
 
 
 def date_format(facts: NoisyFacts) -> str | None:
@@ -78,12 +80,17 @@ def date_format(facts: NoisyFacts) -> str | None:
     return best
 
 
+def moment_slots(facts: NoisyFacts) -> tuple[list[float], list[float]]:
+    """The grain slots of a column's moments written without a Z, and of those written with one (``ZULU`` after)."""
+    slots = [float(x) for x in facts.decimals]
+    return slots[:len(GRAINS)], slots[ZULU:ZULU + len(GRAINS)]
+
+
 def zulu_moments(facts: NoisyFacts) -> bool:
     """Whether most of a column's ISO moments are written with a Z ("2012-01-01T06:16:41Z", UTC as JSON and APIs
     write it), beyond the noise of the grain slots either way (post-processing): they are written back with it."""
-    slots = [float(x) for x in facts.decimals]
-    marked, plain = sum(slots[ZULU:ZULU + len(GRAINS)]), sum(slots[:len(GRAINS)])
-    return marked - plain > 2.0 * facts.sigma_decimals * math.sqrt(2.0 * len(GRAINS))
+    plain, marked = moment_slots(facts)
+    return sum(marked) - sum(plain) > 2.0 * facts.sigma_decimals * math.sqrt(2.0 * len(GRAINS))
 
 
 def slashed_moments(facts: NoisyFacts) -> float:
@@ -129,7 +136,7 @@ def shows_numbers(facts: NoisyFacts, kept: list[float]) -> bool:
     with 15 decimals). Any of them will do: the ten slots' sum alone carried the noise of the empty finer slots, and
     2,784 fielding percentages at a 41-column table's noise (314 a slot) showed no numbers in 21% of draws."""
     slots = [float(x) for x in facts.decimals]
-    return (any(facts.total(classes) > 2.0 / 3.0 * facts.noise_of(len(classes))
+    return (any(facts.total(classes) > facts.noise_of(len(classes), 2.0)
                 for classes in (PLAIN_NUMBER_CLASSES, NUMBER_CLASSES))
             or any(not within_noise(part, facts.sigma_decimals, 2.0) for part in (slots, kept)))
 
@@ -157,10 +164,9 @@ def moment_resolution(facts: NoisyFacts) -> str | None:
     on the finer grain: a coarser one never writes a moment outside the column's form (a midnight is a whole hour
     and minute too), while a finer one drew times of day into dates stored as timestamps in half the draws at a
     wide table's noise."""
-    slots = [float(x) for x in facts.decimals]
     # the grains of the moments written with a Z, or of the others: whichever holds more (summing both halves
     # doubled the noise's variance, and midnights at 8,000 rows got a finer grain three times as often)
-    plain, marked = slots[:len(GRAINS)], slots[ZULU:ZULU + len(GRAINS)]
+    plain, marked = moment_slots(facts)
     grains = marked if sum(marked) > sum(plain) else plain
     k = coarsest_slot(grains, facts.sigma_decimals, len(GRAINS) - 1, finer_margin=-1.0)
     return None if k is None else GRAINS[k]
