@@ -22,10 +22,12 @@ Values another column released are public candidates (``sibling_candidates``): c
 categories overlap (yes/no answers, one code list per year or per grade) often share values a first look
 missed in one of them. A second look measures a column's candidates on their own Gaussian histogram over that
 public list, every candidate counted whether or not the column holds it (0 if not), and keeps those above
-CANDIDATE_SIGMAS deviations: a histogram over a public domain needs no threshold delta, so a value held by
-a few hundred rows passes where the observed values' threshold, about 6 deviations, would lose it. The
-candidates are left out of the observed values' histogram of that look, so one record moves one cell of the
-two: the look costs its rho, as before.
+``candidate_sigmas`` deviations (3 for one candidate, more for many, so an absent one passes at the rate of
+one: 0.13%): a histogram over a public domain needs no threshold delta, so a value held by a few hundred rows
+passes where the observed values' threshold, about 6 deviations, would lose it. So are the partners of a
+public pair (``public_complements``) and, for a column of one-letter codes, the other letters
+(``public_alphabet``). The candidates are left out of the observed values' histogram of that look, so one
+record moves one cell of the two: the look costs its rho, as before.
 
 A drafted column keeps at most ``MAX_CATEGORIES`` values (the largest noisy counts: post-processing);
 every other value becomes ``<out-of-domain>``, and the column is marked ``dp_released: [categories]``,
@@ -36,12 +38,14 @@ validation agree by construction, whatever the noise did.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import norm
 
+from privsynth.discovery.forms import family_sigmas
 from privsynth.privacy.accounting import gaussian_sigma
 
 # The thresholds' total delta, as a fraction of the statement's delta. A tenth lowers every category threshold
@@ -106,24 +110,28 @@ def _unfound_sd(release: CategoryRelease, present_sd: float) -> float:
 
 
 def pool_shares(unfound: dict[str, float | None], pool: float, first_sigma: float,
-                delta_tau: float, with_candidates: frozenset[str] = frozenset()) -> dict[str, float]:
+                delta_tau: float, with_candidates: Mapping[str, int] | None = None) -> dict[str, float]:
     """The second looks' rho, ``pool`` in all, split over the columns short of values in proportion to their
     unfound mass (``unfound_mass``, an upper estimate; a column without a present count is weighed as the most
     unfound): a code column missing half its rows needs more than one missing a few. A column whose whole
     unfound mass, held by one value, would stay under its two looks' threshold (``first_sigma`` and its share,
     ``delta_tau`` for the second look) could find nothing: the furthest under gives its share back to the
     others, one at a time, while any other could still find a value. A column of ``with_candidates`` measures
-    public candidates at its second look, whose bar is CANDIDATE_SIGMAS deviations of that look alone: it can
-    find what that bar reaches. Post-processing of DP estimates; the shares sum to ``pool``."""
+    that many likely public candidates (partners, siblings' values) at its second look, whose bar is
+    ``candidate_sigmas`` deviations of that look alone: it can find what that bar reaches (the other letters
+    of a one-letter code are unlikely candidates: they keep no share). Post-processing of DP estimates; the
+    shares sum to ``pool``."""
     if not unfound:
         return {}
+    with_candidates = with_candidates or {}
     known = [u for u in unfound.values() if u is not None]
     weight = {name: max(u if u is not None else max(known, default=1.0), 1.0) for name, u in unfound.items()}
 
     def reach(name: str, total: float) -> float:
         second = gaussian_sigma(pool * weight[name] / total)
         bar = threshold((first_sigma ** -2 + second ** -2) ** -0.5, delta_tau)
-        return min(bar, CANDIDATE_SIGMAS * second) if name in with_candidates else bar
+        listed = with_candidates.get(name, 0)
+        return min(bar, candidate_sigmas(listed) * second) if listed else bar
 
     while len(weight) > 1:
         total = sum(weight.values())
@@ -136,8 +144,15 @@ def pool_shares(unfound: dict[str, float | None], pool: float, first_sigma: floa
     return {name: pool * w / total for name, w in weight.items()}
 
 
-CANDIDATE_SIGMAS = 3.0  # a public candidate is kept when its noisy count passes this many deviations: an absent
+CANDIDATE_SIGMAS = 3.0  # one public candidate is kept when its noisy count passes this many deviations: an absent
 # one passes with probability 0.13% (a category of noise: the release draws few rows into it)
+
+
+def candidate_sigmas(candidates: int) -> float:
+    """The deviations each of a look's ``candidates`` must pass for any absent one to pass by noise alone at the
+    rate one passes CANDIDATE_SIGMAS (0.13%; ``forms.family_sigmas``): 3 for one, 3.9 for 25 letters. Public
+    arithmetic: the candidates' number is a function of DP releases."""
+    return family_sigmas(CANDIDATE_SIGMAS, candidates)
 
 
 def sibling_candidates(found: dict[str, tuple[str, ...]], name: str) -> tuple[str, ...]:
@@ -174,6 +189,21 @@ def public_complements(categories: Sequence[str]) -> tuple[str, ...]:
     about 6. A partner the column does not hold is kept with probability 0.13%."""
     own = set(categories)
     return tuple(sorted(set().union(*(COMPLEMENTS.get(value.strip(), frozenset()) for value in own)) - own))
+
+
+def public_alphabet(categories: Sequence[str]) -> tuple[str, ...]:
+    """Where every value a column released is one ASCII letter of one case ("W"; "a", "c"), the other letters of
+    that case: public candidates for its second look (a code of one letter is one of 26, a public list; the
+    choice reads only the DP release). A division code that released "W" at a 41-column table's threshold (495
+    rows over both looks) lost "E" (588 rows) and "C" (285); as two of 25 candidates each passes at 3.9
+    deviations of the second look alone (about 360 rows there)."""
+    own = {value.strip() for value in categories}
+    if not own or not all(len(v) == 1 and v.isascii() and v.isalpha() for v in own):
+        return ()
+    for letters in (string.ascii_uppercase, string.ascii_lowercase):
+        if own <= set(letters):
+            return tuple(sorted(set(letters) - own))
+    return ()
 
 
 def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
@@ -215,7 +245,7 @@ def category_counts(release: CategoryRelease) -> dict[str, tuple[float, float]]:
 
 def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
                   max_categories: int = MAX_CATEGORIES, prior: CategoryRelease | None = None,
-                  candidates: Sequence[str] = ()) -> CategoryRelease:
+                  candidates: Sequence[str] = (), letters: Sequence[str] = ()) -> CategoryRelease:
     """Gaussian histogram with thresholding over the observed values (see the module docstring).
 
     ``prior``: a first look at the same values (same order). This look's noisy counts are averaged with its,
@@ -224,11 +254,18 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     its ``delta_tau``: the column's thresholds hold delta_tau of both looks together.
 
     ``candidates`` (a second look): public values measured on their own histogram (module docstring), each
-    counted whether the column holds it or not, and kept above CANDIDATE_SIGMAS deviations of this look's noise;
-    the observed values among them are left out of the thresholded histogram, so each record moves one cell of
+    counted whether the column holds it or not, and kept above ``candidate_sigmas`` deviations of this look's noise;
+    ``letters``: more public candidates, a list of its own (``public_alphabet``; those also in ``candidates`` are
+    measured there), kept above ``candidate_sigmas`` deviations for their number, so a column's few likely
+    candidates keep their bar beside 25 unlikely ones. The observed values among either are left out of the
+    thresholded histogram, so each record moves one cell of
     the look."""
     sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
+    letters = tuple(v for v in letters if v not in set(candidates))
+    bars_of_candidates = [candidate_sigmas(len(candidates)) * sigma] * len(candidates) + \
+        [candidate_sigmas(len(letters)) * sigma] * len(letters)
+    candidates = (*candidates, *letters)
     listed = set(candidates)
     observed = np.array([str(v) not in listed for v in values], dtype=bool)
     held = dict(zip((str(v) for v in values), counts))
@@ -246,13 +283,13 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     tau = threshold(combined, delta_tau)
     names = [*(str(v) for v, o in zip(values, observed) if o), *candidates]
     score = np.concatenate([noisy_counts, found])
-    keep = np.concatenate([noisy_counts > tau, found > CANDIDATE_SIGMAS * sigma])
+    keep = np.concatenate([noisy_counts > tau, found > np.asarray(bars_of_candidates)])
     if keep.sum() > max_categories:  # the largest noisy counts (post-processing)
         cut = np.sort(score[keep])[-max_categories]
         keep &= score >= cut
     n_observed = int(observed.sum())
     scales = np.concatenate([np.full(n_observed, combined), np.full(len(found), sigma)])
-    bars = np.concatenate([np.full(n_observed, tau), np.full(len(found), CANDIDATE_SIGMAS * sigma)])
+    bars = np.concatenate([np.full(n_observed, tau), np.asarray(bars_of_candidates)])
     kept = sorted((v, float(c), float(s), float(b)) for v, c, s, b, k in zip(names, score, scales, bars, keep) if k)
     full = np.full(len(counts), -np.inf)  # the observed values' noisy counts, for a later look (private)
     full[observed] = noisy_counts

@@ -33,6 +33,7 @@ from privsynth.discovery.categories import (
     CategoryRelease,
     dp_categories,
     pool_shares,
+    public_alphabet,
     public_complements,
     shows_unfound,
     sibling_candidates,
@@ -251,9 +252,10 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     (no edges) back to every column in equal parts. The second looks run one column at a time, the largest share
     first, and each measures as public candidates the values the columns sharing one of its values have released
     so far and it has not (``sibling_candidates``; ``dp_categories``' candidates): one grade's school type found
-    is a candidate for the next grade's, at 3 deviations rather than the threshold's 6; so is the other member
-    of a public pair (``public_complements``: a flag that released "N" looks for "Y", whether or not it shows
-    values unfound).
+    is a candidate for the next grade's, at 3 deviations rather than the threshold's 6 (more as the candidates
+    grow: ``candidate_sigmas``); so is the other member of a public pair (``public_complements``: a flag that
+    released "N" looks for "Y", whether or not it shows values unfound), and, for a column of one-letter codes,
+    every other letter (``public_alphabet``).
     Adaptive composition: which columns look again, and at which candidates, depends only on earlier DP
     releases (the looks' released values, the facts' noisy present counts); each look is Gaussian at its rho, and
     each look's threshold on the observed values holds half the column's threshold delta (the candidates, a
@@ -263,15 +265,16 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     facts = {d.column.name: released.get(d.column.name) for d in categorical}
     present = {name: f.present_for_values() if f else (None, 0.0) for name, f in facts.items()}
     complements = {name: public_complements(look[2].categories) for name, look in looks.items()}
+    letters = {name: public_alphabet(look[2].categories) for name, look in looks.items()}
     first_found = {name: look[2].categories for name, look in looks.items()}
-    with_candidates = frozenset(name for name in facts if complements[name] or sibling_candidates(first_found, name))
+    listed = {name: len(set(complements[name]) | set(sibling_candidates(first_found, name))) for name in facts}
     # a flag that released one of a public pair may hold the other under the threshold, within the unfound noise
     short = {name for name in facts if shows_unfound(looks[name][2], *present[name]) or complements[name]}
     first_rho = left * FIRST_LOOK_SHARE
     pool = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical)
     if short:
         shares = pool_shares({name: unfound_mass(looks[name][2], *present[name]) for name in sorted(short)}, pool,
-                             gaussian_sigma(first_rho), delta_tau / 2.0, with_candidates)
+                             gaussian_sigma(first_rho), delta_tau / 2.0, {n: k for n, k in listed.items() if k})
     else:
         shares = {d.column.name: pool / len(categorical) for d in categorical} if pool_to_all else {}
     releases = {name: look[2] for name, look in looks.items()}
@@ -280,7 +283,7 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
         siblings = sibling_candidates({n: r.categories for n, r in releases.items()}, name)
         candidates = tuple(sorted(set(siblings) | set(complements[name])))
         releases[name] = dp_categories(values, counts, shares[name], delta_tau / 2.0, noise, prior=first,
-                                       candidates=candidates)
+                                       candidates=candidates, letters=letters[name])
     for d in categorical:
         f = facts[d.column.name]
         write_categories(d, releases[d.column.name], first_rho + shares.get(d.column.name, 0.0),
