@@ -282,7 +282,7 @@ def test_a_column_with_candidates_is_not_given_up_where_its_candidates_bar_reach
     sigma, pool = gaussian_sigma(1.63e-5), 2e-3
     unfound = {"flag": 250.0, "codes": 2400.0}
     assert pool_shares(unfound, pool, sigma, 1e-11) == pytest.approx({"codes": pool})
-    shares = pool_shares(unfound, pool, sigma, 1e-11, {"flag": 1})
+    shares = pool_shares(unfound, pool, sigma, 1e-11, frozenset({"flag"}))
     assert shares["flag"] == pytest.approx(pool * 250.0 / 2650.0)
     assert CANDIDATE_SIGMAS * gaussian_sigma(shares["flag"]) < 250.0 < threshold(
         (sigma ** -2 + gaussian_sigma(shares["flag"]) ** -2) ** -0.5, 1e-11)

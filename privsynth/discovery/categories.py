@@ -22,12 +22,14 @@ Values another column released are public candidates (``sibling_candidates``): c
 categories overlap (yes/no answers, one code list per year or per grade) often share values a first look
 missed in one of them. A second look measures a column's candidates on their own Gaussian histogram over that
 public list, every candidate counted whether or not the column holds it (0 if not), and keeps those above
-``candidate_sigmas`` deviations (3 for one candidate, more for many, so an absent one passes at the rate of
-one: 0.13%): a histogram over a public domain needs no threshold delta, so a value held by a few hundred rows
-passes where the observed values' threshold, about 6 deviations, would lose it. So are the partners of a
-public pair (``public_complements``) and, for a column of one-letter codes, the other letters
-(``public_alphabet``). The candidates are left out of the observed values' histogram of that look, so one
-record moves one cell of the two: the look costs its rho, as before.
+CANDIDATE_SIGMAS deviations: a histogram over a public domain needs no threshold delta, so a value held by a
+few hundred rows passes where the observed values' threshold, about 6 deviations, would lose it. So are the
+partners of a public pair (``public_complements``). For a column of one-letter codes the other letters of its
+case are candidates too (``public_alphabet``), a list of 25 unlikely ones, kept above ``candidate_sigmas``
+deviations for their number (3.9), so that any absent letter passes at the rate one absent partner does. A
+likely candidate keeps its 3 deviations: an absent one kept costs a category of noise that the release draws
+few rows into, a present one lost costs all its rows. The candidates are left out of the observed values'
+histogram of that look, so one record moves one cell of the two: the look costs its rho, as before.
 
 A drafted column keeps at most ``MAX_CATEGORIES`` values (the largest noisy counts: post-processing);
 every other value becomes ``<out-of-domain>``, and the column is marked ``dp_released: [categories]``,
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -110,28 +112,25 @@ def _unfound_sd(release: CategoryRelease, present_sd: float) -> float:
 
 
 def pool_shares(unfound: dict[str, float | None], pool: float, first_sigma: float,
-                delta_tau: float, with_candidates: Mapping[str, int] | None = None) -> dict[str, float]:
+                delta_tau: float, with_candidates: frozenset[str] = frozenset()) -> dict[str, float]:
     """The second looks' rho, ``pool`` in all, split over the columns short of values in proportion to their
     unfound mass (``unfound_mass``, an upper estimate; a column without a present count is weighed as the most
     unfound): a code column missing half its rows needs more than one missing a few. A column whose whole
     unfound mass, held by one value, would stay under its two looks' threshold (``first_sigma`` and its share,
     ``delta_tau`` for the second look) could find nothing: the furthest under gives its share back to the
     others, one at a time, while any other could still find a value. A column of ``with_candidates`` measures
-    that many likely public candidates (partners, siblings' values) at its second look, whose bar is
-    ``candidate_sigmas`` deviations of that look alone: it can find what that bar reaches (the other letters
-    of a one-letter code are unlikely candidates: they keep no share). Post-processing of DP estimates; the
-    shares sum to ``pool``."""
+    likely public candidates (partners, siblings' values) at its second look, whose bar is CANDIDATE_SIGMAS
+    deviations of that look alone: it can find what that bar reaches (the other letters of a one-letter code are
+    unlikely candidates: they keep no share). Post-processing of DP estimates; the shares sum to ``pool``."""
     if not unfound:
         return {}
-    with_candidates = with_candidates or {}
     known = [u for u in unfound.values() if u is not None]
     weight = {name: max(u if u is not None else max(known, default=1.0), 1.0) for name, u in unfound.items()}
 
     def reach(name: str, total: float) -> float:
         second = gaussian_sigma(pool * weight[name] / total)
         bar = threshold((first_sigma ** -2 + second ** -2) ** -0.5, delta_tau)
-        listed = with_candidates.get(name, 0)
-        return min(bar, candidate_sigmas(listed) * second) if listed else bar
+        return min(bar, CANDIDATE_SIGMAS * second) if name in with_candidates else bar
 
     while len(weight) > 1:
         total = sum(weight.values())
@@ -254,16 +253,15 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     its ``delta_tau``: the column's thresholds hold delta_tau of both looks together.
 
     ``candidates`` (a second look): public values measured on their own histogram (module docstring), each
-    counted whether the column holds it or not, and kept above ``candidate_sigmas`` deviations of this look's noise;
-    ``letters``: more public candidates, a list of its own (``public_alphabet``; those also in ``candidates`` are
-    measured there), kept above ``candidate_sigmas`` deviations for their number, so a column's few likely
-    candidates keep their bar beside 25 unlikely ones. The observed values among either are left out of the
-    thresholded histogram, so each record moves one cell of
-    the look."""
+    counted whether the column holds it or not, and kept above CANDIDATE_SIGMAS deviations of this look's noise;
+    ``letters``: unlikely public candidates, a list of its own (``public_alphabet``; those also in ``candidates``
+    are measured there), kept above ``candidate_sigmas`` deviations for their number; the likely ones keep
+    CANDIDATE_SIGMAS. The observed values among either are left out of the thresholded histogram, so each
+    record moves one cell of the look."""
     sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
     letters = tuple(v for v in letters if v not in set(candidates))
-    bars_of_candidates = [candidate_sigmas(len(candidates)) * sigma] * len(candidates) + \
+    bars_of_candidates = [CANDIDATE_SIGMAS * sigma] * len(candidates) + \
         [candidate_sigmas(len(letters)) * sigma] * len(letters)
     candidates = (*candidates, *letters)
     listed = set(candidates)

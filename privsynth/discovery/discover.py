@@ -252,10 +252,10 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     (no edges) back to every column in equal parts. The second looks run one column at a time, the largest share
     first, and each measures as public candidates the values the columns sharing one of its values have released
     so far and it has not (``sibling_candidates``; ``dp_categories``' candidates): one grade's school type found
-    is a candidate for the next grade's, at 3 deviations rather than the threshold's 6 (more as the candidates
-    grow: ``candidate_sigmas``); so is the other member of a public pair (``public_complements``: a flag that
-    released "N" looks for "Y", whether or not it shows values unfound), and, for a column of one-letter codes,
-    every other letter (``public_alphabet``).
+    is a candidate for the next grade's, at 3 deviations rather than the threshold's 6; so is the other member
+    of a public pair (``public_complements``: a flag that released "N" looks for "Y", whether or not it shows
+    values unfound), and, for a column of one-letter codes, every other letter (``public_alphabet``, at the bar
+    of 25 unlikely candidates: ``candidate_sigmas``).
     Adaptive composition: which columns look again, and at which candidates, depends only on earlier DP
     releases (the looks' released values, the facts' noisy present counts); each look is Gaussian at its rho, and
     each look's threshold on the observed values holds half the column's threshold delta (the candidates, a
@@ -267,14 +267,14 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     complements = {name: public_complements(look[2].categories) for name, look in looks.items()}
     letters = {name: public_alphabet(look[2].categories) for name, look in looks.items()}
     first_found = {name: look[2].categories for name, look in looks.items()}
-    listed = {name: len(set(complements[name]) | set(sibling_candidates(first_found, name))) for name in facts}
+    with_candidates = frozenset(name for name in facts if complements[name] or sibling_candidates(first_found, name))
     # a flag that released one of a public pair may hold the other under the threshold, within the unfound noise
     short = {name for name in facts if shows_unfound(looks[name][2], *present[name]) or complements[name]}
     first_rho = left * FIRST_LOOK_SHARE
     pool = left * (1.0 - FIRST_LOOK_SHARE) * len(categorical)
     if short:
         shares = pool_shares({name: unfound_mass(looks[name][2], *present[name]) for name in sorted(short)}, pool,
-                             gaussian_sigma(first_rho), delta_tau / 2.0, {n: k for n, k in listed.items() if k})
+                             gaussian_sigma(first_rho), delta_tau / 2.0, with_candidates)
     else:
         shares = {d.column.name: pool / len(categorical) for d in categorical} if pool_to_all else {}
     releases = {name: look[2] for name, look in looks.items()}
