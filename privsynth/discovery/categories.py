@@ -24,10 +24,11 @@ missed in one of them. A second look measures a column's candidates on their own
 public list, every candidate counted whether or not the column holds it (0 if not), and keeps those above
 CANDIDATE_SIGMAS deviations: a histogram over a public domain needs no threshold delta, so a value held by a
 few hundred rows passes where the observed values' threshold, about 6 deviations, would lose it. So are the
-partners of a public pair (``public_complements``). For a column of one-letter codes the other letters of its
-case are candidates too (``public_alphabet``), a list of 25 unlikely ones, kept above ``candidate_sigmas``
-deviations for their number (3.9), so that any absent letter passes at the rate one absent partner does. A
-likely candidate keeps its 3 deviations: an absent one kept costs a category of noise that the release draws
+partners of a public pair (``public_complements``). Where a column released only members of one public list
+(letters, US states, ISO country codes, months, weekdays: ``public_lists``), the list's other members are
+candidates too, unlikely ones each, kept above ``candidate_sigmas`` deviations for their number (3.9 for 25
+letters, 4.3 for 54 states), so that any absent member passes at the rate one absent partner does. A likely
+candidate keeps its 3 deviations: an absent one kept costs a category of noise that the release draws
 few rows into, a present one lost costs all its rows. The candidates are left out of the observed values'
 histogram of that look, so one record moves one cell of the two: the look costs its rho, as before.
 
@@ -40,7 +41,6 @@ validation agree by construction, whatever the noise did.
 from __future__ import annotations
 
 import math
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -120,8 +120,8 @@ def pool_shares(unfound: dict[str, float | None], pool: float, first_sigma: floa
     ``delta_tau`` for the second look) could find nothing: the furthest under gives its share back to the
     others, one at a time, while any other could still find a value. A column of ``with_candidates`` measures
     likely public candidates (partners, siblings' values) at its second look, whose bar is CANDIDATE_SIGMAS
-    deviations of that look alone: it can find what that bar reaches (the other letters of a one-letter code are
-    unlikely candidates: they keep no share). Post-processing of DP estimates; the shares sum to ``pool``."""
+    deviations of that look alone: it can find what that bar reaches (the rest of a public list is unlikely
+    candidates: they keep no share). Post-processing of DP estimates; the shares sum to ``pool``."""
     if not unfound:
         return {}
     known = [u for u in unfound.values() if u is not None]
@@ -190,21 +190,6 @@ def public_complements(categories: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(set().union(*(COMPLEMENTS.get(value.strip(), frozenset()) for value in own)) - own))
 
 
-def public_alphabet(categories: Sequence[str]) -> tuple[str, ...]:
-    """Where every value a column released is one ASCII letter of one case ("W"; "a", "c"), the other letters of
-    that case: public candidates for its second look (a code of one letter is one of 26, a public list; the
-    choice reads only the DP release). A division code that released "W" at a 41-column table's threshold (495
-    rows over both looks) lost "E" (588 rows) and "C" (285); as two of 25 candidates each passes at 3.9
-    deviations of the second look alone (about 360 rows there)."""
-    own = {value.strip() for value in categories}
-    if not own or not all(len(v) == 1 and v.isascii() and v.isalpha() for v in own):
-        return ()
-    for letters in (string.ascii_uppercase, string.ascii_lowercase):
-        if own <= set(letters):
-            return tuple(sorted(set(letters) - own))
-    return ()
-
-
 def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
     """One category per value under the one text rule (blanks around a value are not part of it): of the kept
     spellings of one value ("MA", "MA "), the one with the largest noisy count, which the synthetic table
@@ -244,7 +229,7 @@ def category_counts(release: CategoryRelease) -> dict[str, tuple[float, float]]:
 
 def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_tau: float, noise,
                   max_categories: int = MAX_CATEGORIES, prior: CategoryRelease | None = None,
-                  candidates: Sequence[str] = (), letters: Sequence[str] = ()) -> CategoryRelease:
+                  candidates: Sequence[str] = (), listed: Sequence[str] = ()) -> CategoryRelease:
     """Gaussian histogram with thresholding over the observed values (see the module docstring).
 
     ``prior``: a first look at the same values (same order). This look's noisy counts are averaged with its,
@@ -254,16 +239,16 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
 
     ``candidates`` (a second look): public values measured on their own histogram (module docstring), each
     counted whether the column holds it or not, and kept above CANDIDATE_SIGMAS deviations of this look's noise;
-    ``letters``: unlikely public candidates, a list of its own (``public_alphabet``; those also in ``candidates``
-    are measured there), kept above ``candidate_sigmas`` deviations for their number; the likely ones keep
-    CANDIDATE_SIGMAS. The observed values among either are left out of the thresholded histogram, so each
+    ``listed``: unlikely public candidates, a list of their own (``public_lists.list_candidates``; those also in
+    ``candidates`` are measured there), kept above ``candidate_sigmas`` deviations for their number; the likely
+    ones keep CANDIDATE_SIGMAS. The observed values among either are left out of the thresholded histogram, so each
     record moves one cell of the look."""
     sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
-    letters = tuple(v for v in letters if v not in set(candidates))
+    listed = tuple(v for v in listed if v not in set(candidates))
     bars_of_candidates = [CANDIDATE_SIGMAS * sigma] * len(candidates) + \
-        [candidate_sigmas(len(letters)) * sigma] * len(letters)
-    candidates = (*candidates, *letters)
+        [candidate_sigmas(len(listed)) * sigma] * len(listed)
+    candidates = (*candidates, *listed)
     listed = set(candidates)
     observed = np.array([str(v) not in listed for v in values], dtype=bool)
     held = dict(zip((str(v) for v in values), counts))

@@ -33,7 +33,6 @@ from privsynth.discovery.categories import (
     CategoryRelease,
     dp_categories,
     pool_shares,
-    public_alphabet,
     public_complements,
     shows_unfound,
     sibling_candidates,
@@ -51,6 +50,7 @@ from privsynth.discovery.draft import (
     public_bounds,
     set_kind,
 )
+from privsynth.discovery.public_lists import list_candidates
 from privsynth.errors import ParameterError
 from privsynth.privacy.accounting import gaussian_sigma
 
@@ -254,8 +254,9 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     so far and it has not (``sibling_candidates``; ``dp_categories``' candidates): one grade's school type found
     is a candidate for the next grade's, at 3 deviations rather than the threshold's 6; so is the other member
     of a public pair (``public_complements``: a flag that released "N" looks for "Y", whether or not it shows
-    values unfound), and, for a column of one-letter codes, every other letter (``public_alphabet``, at the bar
-    of 25 unlikely candidates: ``candidate_sigmas``).
+    values unfound), and, for a column that released only members of one public list (letters, US states, ISO
+    country codes, months, weekdays), the list's other members (``public_lists.list_candidates``, at the bar of
+    that many unlikely candidates: ``candidate_sigmas``).
     Adaptive composition: which columns look again, and at which candidates, depends only on earlier DP
     releases (the looks' released values, the facts' noisy present counts); each look is Gaussian at its rho, and
     each look's threshold on the observed values holds half the column's threshold delta (the candidates, a
@@ -265,7 +266,7 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
     facts = {d.column.name: released.get(d.column.name) for d in categorical}
     present = {name: f.present_for_values() if f else (None, 0.0) for name, f in facts.items()}
     complements = {name: public_complements(look[2].categories) for name, look in looks.items()}
-    letters = {name: public_alphabet(look[2].categories) for name, look in looks.items()}
+    listed = {name: list_candidates(look[2].categories) for name, look in looks.items()}
     first_found = {name: look[2].categories for name, look in looks.items()}
     with_candidates = frozenset(name for name in facts if complements[name] or sibling_candidates(first_found, name))
     # a flag that released one of a public pair may hold the other under the threshold, within the unfound noise
@@ -283,7 +284,7 @@ def _second_looks(categorical: list[ColumnDraft], looks: dict, left: float, delt
         siblings = sibling_candidates({n: r.categories for n, r in releases.items()}, name)
         candidates = tuple(sorted(set(siblings) | set(complements[name])))
         releases[name] = dp_categories(values, counts, shares[name], delta_tau / 2.0, noise, prior=first,
-                                       candidates=candidates, letters=letters[name])
+                                       candidates=candidates, listed=listed[name])
     for d in categorical:
         f = facts[d.column.name]
         write_categories(d, releases[d.column.name], first_rho + shares.get(d.column.name, 0.0),
