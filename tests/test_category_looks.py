@@ -333,7 +333,10 @@ def test_a_column_of_members_of_one_public_list_takes_the_rest_of_it_as_candidat
     assert "WEST VIRGINIA" in list_candidates(("NEW YORK", "TEXAS"))
     assert list_candidates(("Jan", "Feb")) == ("Apr", "Aug", "Dec", "Jul", "Jun", "Mar", "May", "Nov", "Oct", "Sep")
     assert "May" in list_candidates(("June", "July")) and list_candidates(("Monday", "Friday"))[0] == "Saturday"
-    assert list_candidates(("CA", "TX", "ZZ")) == ()  # a value on no list
+    assert list_candidates(("CA", "TX", "ZZ")) == ()  # a third of them on no list
+    hotel = ("bel", "cn", "deu", "esp", "fra", "gbr", "irl", "nld", "prt")  # ISO alpha-3 beside the table's own "cn"
+    assert len(list_candidates(hotel)) == 241 and "usa" in list_candidates(hotel)
+    assert len(list_candidates(("CA", "TX", "IN"))) == 53  # all three states, two of three countries
     # baseball's leagues read as two countries (Albania, the Netherlands): measured against them only if the column
     # shows values unfound, any of the 247 passing by noise in 0.13% of such columns
     assert len(list_candidates(("AL", "NL"))) == 247

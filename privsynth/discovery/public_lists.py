@@ -2,7 +2,7 @@
 release holds only members of one list, the list's other members are public candidates for its second look.
 
 A code of one letter is one of 26; a two-letter state code one of 56 (the 50 states, DC and five territories); a
-two-letter country code one of the 249 of ISO 3166-1 alpha-2 (as the tz database's ``iso3166.tab`` lists them).
+country code one of the 249 of ISO 3166-1, alpha-2 or alpha-3 (as Debian's iso-codes lists them, from iso.org).
 These lists are public facts, and which list a column is measured against is read off its first look's DP
 release alone (post-processing), so measuring the list's members needs no threshold (``categories``' module
 docstring). A lending table's `addr_state` released the dozen states its first look could see and wrote every
@@ -50,6 +50,18 @@ PY QA RE RO RS RU RW SA SB SC SD SE SG SH SI SJ SK SL SM SN SO SR SS ST SV SX SY
 TN TO TR TT TV TW TZ UA UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM ZW
 """.split())
 
+ISO_COUNTRY_CODES_3 = tuple("""
+ABW AFG AGO AIA ALA ALB AND ARE ARG ARM ASM ATA ATF ATG AUS AUT AZE BDI BEL BEN BES BFA BGD BGR BHR BHS BIH BLM
+BLR BLZ BMU BOL BRA BRB BRN BTN BVT BWA CAF CAN CCK CHE CHL CHN CIV CMR COD COG COK COL COM CPV CRI CUB CUW CXR
+CYM CYP CZE DEU DJI DMA DNK DOM DZA ECU EGY ERI ESH ESP EST ETH FIN FJI FLK FRA FRO FSM GAB GBR GEO GGY GHA GIB
+GIN GLP GMB GNB GNQ GRC GRD GRL GTM GUF GUM GUY HKG HMD HND HRV HTI HUN IDN IMN IND IOT IRL IRN IRQ ISL ISR ITA
+JAM JEY JOR JPN KAZ KEN KGZ KHM KIR KNA KOR KWT LAO LBN LBR LBY LCA LIE LKA LSO LTU LUX LVA MAC MAF MAR MCO MDA
+MDG MDV MEX MHL MKD MLI MLT MMR MNE MNG MNP MOZ MRT MSR MTQ MUS MWI MYS MYT NAM NCL NER NFK NGA NIC NIU NLD NOR
+NPL NRU NZL OMN PAK PAN PCN PER PHL PLW PNG POL PRI PRK PRT PRY PSE PYF QAT REU ROU RUS RWA SAU SDN SEN SGP SGS
+SHN SJM SLB SLE SLV SMR SOM SPM SRB SSD STP SUR SVK SVN SWE SWZ SXM SYC SYR TCA TCD TGO THA TJK TKL TKM TLS TON
+TTO TUN TUR TUV TWN TZA UGA UKR UMI URY USA UZB VAT VCT VEN VGB VIR VNM VUT WLF WSM YEM ZAF ZMB ZWE
+""".split())
+
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -59,6 +71,7 @@ PUBLIC_LISTS = (
     PublicList("US state codes", US_STATE_CODES, 2),
     PublicList("US state names", US_STATE_NAMES, 2),
     PublicList("ISO 3166-1 alpha-2 country codes", ISO_COUNTRY_CODES, 2),
+    PublicList("ISO 3166-1 alpha-3 country codes", ISO_COUNTRY_CODES_3, 2),
     PublicList("months", MONTHS, 2),
     PublicList("months, three letters", tuple(m[:3] for m in MONTHS), 2),
     PublicList("weekdays", WEEKDAYS, 2),
@@ -66,29 +79,31 @@ PUBLIC_LISTS = (
 )
 
 
-def _written(members: tuple[str, ...], own: set[str]) -> set[str] | None:
-    """The list's members written as the column writes its released values: as listed, where every released
-    value is a member as listed ("New York"); else in the one casing the released values share (upper, lower,
-    title), where every one is a member in it; None where they are not all members."""
-    if own <= set(members):
-        return set(members)
-    for case in (str.upper, str.lower, str.title):
-        if all(v == case(v) for v in own):
-            written = {case(member) for member in members}
-            return written if own <= written else None
-    return None
+ON_LIST_SHARE = 0.8  # of a column's released values, on the list (a table's own code beside ISO codes: "cn")
+
+
+def _written(members: tuple[str, ...], own: set[str], at_least: int) -> tuple[set[str], int] | None:
+    """The list's members written as the column writes its released values, and how many of those are on it: as
+    listed ("New York"), else in one casing (upper, lower, title), whichever holds more of them; None where fewer
+    than ``at_least`` of them, or than ON_LIST_SHARE, are on the list."""
+    best: tuple[set[str], int] | None = None
+    for written in (set(members), *({case(m) for m in members} for case in (str.upper, str.lower, str.title))):
+        on = len(own & written)
+        if on >= at_least and on >= ON_LIST_SHARE * len(own) and (best is None or on > best[1]):
+            best = (written, on)
+    return best
 
 
 def list_candidates(categories: Sequence[str]) -> tuple[str, ...]:
-    """The other members of the one public list (``PUBLIC_LISTS``) that holds every value a column released, written
-    as the column writes them; none where no list, or more than one ("CA" and "IN" are states and countries
-    both), holds them, or too few of them (post-processing of a DP release). Blanks around a value are not part
-    of it."""
+    """The other members of the public list (``PUBLIC_LISTS``) that holds the most of the values a column released
+    (at least its ``at_least`` and ON_LIST_SHARE of them), written as the column writes them; none where no list,
+    or two alike ("CA" and "IN" are states and countries both), hold them (post-processing of a DP release).
+    Blanks around a value are not part of it."""
     own = {value.strip() for value in categories}
     if not own:
         return ()
-    holding = [written for public in PUBLIC_LISTS
-               if len(own) >= public.at_least and (written := _written(public.members, own)) is not None]
-    if len(holding) != 1:
+    holding = sorted((found for public in PUBLIC_LISTS if (found := _written(public.members, own, public.at_least))),
+                     key=lambda found: -found[1])
+    if not holding or (len(holding) > 1 and holding[1][1] == holding[0][1]):
         return ()
-    return tuple(sorted(holding[0] - own))
+    return tuple(sorted(holding[0][0] - own))
