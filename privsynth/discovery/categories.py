@@ -245,12 +245,12 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     record moves one cell of the look."""
     sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
-    listed = tuple(v for v in listed if v not in set(candidates))
+    unlikely = tuple(v for v in listed if v not in set(candidates))
     bars_of_candidates = [CANDIDATE_SIGMAS * sigma] * len(candidates) + \
-        [candidate_sigmas(len(listed)) * sigma] * len(listed)
-    candidates = (*candidates, *listed)
-    listed = set(candidates)
-    observed = np.array([str(v) not in listed for v in values], dtype=bool)
+        [candidate_sigmas(len(unlikely)) * sigma] * len(unlikely)
+    candidates = (*candidates, *unlikely)
+    measured_apart = set(candidates)
+    observed = np.array([str(v) not in measured_apart for v in values], dtype=bool)
     held = dict(zip((str(v) for v in values), counts))
     cells = np.concatenate([counts[observed], [held.get(c, 0.0) for c in candidates]])
     # one histogram over disjoint cells (the observed values less the candidates, then the candidates): one draw

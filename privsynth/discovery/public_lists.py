@@ -1,5 +1,6 @@
 """Public lists of values (letters, US states, ISO 3166 country codes, months, weekdays): where a column's DP
-release holds only members of one list, the list's other members are public candidates for its second look.
+release holds members of one list (80% of its values), the list's other members are public candidates for its
+second look.
 
 A code of one letter is one of 26; a two-letter state code one of 56 (the 50 states, DC and five territories); a
 country code one of the 249 of ISO 3166-1, alpha-2 or alpha-3 (as Debian's iso-codes lists them, from iso.org).
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PublicList:
-    """A public list of values, matched without regard to case, and how many of a column's released values must be
-    on it (and on no other list) before its other members become candidates."""
+    """A public list of values (matched as listed, or in the one casing a column writes), and how many of a
+    column's released values must be on it before its other members become candidates."""
 
     name: str
     members: tuple[str, ...]
