@@ -337,6 +337,9 @@ def test_a_column_of_members_of_one_public_list_takes_the_rest_of_it_as_candidat
     hotel = ("bel", "cn", "deu", "esp", "fra", "gbr", "irl", "nld", "prt")  # ISO alpha-3 beside the table's own "cn"
     assert len(list_candidates(hotel)) == 241 and "usa" in list_candidates(hotel)
     assert len(list_candidates(("CA", "TX", "IN"))) == 53  # all three states, two of three countries
+    assert list_candidates(("Georgia", "Texas"))[0] == "Alabama" and list_candidates(("Georgia", "France"))[0] == \
+        "Afghanistan"  # a state and a country, read by the other value
+    assert "United States" in list_candidates(("Germany", "France"))  # country names, ISO's and their common ones
     # baseball's leagues read as two countries (Albania, the Netherlands): measured against them only if the column
     # shows values unfound, any of the 247 passing by noise in 0.13% of such columns
     assert len(list_candidates(("AL", "NL"))) == 247

@@ -1,9 +1,10 @@
-"""Public lists of values (letters, US states, ISO 3166 country codes, months, weekdays): where a column's DP
+"""Public lists of values (letters, US states, ISO 3166 country codes and names, months, weekdays): where a column's DP
 release holds members of one list (80% of its values), the list's other members are public candidates for its
 second look.
 
 A code of one letter is one of 26; a two-letter state code one of 56 (the 50 states, DC and five territories); a
-country code one of the 249 of ISO 3166-1, alpha-2 or alpha-3 (as Debian's iso-codes lists them, from iso.org).
+country code one of the 249 of ISO 3166-1, alpha-2 or alpha-3, and a country's name one of their names or common
+names (as Debian's iso-codes lists them, from iso.org).
 These lists are public facts, and which list a column is measured against is read off its first look's DP
 release alone (post-processing), so measuring the list's members needs no threshold (``categories``' module
 docstring). A lending table's `addr_state` released the dozen states its first look could see and wrote every
@@ -63,6 +64,47 @@ SHN SJM SLB SLE SLV SMR SOM SPM SRB SSD STP SUR SVK SVN SWE SWZ SXM SYC SYR TCA 
 TTO TUN TUR TUV TWN TZA UGA UKR UMI URY USA UZB VAT VCT VEN VGB VIR VNM VUT WLF WSM YEM ZAF ZMB ZWE
 """.split())
 
+COUNTRY_NAMES = (
+    "Afghanistan", "Albania", "Algeria", "American Samoa", "Andorra", "Angola", "Anguilla", "Antarctica",
+    "Antigua and Barbuda", "Argentina", "Armenia", "Aruba", "Australia", "Austria", "Azerbaijan", "Bahamas",
+    "Bahrain", "Bangladesh", "Barbados", "Belarus", "Belgium", "Belize", "Benin", "Bermuda", "Bhutan", "Bolivia",
+    "Bolivia, Plurinational State of", "Bonaire, Sint Eustatius and Saba", "Bosnia and Herzegovina", "Botswana",
+    "Bouvet Island", "Brazil", "British Indian Ocean Territory", "Brunei Darussalam", "Bulgaria", "Burkina Faso",
+    "Burundi", "Cabo Verde", "Cambodia", "Cameroon", "Canada", "Cayman Islands", "Central African Republic", "Chad",
+    "Chile", "China", "Christmas Island", "Cocos (Keeling) Islands", "Colombia", "Comoros", "Congo",
+    "Congo, The Democratic Republic of the", "Cook Islands", "Costa Rica", "Croatia", "Cuba", "Curaçao", "Cyprus",
+    "Czechia", "Côte d'Ivoire", "Denmark", "Djibouti", "Dominica", "Dominican Republic", "Ecuador", "Egypt",
+    "El Salvador", "Equatorial Guinea", "Eritrea", "Estonia", "Eswatini", "Ethiopia", "Falkland Islands (Malvinas)",
+    "Faroe Islands", "Fiji", "Finland", "France", "French Guiana", "French Polynesia",
+    "French Southern Territories", "Gabon", "Gambia", "Georgia", "Germany", "Ghana", "Gibraltar", "Greece",
+    "Greenland", "Grenada", "Guadeloupe", "Guam", "Guatemala", "Guernsey", "Guinea", "Guinea-Bissau", "Guyana",
+    "Haiti", "Heard Island and McDonald Islands", "Holy See (Vatican City State)", "Honduras", "Hong Kong",
+    "Hungary", "Iceland", "India", "Indonesia", "Iran", "Iran, Islamic Republic of", "Iraq", "Ireland",
+    "Isle of Man", "Israel", "Italy", "Jamaica", "Japan", "Jersey", "Jordan", "Kazakhstan", "Kenya", "Kiribati",
+    "Korea, Democratic People's Republic of", "Korea, Republic of", "Kuwait", "Kyrgyzstan",
+    "Lao People's Democratic Republic", "Laos", "Latvia", "Lebanon", "Lesotho", "Liberia", "Libya", "Liechtenstein",
+    "Lithuania", "Luxembourg", "Macao", "Madagascar", "Malawi", "Malaysia", "Maldives", "Mali", "Malta",
+    "Marshall Islands", "Martinique", "Mauritania", "Mauritius", "Mayotte", "Mexico",
+    "Micronesia, Federated States of", "Moldova", "Moldova, Republic of", "Monaco", "Mongolia", "Montenegro",
+    "Montserrat", "Morocco", "Mozambique", "Myanmar", "Namibia", "Nauru", "Nepal", "Netherlands", "New Caledonia",
+    "New Zealand", "Nicaragua", "Niger", "Nigeria", "Niue", "Norfolk Island", "North Korea", "North Macedonia",
+    "Northern Mariana Islands", "Norway", "Oman", "Pakistan", "Palau", "Palestine, State of", "Panama",
+    "Papua New Guinea", "Paraguay", "Peru", "Philippines", "Pitcairn", "Poland", "Portugal", "Puerto Rico", "Qatar",
+    "Romania", "Russian Federation", "Rwanda", "Réunion", "Saint Barthélemy",
+    "Saint Helena, Ascension and Tristan da Cunha", "Saint Kitts and Nevis", "Saint Lucia",
+    "Saint Martin (French part)", "Saint Pierre and Miquelon", "Saint Vincent and the Grenadines", "Samoa",
+    "San Marino", "Sao Tome and Principe", "Saudi Arabia", "Senegal", "Serbia", "Seychelles", "Sierra Leone",
+    "Singapore", "Sint Maarten (Dutch part)", "Slovakia", "Slovenia", "Solomon Islands", "Somalia", "South Africa",
+    "South Georgia and the South Sandwich Islands", "South Korea", "South Sudan", "Spain", "Sri Lanka", "Sudan",
+    "Suriname", "Svalbard and Jan Mayen", "Sweden", "Switzerland", "Syria", "Syrian Arab Republic", "Taiwan",
+    "Taiwan, Province of China", "Tajikistan", "Tanzania", "Tanzania, United Republic of", "Thailand",
+    "Timor-Leste", "Togo", "Tokelau", "Tonga", "Trinidad and Tobago", "Tunisia", "Turkmenistan",
+    "Turks and Caicos Islands", "Tuvalu", "Türkiye", "Uganda", "Ukraine", "United Arab Emirates", "United Kingdom",
+    "United States", "United States Minor Outlying Islands", "Uruguay", "Uzbekistan", "Vanuatu", "Venezuela",
+    "Venezuela, Bolivarian Republic of", "Viet Nam", "Vietnam", "Virgin Islands, British", "Virgin Islands, U.S.",
+    "Wallis and Futuna", "Western Sahara", "Yemen", "Zambia", "Zimbabwe", "Åland Islands",
+)
+
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -73,6 +115,7 @@ PUBLIC_LISTS = (
     PublicList("US state names", US_STATE_NAMES, 2),
     PublicList("ISO 3166-1 alpha-2 country codes", ISO_COUNTRY_CODES, 2),
     PublicList("ISO 3166-1 alpha-3 country codes", ISO_COUNTRY_CODES_3, 2),
+    PublicList("country names", COUNTRY_NAMES, 2),
     PublicList("months", MONTHS, 2),
     PublicList("months, three letters", tuple(m[:3] for m in MONTHS), 2),
     PublicList("weekdays", WEEKDAYS, 2),
