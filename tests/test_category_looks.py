@@ -20,13 +20,12 @@ from privsynth.discovery.categories import (
     candidate_sigmas,
     dp_categories,
     pool_shares,
-    public_complements,
     shows_unfound,
     sibling_candidates,
     threshold,
     unfound_mass,
 )
-from privsynth.discovery.public_lists import list_candidates
+from privsynth.discovery.public_lists import list_candidates, public_complements
 from privsynth.privacy.accounting import gaussian_sigma
 
 
@@ -301,7 +300,7 @@ def test_a_rare_yes_of_a_wide_table_s_flags_is_found_as_a_public_partner(tmp_pat
 
     def found(complements: bool, seed: int) -> int:
         if not complements:  # no pair, and no letter ("Y" is one of the letters beside an "N")
-            monkeypatch.setattr("privsynth.discovery.categories.COMPLEMENTS", {})
+            monkeypatch.setattr("privsynth.discovery.public_lists.COMPLEMENTS", {})
             monkeypatch.setattr("privsynth.discovery.discover.list_candidates", lambda categories: ())
         ledger = f"sqlite:///{tmp_path / f'l{complements}{seed}.db'}"
         text = privsynth.discovery.draft_schema(str(tmp_path / "t.csv"), privsynth.discovery.DraftOptions(

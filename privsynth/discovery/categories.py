@@ -24,7 +24,7 @@ missed in one of them. A second look measures a column's candidates on their own
 public list, every candidate counted whether or not the column holds it (0 if not), and keeps those above
 CANDIDATE_SIGMAS deviations: a histogram over a public domain needs no threshold delta, so a value held by a
 few hundred rows passes where the observed values' threshold, about 6 deviations, would lose it. So are the
-partners of a public pair (``public_complements``). Where a column released only members of one public list
+partners of a public pair (``public_lists.public_complements``). Where a column released only members of one public list
 (letters, US states, ISO country codes, months, weekdays: ``public_lists``), the list's other members are
 candidates too, unlikely ones each, kept above ``candidate_sigmas`` deviations for their number (3.9 for 25
 letters, 4.3 for 54 states), so that any absent member passes at the rate one absent partner does. A likely
@@ -162,34 +162,6 @@ def sibling_candidates(found: dict[str, tuple[str, ...]], name: str) -> tuple[st
                         - own))
 
 
-# Values that come in public pairs, in each of three casings ("Y" / "N", "yes" / "no", "TRUE" / "FALSE"): a column
-# whose release holds one member of a pair measures the other as a public candidate at its second look.
-PUBLIC_PAIRS = (("yes", "no"), ("y", "n"), ("true", "false"), ("t", "f"), ("male", "female"), ("m", "f"))
-
-
-def _complements() -> dict[str, frozenset[str]]:
-    out: dict[str, set[str]] = {}
-    for pair in PUBLIC_PAIRS:
-        for case in (str.lower, str.upper, str.title):
-            a, b = case(pair[0]), case(pair[1])
-            out.setdefault(a, set()).add(b)
-            out.setdefault(b, set()).add(a)
-    return {value: frozenset(partners) for value, partners in out.items()}
-
-
-COMPLEMENTS = _complements()
-
-
-def public_complements(categories: Sequence[str]) -> tuple[str, ...]:
-    """The partners (``PUBLIC_PAIRS``, the same casing) of the values a column released, less its own: public
-    candidates for its second look, chosen from a public list by a DP release (post-processing). A yes/no flag
-    whose rare "Y" (76 to 263 of 2,784 rows) fell under a 41-column table's threshold (413 to 768 rows) came back
-    as "N" and `<out-of-domain>`; measured as a candidate, "Y" passes at 3 deviations where the threshold asks
-    about 6. A partner the column does not hold is kept with probability 0.13%."""
-    own = set(categories)
-    return tuple(sorted(set().union(*(COMPLEMENTS.get(value.strip(), frozenset()) for value in own)) - own))
-
-
 def merged_spellings(release: CategoryRelease) -> tuple[str, ...]:
     """One category per value under the one text rule (blanks around a value are not part of it): of the kept
     spellings of one value ("MA", "MA "), the one with the largest noisy count, which the synthetic table
@@ -245,7 +217,8 @@ def dp_categories(values: Sequence[str], counts: np.ndarray, rho: float, delta_t
     record moves one cell of the look."""
     sigma = gaussian_sigma(rho)
     counts = np.asarray(counts, dtype=np.float64)
-    unlikely = tuple(v for v in listed if v not in set(candidates))
+    likely = set(candidates)
+    unlikely = tuple(v for v in listed if v not in likely)
     bars_of_candidates = [CANDIDATE_SIGMAS * sigma] * len(candidates) + \
         [candidate_sigmas(len(unlikely)) * sigma] * len(unlikely)
     candidates = (*candidates, *unlikely)

@@ -33,7 +33,6 @@ from privsynth.discovery.categories import (
     CategoryRelease,
     dp_categories,
     pool_shares,
-    public_complements,
     shows_unfound,
     sibling_candidates,
     unfound_mass,
@@ -50,7 +49,7 @@ from privsynth.discovery.draft import (
     public_bounds,
     set_kind,
 )
-from privsynth.discovery.public_lists import list_candidates
+from privsynth.discovery.public_lists import list_candidates, public_complements
 from privsynth.errors import ParameterError
 from privsynth.privacy.accounting import gaussian_sigma
 

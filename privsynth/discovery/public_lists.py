@@ -1,5 +1,6 @@
-"""Public lists of values (letters, US states, ISO 3166 country codes and names, months, weekdays): where a column's DP
-release holds members of one list (80% of its values), the list's other members are public candidates for its
+"""Public lists of values: the partner of a value that comes in a public pair (yes / no, true / false, male /
+female ...), and lists (letters, US states, ISO 3166 country codes and names, months, weekdays): where a column's
+DP release holds members of one list (80% of its values), the list's other members are public candidates for its
 second look.
 
 A code of one letter is one of 26; a two-letter state code one of 56 (the 50 states, DC and five territories); a
@@ -123,6 +124,38 @@ PUBLIC_LISTS = (
 )
 
 
+CASINGS = (str.upper, str.lower, str.title)  # how a column may write a public list's values beside as listed
+
+
+# Values that come in public pairs, in each of three casings ("Y" / "N", "yes" / "no", "TRUE" / "FALSE"): a column
+# whose release holds one member of a pair measures the other as a public candidate at its second look.
+PUBLIC_PAIRS = (("yes", "no"), ("y", "n"), ("true", "false"), ("t", "f"), ("male", "female"), ("m", "f"))
+
+
+def _complements() -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = {}
+    for pair in PUBLIC_PAIRS:
+        for case in CASINGS:
+            a, b = case(pair[0]), case(pair[1])
+            out.setdefault(a, set()).add(b)
+            out.setdefault(b, set()).add(a)
+    return {value: frozenset(partners) for value, partners in out.items()}
+
+
+COMPLEMENTS = _complements()
+
+
+def public_complements(categories: Sequence[str]) -> tuple[str, ...]:
+    """The partners (``PUBLIC_PAIRS``, the same casing) of the values a column released, less its own: public
+    candidates for its second look, chosen from a public list by a DP release (post-processing), likely ones (a
+    column's lists of ``list_candidates`` are unlikely ones). A yes/no flag
+    whose rare "Y" (76 to 263 of 2,784 rows) fell under a 41-column table's threshold (413 to 768 rows) came back
+    as "N" and `<out-of-domain>`; measured as a candidate, "Y" passes at 3 deviations where the threshold asks
+    about 6. A partner the column does not hold is kept with probability 0.13%."""
+    own = set(categories)
+    return tuple(sorted(set().union(*(COMPLEMENTS.get(value.strip(), frozenset()) for value in own)) - own))
+
+
 ON_LIST_SHARE = 0.8  # of a column's released values, on the list (a table's own code beside ISO codes: "cn")
 
 
@@ -131,7 +164,7 @@ def _written(members: tuple[str, ...], own: set[str], at_least: int) -> tuple[se
     listed ("New York"), else in one casing (upper, lower, title), whichever holds more of them; None where fewer
     than ``at_least`` of them, or than ON_LIST_SHARE, are on the list."""
     best: tuple[set[str], int] | None = None
-    for written in (set(members), *({case(m) for m in members} for case in (str.upper, str.lower, str.title))):
+    for written in (set(members), *({case(m) for m in members} for case in CASINGS)):
         on = len(own & written)
         if on >= at_least and on >= ON_LIST_SHARE * len(own) and (best is None or on > best[1]):
             best = (written, on)
