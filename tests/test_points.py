@@ -29,7 +29,7 @@ def _released(tmp_path, name: str, values: np.ndarray, rng) -> tuple[str, pd.Ser
 
 
 def test_candidates_are_public_and_inside_the_bounds():
-    assert P.candidates(0.0, 120.0, integer=False) == (1.0, 9.0, 10.0, 99.0, 100.0)
+    assert P.candidates(0.0, 120.0, integer=False) == (1.0, 2.0, 5.0, 9.0, 10.0, 20.0, 50.0, 99.0, 100.0)
     assert -1.0 in P.candidates(-5.0, 10.0, False) and 0.0 not in P.candidates(-5.0, 10.0, False)  # the zeros' cell
     assert P.candidates(0.0, 120.0, integer=True) == ()  # a cell per integer already: codes keep all the rho
     assert P.candidates(-1.0, 10_000_000.0, integer=True)[-1] == 9999999.0
@@ -41,6 +41,17 @@ def test_a_candidate_is_a_point_when_it_holds_its_share():
     points, held, _ = P.value_points(values, counts, P.candidates(0.0, 300.0, False), rho=1.0, noise=NoNoise(),
                                      present=10_000.0, delta_tau=None)
     assert points == (99.0,) and held == 500.0  # 100 holds 1%: below POINT_SHARE; 3.5 is no candidate
+
+
+def test_round_figures_of_the_one_two_five_series_are_points():
+    """Loans of 5,000 and 20,000 (heaps a form's defaults make), company sizes of 20 and 500: figures of the 1-2-5
+    series are public candidates, written exactly; 12,000 is none, and stays in its bin."""
+    values = np.array([5_000.0, 12_000.0, 20_000.0, 7_312.5])
+    counts = np.array([800.0, 700.0, 600.0, 7_900.0])
+    points, held, _ = P.value_points(values, counts, P.candidates(500.0, 40_000.0, False), rho=1.0,
+                                     noise=NoNoise(), present=10_000.0, delta_tau=None)
+    assert points == (5_000.0, 20_000.0) and held == 1_400.0
+    assert {20.0, 500.0, 5_000.0} <= set(P.candidates(1.0, 10_368.0, integer=False))
 
 
 def test_a_value_most_rows_hold_is_a_point_only_past_the_threshold_for_unknown_values():

@@ -26,7 +26,9 @@ from privsynth.discovery.categories import threshold
 from privsynth.discovery.codes import CODED_REST_SHARE
 
 NINES = tuple(10 ** k - 1 for k in range(1, 10))  # 9, 99, ..., 999999999: "not applicable", "refused", top codes
-ROUND = tuple(10 ** k for k in range(0, 10))  # 1, 10, ..., 1e9: prices, capped values
+# 1, 2, 5, 10, 20, 50, ..., 5e9 (the 1-2-5 series of banknotes and preferred numbers): prices, caps, and the
+# sizes a form offers as numbers (a company of 1, 10, 20, 100, 500, 1,000, 5,000 or 10,000 people)
+ROUND = tuple(m * 10 ** k for k in range(0, 10) for m in (1, 2, 5))
 SENTINELS = tuple(sorted({-1, *(-x for x in NINES), *NINES, *ROUND}))
 POINT_SHARE = 0.02  # a candidate held by at least this share of the present values is a point
 POINTS_RHO_SHARE = 0.2  # of a number column's round-2 rho, when a candidate lies inside its bounds
