@@ -124,7 +124,7 @@ def release(real, schema, table: str, seed: int, fine_share: float | None, disco
     result = aim.run(aim.collect_statistics(Histogram.of_codes(codes), domain, config), domain, config, noise,
                      earlier=earlier)
     synthetic = round_release(result, domain, codes.shape[0], noise.post_rng)
-    synthetic = suppress_levels(synthetic, unsupported_levels(structural_levels(schema), result.measurements),
+    synthetic = suppress_levels(synthetic, unsupported_levels(structural_levels(schema), result.measurements, domain),
                                 noise.post_rng)
     fine = None
     columns = decoded_columns(schema)

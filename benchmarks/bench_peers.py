@@ -123,7 +123,8 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     release = module.run(stats, domain, config, noise)
     synthetic = round_release(release, domain, None if release.exact else codes.shape[0], noise.post_rng)
     if not release.exact:  # as the pipeline's rounding stage (stages.synthesize_table)
-        synthetic = suppress_levels(synthetic, unsupported_levels(structural, release.measurements), noise.post_rng)
+        empty = unsupported_levels(structural, release.measurements, domain)
+        synthetic = suppress_levels(synthetic, empty, noise.post_rng)
     seconds = time.perf_counter() - t0
     np.save(out.with_suffix(".npy"), synthetic)
     out.write_text(json.dumps({"seconds": seconds, "cpu_seconds": _cpu_seconds() - cpu0, "peak_rss_mb": _rss_mb(),

@@ -10,9 +10,9 @@ discovery's DP estimates (``discovery.json``). No real row is read.
   synthetic table's own share. The bar is 1.96 times the combined noise's standard deviation plus the
   rounding's sampling deviation sqrt(q (1 - q) / N) (q the synthetic share, N its rows), both as shares
   of the noisy total, so it covers the synthetic share when the model fits the measurement. A level the
-  rounding suppressed (its noisy 1-way count below ``EVIDENCE_SIGMAS`` deviations,
-  ``rounding.unsupported_levels``: the synthetic table holds none) is stated from that 1-way count, the
-  figure that decided, with a bar of at least ``EVIDENCE_SIGMAS`` deviations. Without a 1-way
+  rounding suppressed (its combined noisy count below ``EVIDENCE_SIGMAS`` deviations,
+  ``rounding.unsupported_levels``: the synthetic table holds none) is stated from that count, the figure
+  that decided (``rounding.level_evidence``), with a bar of at least ``EVIDENCE_SIGMAS`` deviations. Without a
   measurement: "not measured" (the synthetic share alone is stated).
 * Beyond the bounds (``on_out_of_domain: clip``): a clipped value is binned into the edge bin, so the
   release cannot tell it from a value inside that bin. The DP estimate comes from discovery's noisy
@@ -29,10 +29,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from privsynth.mechanisms.base import Measurement
-from privsynth.mechanisms.rounding import EVIDENCE_SIGMAS, unsupported_levels
+from privsynth.mechanisms.rounding import EVIDENCE_SIGMAS, level_evidence, unsupported_levels
 from privsynth.report.uncertainty import Estimate
 from privsynth.schema import MISSING_LABEL, Column, Schema
-from privsynth.schema.encoding import structural_levels
+from privsynth.schema.encoding import domain_of, structural_levels
 
 Z95 = 1.959964
 NO_ESTIMATE = ("no DP estimate: a clipped value is binned into the edge bin, so the release cannot tell it from a "
@@ -101,15 +101,15 @@ def _sd_share(est: Estimate, total: float) -> float:
 
 
 def level_share(label: str, level: int, synthetic: float, rows: int, est: Estimate | None,
-                one_way: Measurement | None, suppressed: bool) -> LevelShare:
-    """A structural level's stated share (module docstring): pure, from DP outputs only."""
-    if suppressed and one_way is not None:
-        counts = np.asarray(one_way.noisy_counts, dtype=np.float64)
-        total = max(float(counts.sum()), 1.0)
-        sd = one_way.scale * (math.sqrt(2.0) if one_way.noise == "laplace" else 1.0)
+                evidence: tuple[float, float, float] | None, suppressed: bool) -> LevelShare:
+    """A structural level's stated share (module docstring): pure, from DP outputs only. ``evidence``: the
+    (count, total, deviation) that decided a suppressed level (``rounding.level_evidence``)."""
+    if suppressed and evidence is not None:
+        count, total, sd = evidence
+        total = max(total, 1.0)
         bar = max(Z95, EVIDENCE_SIGMAS) * sd / total
-        return LevelShare(label, "measured", synthetic, float(min(1.0, max(0.0, counts[level] / total))), bar, True,
-                          "the 1-way measurement (below the evidence bar: the synthetic table holds none)")
+        return LevelShare(label, "measured", synthetic, float(min(1.0, max(0.0, count / total))), bar, True,
+                          "the noisy measurements (below the evidence bar: the synthetic table holds none)")
     index = None if est is None else _index(est, level)
     if est is None or index is None:
         return LevelShare(label, "not measured", synthetic,
@@ -125,8 +125,8 @@ def structural_shares(schema: Schema, synthetic: np.ndarray, estimates: dict, me
     """Per kept column: its ``<out-of-domain>`` and ``<missing>`` shares (None where the column has no such
     level: not nullable, or values outside its domain are clipped or refused)."""
     structural = structural_levels(schema)
-    suppressed = unsupported_levels(structural, tuple(measurements))
-    one_way = {m.attributes[0]: m for m in measurements if len(m.attributes) == 1 and not m.level_groups}
+    domain = domain_of(schema)
+    suppressed = unsupported_levels(structural, tuple(measurements), domain)
     rows = int(synthetic.shape[0])
     out = []
     for a, col in enumerate(schema.kept_columns):
@@ -134,8 +134,9 @@ def structural_shares(schema: Schema, synthetic: np.ndarray, estimates: dict, me
         for level in structural.get(a, ()):
             label = col.labels[level]
             share = float(np.mean(synthetic[:, a] == level)) if rows else 0.0
-            found = level_share(label, level, share, rows, estimates.get((a,)), one_way.get(a),
-                                level in suppressed.get(a, ()))
+            gone = level in suppressed.get(a, ())
+            found = level_share(label, level, share, rows, estimates.get((a,)),
+                                level_evidence(tuple(measurements), a, level, domain) if gone else None, gone)
             entry["missing" if label == MISSING_LABEL else "out_of_domain"] = found.to_json()
         out.append(entry)
     return out

@@ -176,11 +176,12 @@ def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np
                      fine: dict | None = None, measurements: tuple[Measurement, ...] = ()) -> pa.Table:
     """Records in the original schema from a release (post-processing, free); ``fine``: the run's DP
     sub-bin counts (``privacy.json`` fine_decoding), else values uniform inside their bins;
-    ``measurements``: the release's noisy measurements, whose 1-way counts decide which ``<missing>`` and
+    ``measurements``: the release's noisy measurements, whose counts decide which ``<missing>`` and
     ``<out-of-domain>`` levels the synthetic table may hold (``rounding.unsupported_levels``)."""
-    codes = round_release(release, domain_of(schema), rows, rng)
+    domain = domain_of(schema)
+    codes = round_release(release, domain, rows, rng)
     if not release.exact:  # exact records are the release itself
-        codes = suppress_levels(codes, unsupported_levels(structural_levels(schema), measurements), rng)
+        codes = suppress_levels(codes, unsupported_levels(structural_levels(schema), measurements, domain), rng)
     frame = decode_codes(codes, schema, rng, fine)
     return pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
 
