@@ -95,9 +95,10 @@ def release(real, schema, table: str, seed: int, fine_share: float | None, disco
     import numpy as np
 
     from privsynth.mechanisms import get_mechanism
-    from privsynth.mechanisms.rounding import round_release, suppress_levels, unsupported_levels
+    from privsynth.mechanisms.rounding import round_release, suppress_levels
     from privsynth.privacy.accounting import epsilon_from_rho, gaussian_sigma
     from privsynth.privacy.noise import SeededNoise
+    from privsynth.report.evidence import unsupported_levels
     from privsynth.run.fine_decoding import default_share, sub_bin_counts
     from privsynth.run.plan import run_rho_with_discovery
     from privsynth.schema.encoding import (

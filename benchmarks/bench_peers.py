@@ -72,7 +72,7 @@ def _cpu_seconds() -> float:
 def load_codes(table: str):
     """(level codes, Domain, structural levels) of ``table`` under its documented binning (adult:
     schemas/adult.yaml); the structural levels (``<missing>``, ``<out-of-domain>``) per attribute are those
-    the pipeline's rounding stage suppresses without DP evidence (``rounding.unsupported_levels``)."""
+    the pipeline's rounding stage suppresses without DP evidence (``evidence.unsupported_levels``)."""
     sys.path.insert(0, str(HERE))
     from privsynth.schema.encoding import domain_of, encode_codes, structural_levels
 
@@ -106,8 +106,9 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     import numpy as np
 
     from privsynth.mechanisms import get_mechanism
-    from privsynth.mechanisms.rounding import round_release, suppress_levels, unsupported_levels
+    from privsynth.mechanisms.rounding import round_release, suppress_levels
     from privsynth.privacy.noise import SeededNoise
+    from privsynth.report.evidence import unsupported_levels
     from privsynth.schema.workload import Histogram
 
     codes = np.load(codes_path)

@@ -112,7 +112,7 @@ def test_a_structural_level_is_kept_on_the_evidence_of_every_measurement_that_ho
     2-deviation bar (2.3%); a level merged with others in the 2-way measurements is read off the 1-way count."""
     from scipy.stats import norm
 
-    from privsynth.mechanisms.rounding import level_evidence, unsupported_levels
+    from privsynth.report.evidence import level_evidence, unsupported_levels
 
     domain = domain_of(SCHEMA)  # state: CA, MA, <missing>, <out-of-domain>; price: 2 bins
     structural = {0: (2, 3)}

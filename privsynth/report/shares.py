@@ -11,8 +11,8 @@ discovery's DP estimates (``discovery.json``). No real row is read.
   rounding's sampling deviation sqrt(q (1 - q) / N) (q the synthetic share, N its rows), both as shares
   of the noisy total, so it covers the synthetic share when the model fits the measurement. A level the
   rounding suppressed (its combined noisy count below ``EVIDENCE_SIGMAS`` deviations,
-  ``rounding.unsupported_levels``: the synthetic table holds none) is stated from that count, the figure
-  that decided (``rounding.level_evidence``), with a bar of at least ``EVIDENCE_SIGMAS`` deviations. Without a
+  ``evidence.unsupported_levels``: the synthetic table holds none) is stated from that count, the figure
+  that decided (``evidence.level_evidence``), with a bar of at least ``EVIDENCE_SIGMAS`` deviations. Without a
   measurement: "not measured" (the synthetic share alone is stated).
 * Beyond the bounds (``on_out_of_domain: clip``): a clipped value is binned into the edge bin, so the
   release cannot tell it from a value inside that bin. The DP estimate comes from discovery's noisy
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from privsynth.mechanisms.base import Measurement
-from privsynth.mechanisms.rounding import EVIDENCE_SIGMAS, level_evidence, unsupported_levels
+from privsynth.report.evidence import EVIDENCE_SIGMAS, level_evidence, unsupported_levels
 from privsynth.report.uncertainty import Estimate
 from privsynth.schema import MISSING_LABEL, Column, Schema
 from privsynth.schema.encoding import domain_of, structural_levels
@@ -103,7 +103,7 @@ def _sd_share(est: Estimate, total: float) -> float:
 def level_share(label: str, level: int, synthetic: float, rows: int, est: Estimate | None,
                 evidence: tuple[float, float, float] | None, suppressed: bool) -> LevelShare:
     """A structural level's stated share (module docstring): pure, from DP outputs only. ``evidence``: the
-    (count, total, deviation) that decided a suppressed level (``rounding.level_evidence``)."""
+    (count, total, deviation) that decided a suppressed level (``evidence.level_evidence``)."""
     if suppressed and evidence is not None:
         count, total, sd = evidence
         total = max(total, 1.0)

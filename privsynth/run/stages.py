@@ -34,7 +34,8 @@ from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_tab
 from privsynth.io.storage import RemoteFolder, is_remote
 from privsynth.mechanisms.base import Measurement, Release
 from privsynth.mechanisms.progress import reporting_progress
-from privsynth.mechanisms.rounding import round_release, suppress_levels, unsupported_levels
+from privsynth.mechanisms.rounding import round_release, suppress_levels
+from privsynth.report.evidence import unsupported_levels
 from privsynth.run import phase
 from privsynth.run.charge import ReleaseRequest, epsilon_statement, release_stage
 from privsynth.run.context import RunContext, Runner, direct
@@ -177,7 +178,7 @@ def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np
     """Records in the original schema from a release (post-processing, free); ``fine``: the run's DP
     sub-bin counts (``privacy.json`` fine_decoding), else values uniform inside their bins;
     ``measurements``: the release's noisy measurements, whose counts decide which ``<missing>`` and
-    ``<out-of-domain>`` levels the synthetic table may hold (``rounding.unsupported_levels``)."""
+    ``<out-of-domain>`` levels the synthetic table may hold (``evidence.unsupported_levels``)."""
     domain = domain_of(schema)
     codes = round_release(release, domain, rows, rng)
     if not release.exact:  # exact records are the release itself
