@@ -46,8 +46,9 @@ def unsupported_levels(structural: dict[int, tuple[int, ...]], measurements: tup
     measurements give no evidence of: their combined count (``level_evidence``) below ``sigmas`` noise
     deviations (post-processing of DP measurements). A level the data does not hold still gets the model's
     share of the noise; a user would see missing or out-of-domain values the table never had. Every
-    measurement holding the attribute counts: a nativeBorn column's 87 missing answers (of 28,867) showed 1.7
-    deviations on the 1-way start alone and 2.4 with the 2-way measurements that hold the column."""
+    measurement holding the attribute counts: a nativeBorn column's 87 missing answers (of 28,867) are 1.7
+    deviations of the 1-way start's noise (51) and 2.4 of the combined noise (37) of the measurements that hold
+    the column."""
     out: dict[int, tuple[int, ...]] = {}
     for j, levels in structural.items():
         empty = []
