@@ -127,6 +127,9 @@ def test_a_structural_level_is_kept_on_the_evidence_of_every_measurement_that_ho
     merged = Measurement((0, 1), np.array([9_000.0, 4_000.0, 9_060.0, 6_807.0, 0.0, 0.0]), "gaussian", 34.5,
                          level_groups=((0, 1, 1, 2), None))
     assert level_evidence((one_way, merged, price), 0, 2, domain) == (87.0, 28_867.0, 51.0)
+    laplace = Measurement((0,), truth.sum(axis=1), "laplace", 40.0)  # pure DP: its deviation is sqrt(2) b
+    assert level_evidence((laplace,), 0, 2, domain) == (87.0, 28_867.0, pytest.approx(40.0 * math.sqrt(2.0)))
+    assert level_evidence((price,), 0, 2, domain) is None  # no measurement holds the column: nothing to decide
     rng = np.random.default_rng(0)
     kept = 0
     for _ in range(4_000):
