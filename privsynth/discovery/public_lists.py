@@ -14,6 +14,7 @@ other state as `<out-of-domain>` (39% of its values).
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -159,12 +160,18 @@ def public_complements(categories: Sequence[str]) -> tuple[str, ...]:
 ON_LIST_SHARE = 0.8  # of a column's released values, on the list (a table's own code beside ISO codes: "cn")
 
 
-def _written(members: tuple[str, ...], own: set[str], at_least: int) -> tuple[set[str], int] | None:
+@functools.cache
+def _forms(members: tuple[str, ...]) -> tuple[frozenset[str], ...]:
+    """A list's members as listed and in each of CASINGS: built once per list, not once per column."""
+    return (frozenset(members), *(frozenset(case(m) for m in members) for case in CASINGS))
+
+
+def _written(members: tuple[str, ...], own: set[str], at_least: int) -> tuple[frozenset[str], int] | None:
     """The list's members written as the column writes its released values, and how many of those are on it: as
     listed ("New York"), else in one casing (upper, lower, title), whichever holds more of them; None where fewer
     than ``at_least`` of them, or than ON_LIST_SHARE, are on the list."""
-    best: tuple[set[str], int] | None = None
-    for written in (set(members), *({case(m) for m in members} for case in CASINGS)):
+    best: tuple[frozenset[str], int] | None = None
+    for written in _forms(members):
         on = len(own & written)
         if on >= at_least and on >= ON_LIST_SHARE * len(own) and (best is None or on > best[1]):
             best = (written, on)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from privsynth.mechanisms.base import Measurement
-from privsynth.report.uncertainty import estimate
+from privsynth.report.uncertainty import Estimate, estimate
 from privsynth.schema.encoding import Domain
 
 EVIDENCE_SIGMAS = 2.0  # a structural level is kept when its noisy count shows this many noise deviations
@@ -25,13 +25,15 @@ def level_evidence(measurements: tuple[Measurement, ...], attribute: int, level:
     attribute and combined with inverse-variance weights (``report.uncertainty.estimate``: a 2-way measurement
     at sigma summed over c cells carries sigma^2 c); where that is not available (Laplace noise, the level merged
     with others), the 1-way measurement's own count (Laplace's deviation: sqrt(2) b); None without either."""
-    est = estimate(measurements, (attribute,), domain)
-    if est is not None and est.cell_sd is not None:
-        groups = est.groups[0]
-        cell = level if groups is None else int(groups[level])
-        if groups is None or sum(1 for g in groups if int(g) == cell) == 1:
-            values = np.asarray(est.values, dtype=np.float64)
-            return float(values[cell]), float(values.sum()), float(est.cell_sd)
+    return _evidence(estimate(measurements, (attribute,), domain), measurements, attribute, level)
+
+
+def _evidence(est: Estimate | None, measurements: tuple[Measurement, ...], attribute: int,
+              level: int) -> tuple[float, float, float] | None:
+    """``level_evidence`` from the attribute's 1-way estimate ``est`` (computed once per attribute)."""
+    if est is not None and est.cell_sd is not None and (cell := est.level_cell(level)) is not None:
+        values = np.asarray(est.values, dtype=np.float64)
+        return float(values[cell]), float(values.sum()), float(est.cell_sd)
     one_way = next((m for m in measurements if m.attributes == (attribute,) and not m.level_groups), None)
     if one_way is None or level >= len(one_way.noisy_counts):
         return None
@@ -51,9 +53,10 @@ def unsupported_levels(structural: dict[int, tuple[int, ...]], measurements: tup
     the column."""
     out: dict[int, tuple[int, ...]] = {}
     for j, levels in structural.items():
+        est = estimate(measurements, (j,), domain)
         empty = []
         for level in levels:
-            evidence = level_evidence(measurements, j, level, domain)
+            evidence = _evidence(est, measurements, j, level)
             if evidence is not None and evidence[0] < sigmas * evidence[2]:
                 empty.append(level)
         if empty:

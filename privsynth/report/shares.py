@@ -86,15 +86,6 @@ class BeyondShare:
         return asdict(self)
 
 
-def _index(est: Estimate, level: int) -> int | None:
-    """The estimate's cell holding ``level`` alone (None: merged with other levels)."""
-    groups = est.groups[0]
-    if groups is None:
-        return level
-    group = int(groups[level])
-    return group if sum(1 for g in groups if int(g) == group) == 1 else None
-
-
 def _sd_share(est: Estimate, total: float) -> float:
     """One cell's 95% noise half-width as a share (Laplace: the L1 bound, which covers every cell)."""
     return (Z95 * est.cell_sd if est.cell_sd is not None else est.noise_l1) / total
@@ -110,7 +101,7 @@ def level_share(label: str, level: int, synthetic: float, rows: int, est: Estima
         bar = max(Z95, EVIDENCE_SIGMAS) * sd / total
         return LevelShare(label, "measured", synthetic, float(min(1.0, max(0.0, count / total))), bar, True,
                           "the noisy measurements (below the evidence bar: the synthetic table holds none)")
-    index = None if est is None else _index(est, level)
+    index = None if est is None else est.level_cell(level)
     if est is None or index is None:
         return LevelShare(label, "not measured", synthetic,
                           source="no measurement holds this level alone" if est is not None else "no measurement")

@@ -106,6 +106,14 @@ class Estimate:
     def merged(self) -> bool:
         return any(g is not None for g in self.groups)
 
+    def level_cell(self, level: int) -> int | None:
+        """Of a 1-way estimate, the cell holding ``level`` alone (None: merged with other levels)."""
+        groups = self.groups[0]
+        if groups is None:
+            return level
+        cell = int(groups[level])
+        return cell if sum(1 for g in groups if int(g) == cell) == 1 else None
+
 
 def _merged_sizes(m: Measurement, domain: Domain) -> list[int]:
     groups = m.level_groups or (None,) * len(m.attributes)
