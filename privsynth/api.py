@@ -30,6 +30,7 @@ from privsynth.run.context import direct
 from privsynth.run.fine_decoding import decoding_counts
 from privsynth.run.parameters import DEFAULT_MECHANISM, ParameterError, RunParameters, describe_validation_error
 from privsynth.run.prepare import prepare_run
+from privsynth.run.releases import read_release
 from privsynth.run.stages import RunOutcome, execute, rounding_rng, synthesize_table
 from privsynth.schema import Schema, load_schema
 
@@ -197,7 +198,7 @@ def forwarded_progress(progress: Callable[[str], None] | None) -> Iterator[None]
 
 def _release_of(outcome: RunOutcome, schema: Schema, seed: int | None) -> Release:
     local = Path(outcome.local_dir)
-    mechanism_release = MechanismRelease.from_arrow(pq.read_table(local / "release.parquet"))
+    mechanism_release = read_release(local / "release.parquet")
     run_dir = Path(outcome.run_dir) if "://" not in outcome.run_dir else outcome.run_dir
     return Release(table=pq.read_table(local / "synthetic.parquet"), privacy=outcome.privacy.to_json(),
                    report=outcome.report.to_json(), run_dir=run_dir, schema=schema,

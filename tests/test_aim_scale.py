@@ -14,7 +14,7 @@ from test_aim import FAST, SpyNoise, brute_force_joint, run_toy, toy_data  # noq
 from privsynth.mechanisms.aim import mechanism as aim
 from privsynth.mechanisms.aim import schedule
 from privsynth.mechanisms.aim.compression import compress_levels
-from privsynth.mechanisms.aim.cost import forecast_cost
+from privsynth.mechanisms.aim.cost import forecast_cost, release_row_bytes
 from privsynth.mechanisms.aim.junction import JunctionTree, triangulation_cliques
 from privsynth.mechanisms.aim.model import GraphicalModel
 from privsynth.mechanisms.aim.progress import RoundProgress, reporting_progress
@@ -288,7 +288,7 @@ def test_forecast_is_pure_and_grows_with_the_caps():
     assert forecast_cost(cfg.model_copy(update={"max_model_size_mb": 64.0}), dom).seconds_bound > f1.seconds_bound
     assert f1.seconds <= f1.seconds_bound
     # Declaring the public row count adds the counting time and the histogram's memory.
-    declared = forecast_cost(cfg.model_copy(update={"public_rows": 10**6}), dom)
+    declared = forecast_cost(cfg.model_copy(update={"public_rows": 10**8}), dom)  # past the release cap: as many drawn
     assert declared.seconds > f1.seconds and declared.memory_mb > f1.memory_mb and "public row count" in declared.basis
 
 
@@ -311,7 +311,7 @@ def test_check_config_refuses_a_run_past_max_seconds_and_names_what_fits():
 def test_release_draws_at_most_what_max_release_mb_allows():
     codes, dom = toy_data(0, 4000)
     cap_rows = 300
-    cfg = aim.Config(epsilon=1.0, max_release_mb=cap_rows * 8 * dom.width / 2**20, **FAST)
+    cfg = aim.Config(epsilon=1.0, max_release_mb=cap_rows * release_row_bytes(dom) / 2**20, **FAST)
     _, _, rel = run_toy(cfg, SeededNoise(2, "test-key"))
     assert rel.public_facts["sample_rows"] == cap_rows
     assert rel.points.shape[0] <= cap_rows

@@ -312,31 +312,29 @@ def _two_column_schema():
          "on_out_of_domain": "clip", "on_unreadable": "missing"}]}, origin="test:frame")
 
 
-def test_a_pandas_frame_is_registered_as_one_arrow_table_and_counts_as_its_histogram():
+def test_a_pandas_frame_is_scanned_once_into_a_table_and_counts_as_its_histogram():
     """DuckDB scans a registered pandas frame anew on every query naming it (a UNION ALL of one part per
-    marginal held one copy per part); the frame goes in as an Arrow table, converted once."""
-    from privsynth.engine.backends import _arrow_of_pandas
+    marginal held one copy per part); the frame is scanned once into a DuckDB table, typed by the same scan,
+    and a column no type holds (numbers beside strings) reads as DuckDB's scan reads it."""
+    from privsynth.engine.backends import open_table
 
     rng = np.random.default_rng(0)
     frame = pd.DataFrame({"word": pd.array(rng.choice(["a", "b", "c"], 500), dtype="string[pyarrow]"),
                           "size": pd.array(rng.integers(0, 9, 500), dtype="Int64")})
-    assert isinstance(_arrow_of_pandas(frame), pa.Table)
     schema = _two_column_schema()
+    opened = open_table(frame, schema)
+    try:
+        kinds = dict(opened.backend.con.execute(
+            "SELECT table_name, table_type FROM information_schema.tables").fetchall())
+    finally:
+        opened.close()
+    assert list(kinds.values()) == ["BASE TABLE"]
     with open_source(frame, schema) as source:
         by_query = source.marginals([(0,), (1,), (0, 1)], method="query")
         by_histogram = source.marginals([(0,), (1,), (0, 1)], method="histogram")
     for m, counts in by_histogram.items():
         np.testing.assert_array_equal(by_query[m], counts)
     assert by_histogram[(0, 1)].sum() == 500
-
-
-def test_a_pandas_column_arrow_cannot_type_is_read_by_duckdb_s_own_scan():
-    """An object column mixing numbers and strings has no Arrow type: the frame is registered as it is
-    (rule 9: an odd record is read or dropped, never a failure of the run)."""
-    from privsynth.engine.backends import _arrow_of_pandas
-
-    frame = pd.DataFrame({"word": ["a", "b", 7, "c"] * 25, "size": [1, 4, 7, 2] * 25})
-    assert _arrow_of_pandas(frame) is frame
-    with open_source(frame, _two_column_schema()) as source:
-        counts = source.marginals([(1,)], method="query")[(1,)]
-    assert counts.sum() == 100
+    mixed = pd.DataFrame({"word": ["a", "b", 7, "c"] * 25, "size": [1, 4, 7, 2] * 25})
+    with open_source(mixed, schema) as source:
+        assert source.marginals([(1,)], method="query")[(1,)].sum() == 100

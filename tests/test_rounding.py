@@ -207,3 +207,39 @@ def test_release_arrow_round_trip():
     assert back.mechanism == "test" and back.exact is False
     exact = Release("ps", one_hot(np.zeros((2, 3), dtype=np.int32), DOMAIN).astype(float), np.full(2, 0.5), exact=True)
     assert Release.from_arrow(exact.to_arrow(names)).exact is True
+
+
+def test_a_one_hot_release_is_written_and_read_a_row_group_at_a_time_as_bytes(tmp_path):
+    """AIM's points are 0/1: held as uint8 (a byte a level), written in row groups of RELEASE_BATCH_ROWS
+    and read back group by group into one uint8 array, the same points and weights."""
+    from privsynth.mechanisms.base import RELEASE_BATCH_ROWS
+    from privsynth.run.releases import read_release, write_release
+
+    rng = np.random.default_rng(3)
+    m = 2 * RELEASE_BATCH_ROWS + 17
+    codes = np.stack([rng.integers(0, k, m) for k in DOMAIN.sizes], axis=1).astype(np.int32)
+    release = Release("aim", one_hot(codes, DOMAIN), np.full(m, 1.0 / m))
+    assert release.points.dtype == np.uint8
+    names = [f"c{j}" for j in range(DOMAIN.width)]
+    write_release(tmp_path / "release.parquet", release, names)
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(tmp_path / "release.parquet").num_row_groups == 3
+    back = read_release(tmp_path / "release.parquet")
+    assert back.points.dtype == np.uint8
+    np.testing.assert_array_equal(back.points, release.points)
+    np.testing.assert_array_equal(back.weights, release.weights)
+    np.testing.assert_array_equal(round_release(back, DOMAIN, m, np.random.default_rng(0)).sum(axis=0),
+                                  codes.sum(axis=0))  # equal weights, one draw per point: the records themselves
+
+
+def test_the_simplex_check_reads_every_batch_of_points():
+    """check_domain goes a batch of points at a time (reduceat casts its whole input first); a bad block
+    after the first batch is still found."""
+    from privsynth.mechanisms.base import RELEASE_BATCH_ROWS
+
+    m = RELEASE_BATCH_ROWS + 5
+    points = one_hot(np.zeros((m, 3), dtype=np.int32), DOMAIN)
+    points[m - 1, 0] = 0  # the last point's first block is empty
+    with pytest.raises(ValueError, match="simplex"):
+        Release("aim", points, np.full(m, 1.0 / m)).check_domain(DOMAIN)

@@ -292,22 +292,6 @@ class _LockedDuckDB(ibis.backends.duckdb.Backend):
         self._record_batch_readers_consumed = {}
 
 
-def _arrow_of_pandas(frame: Any) -> Any:
-    """The pandas frame as one Arrow table, converted once; the frame itself where Arrow cannot type a
-    column (an object column mixing strings and numbers), which DuckDB's own pandas scan then reads.
-
-    DuckDB scans a registered pandas frame anew on every query that names it, converting its Arrow-backed
-    and object columns to NumPy each time: a run's counting queries (a UNION ALL of one part per marginal)
-    then held one copy of the frame per part (over 20 GB for 100,000 x 200). An Arrow table is scanned in
-    place."""
-    import pyarrow as pa
-
-    try:
-        return pa.Table.from_pandas(frame, preserve_index=False)
-    except (pa.ArrowException, TypeError, ValueError):
-        return frame
-
-
 def _open_frame(data: Any, options: EngineOptions) -> OpenedTable:
     kind = type(data).__module__.split(".")[0] + "." + type(data).__name__
     names = [str(c) for c in data.columns] if hasattr(data, "columns") else None
@@ -319,12 +303,19 @@ def _open_frame(data: Any, options: EngineOptions) -> OpenedTable:
             raise InputError(f"input {kind}: duplicate column name(s) {dupes}")
     if type(data).__module__.startswith("polars"):
         data = data.to_arrow()
-    elif type(data).__module__.startswith("pandas"):
-        data = _arrow_of_pandas(data)
     backend = duckdb_backend(options)
     name = f"privsynth_{uuid.uuid4().hex[:8]}"
     try:
-        backend.con.register(name, data)  # a zero-copy view for Arrow; DuckDB scans pandas in place
+        if type(data).__module__.startswith("pandas"):
+            # Scanned once into a DuckDB table, typed by DuckDB's own pandas scan (and the options' sampling
+            # of object columns). A registered frame is scanned anew by every query naming it, its columns
+            # converted to NumPy each time: a run's counting queries (a UNION ALL of one part per marginal)
+            # then held a copy of the frame per part (over 20 GB for 100,000 x 200).
+            backend.con.register(f"{name}_frame", data)
+            backend.con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM "{name}_frame"')
+            backend.con.unregister(f"{name}_frame")
+        else:
+            backend.con.register(name, data)  # a zero-copy view of Arrow data
         table = backend.table(name)
     except Exception as err:  # noqa: BLE001
         backend.disconnect()

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privsynth.io import atomic_write_json, atomic_write_table
+from privsynth.io.atomic import AtomicParquetWriter
 from privsynth.io.home import OWNER_ONLY_DIR, default_release_store, make_private_dir
 from privsynth.io.storage import COMPLETE, RemoteFolder, is_remote
 from privsynth.mechanisms.base import Measurement, Release
@@ -42,6 +43,25 @@ def measurements_table(measurements) -> pa.Table:
         "level_groups": pa.array([[None if g is None else list(map(int, g)) for g in m.level_groups]
                                   for m in measurements], pa.list_(pa.list_(pa.int32()))),
     })
+
+
+def write_release(path: Path, release: Release, column_names, *, private: bool = False) -> None:
+    """``release.parquet``: one Parquet row group per ``Release.arrow_batches`` batch, written atomically;
+    memory is the points and one batch."""
+    batches = release.arrow_batches(list(column_names))
+    first = next(batches)
+    with AtomicParquetWriter(path, first.schema, private=private) as writer:
+        writer.write(first)
+        for batch in batches:
+            writer.write(batch)
+
+
+def read_release(path: Path) -> Release:
+    """The release in ``release.parquet``, read a row group at a time into one array of its points."""
+    parquet = pq.ParquetFile(path)
+    # Row group by row group: a whole-file read of 2,787 uint8 columns held 1.5 GB for a 270 MB release.
+    batches = (batch for group in range(parquet.num_row_groups) for batch in parquet.read_row_group(group).to_batches())
+    return Release.from_batches(parquet.schema_arrow, parquet.metadata.num_rows, batches)
 
 
 def measurements_from_table(table: pa.Table) -> tuple[Measurement, ...]:
@@ -86,7 +106,7 @@ class ReleaseStore:
         folder = self.folder(key)
         if not (folder / "release.parquet").is_file() or not (folder / "privacy.json").is_file():
             return None
-        release = Release.from_arrow(pq.read_table(folder / "release.parquet"))
+        release = read_release(folder / "release.parquet")
         if (folder / MEASUREMENTS).is_file():
             release = replace(release, measurements=measurements_from_table(pq.read_table(folder / MEASUREMENTS)))
         return release, json.loads((folder / "privacy.json").read_text())
@@ -103,7 +123,7 @@ class ReleaseStore:
         staging = self.root / f".{key}.{uuid.uuid4().hex[:8]}.partial"
         staging.mkdir(mode=OWNER_ONLY_DIR, parents=True)
         try:
-            atomic_write_table(staging / "release.parquet", release.to_arrow(column_names), private=True)
+            write_release(staging / "release.parquet", release, column_names, private=True)
             atomic_write_json(staging / "privacy.json", privacy, private=True)
             if release.measurements:
                 atomic_write_table(staging / MEASUREMENTS, measurements_table(release.measurements), private=True)

@@ -42,7 +42,7 @@ from privsynth.run.context import RunContext, Runner, direct
 from privsynth.run.discover import DiscoveryOutcome, stage_discover
 from privsynth.run.earlier_counts import earlier_counts, keyed_config
 from privsynth.run.faults import fault_point
-from privsynth.run.releases import measurements_from_table
+from privsynth.run.releases import measurements_from_table, read_release, write_release
 from privsynth.run.results import (
     AuditResult,
     BinarisedStatistics,
@@ -142,7 +142,7 @@ def stage_mechanism(ctx: RunContext, statistics: BinarisedStatistics) -> Privacy
                                  require_budget=not plan.unlimited, fine=plan.fine_decoding, schema=ctx.schema,
                                  fine_counts=fine_counts, run_id=ctx.run_id, earlier=earlier)
         outcome = release_stage(request, store=ctx.store, ledger=ctx.ledger, say=ctx.progress)
-    atomic_write_table(ctx.folder.file("release.parquet"), outcome.release.to_arrow(names))
+    write_release(ctx.folder.file("release.parquet"), outcome.release, names)
     artifacts = ["release.parquet", "privacy.json"]
     if outcome.release.measurements:
         from privsynth.run.releases import measurements_table
@@ -203,7 +203,7 @@ def stage_rounding(ctx: RunContext, privacy: PrivacyRecord) -> RoundingFacts:
     """synthetic.parquet in the schema's types (and the optional sink): post-processing of the release."""
     from privsynth.io import write_sink
 
-    release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
+    release = read_release(ctx.folder.require("release.parquet"))
     from privsynth.run.fine_decoding import decoding_counts
 
     measurements = stored_measurements(ctx)
@@ -252,7 +252,7 @@ def stage_report(ctx: RunContext, privacy: PrivacyRecord, rounding: RoundingFact
     from privsynth.report.html import render_html
 
     fault_point("before_report")
-    release = Release.from_arrow(pq.read_table(ctx.folder.require("release.parquet")))
+    release = read_release(ctx.folder.require("release.parquet"))
     measurements = stored_measurements(ctx)
     synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
     report = dp_report(release, measurements, synthetic, ctx.schema, privacy.to_json())

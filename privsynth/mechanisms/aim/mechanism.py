@@ -140,8 +140,9 @@ class Config(MechanismConfig):
                                                    "(cost.forecast_cost) passes this many seconds")
     max_memory_gb: float = Field(4.0, description="refuse, before the budget is charged, a run whose forecast "
                                                   "peak memory passes this")
-    max_release_mb: float = Field(256.0, description="with sample_rows None: draw at most as many records as fit "
-                                                     "this many MB as one-hot rows (the rounding stage resamples)")
+    max_release_mb: float = Field(1024.0, description="with sample_rows None: draw at most as many records as fit "
+                                                      "this many MB (cost.release_row_bytes: one-hot rows, a byte a "
+                                                      "level, and their codes); the rounding stage resamples")
     public_rows: int | None = Field(None, description="the table's row count if it is public (declared): used "
                                                       "only to forecast the cost, never by the release")
 
@@ -406,7 +407,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
     codes = expand_codes(model.sample(rows, noise.post_rng), compression, [m.values for m in estimated_one_way],
                          noise.post_rng)
     unique, freq = np.unique(codes, axis=0, return_counts=True)
-    points = one_hot(unique, domain, dtype=np.float64)
+    points = one_hot(unique, domain)  # 0/1 as uint8: a release of n records fits the cap at 8 times the rows
     report(hook, round_progress("done", log, 1.0, rho, cap, sigma, eps, domain, started, None))
     return Release(
         mechanism=NAME,
