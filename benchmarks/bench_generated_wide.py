@@ -3,6 +3,7 @@
     python benchmarks/bench_generated_wide.py                               # 200 columns, 100,000 rows, eps 1, seed 0
     python benchmarks/bench_generated_wide.py --columns 20 --rows 3000      # a smoke test (seconds)
     python benchmarks/bench_generated_wide.py --seeds 0,1,2 --out wide.json --keep /tmp/gen-wide
+    python benchmarks/bench_generated_wide.py --references --seeds ""       # the yardsticks only (seconds)
 
 The target: "A generated 200-column table of 100,000 rows with structure between its columns
 (benchmarks/, generated, no real rows): below independent columns' 2-way error, in under 5 minutes,
@@ -34,7 +35,10 @@ discovery dropped counts as all missing. ``1-way TV``: mean total variation over
 ``2-way TV``: over a seeded sample of at most ``--max-2way`` 2-way marginals (19,900 at 200 columns);
 ``indep 2-way TV``: the exact product of the real 1-way marginals on the same 2-way marginals (a release
 that does not beat it has learnt no dependence); ``2-way / indep`` below 1 meets the target's first
-clause. ``wrong %``: the share of non-missing synthetic cells outside the generator's domain (an
+clause. ``--references`` prints two yardsticks first: ``bootstrap`` (n records drawn with replacement from
+the real ones: the sampling error any n-record release carries, no privacy) and ``DP independent`` (each
+1-way marginal measured with Gaussian noise at the run's whole rho, the binning given, records drawn column
+by column: a DP release that learns no dependence). ``wrong %``: the share of non-missing synthetic cells outside the generator's domain (an
 unlisted word, a fraction in an integer column, a number beyond the bounds), mean over columns.
 ``kept / dropped``: columns the run's discovered schema.yaml keeps and marks ``drop: true``.
 """
@@ -185,22 +189,59 @@ def run_one(epsilon: float, seed: int, data: Path, tmp: Path, cap: float) -> dic
 
 def score(synthetic, real_codes, schema, domain, max2: int) -> dict:
     """1-way TV over every marginal, 2-way over a seeded sample of ``max2``, with the independent yardstick."""
-    from math import comb
-
-    from privsynth.report.internal_audit import marginal_error_summary
     from privsynth.schema.encoding import encode_codes
 
     for col in schema.kept_columns:
         if col.name not in synthetic.columns:
             synthetic[col.name] = None  # dropped by discovery: all missing
     _, wrong, _ = strict(synthetic, schema)  # the share outside the generator's domain (not the scored frame)
-    codes = encode_codes(synthetic, schema)
+    return {**score_codes(encode_codes(synthetic, schema), real_codes, domain, max2), "wrong_share": wrong}
+
+
+def reference_rows(real_codes, domain, epsilon: float, max2: int, seed: int = 0) -> list[dict]:
+    """What the scores mean, from the real codes on the generator's binning (INTERNAL): ``bootstrap``, n
+    records drawn with replacement from the real ones (no privacy: the sampling error any n-record release
+    carries); ``DP independent``, every column's 1-way marginal measured with Gaussian noise at the whole
+    run's rho (delta 1e-9, no discovery: the binning is given) and n records drawn column by column (a DP
+    release that learns no dependence, with the least 1-way noise a documented run could have)."""
+    import numpy as np
+
+    from privsynth.privacy.accounting import gaussian_sigma
+    from privsynth.privacy.spending import rho_allowance
+    from privsynth.report.internal_audit import marginal_counts
+
+    rng = np.random.default_rng([seed, 7])
+    n, d = real_codes.shape
+    boot = real_codes[rng.integers(0, n, n)]
+    sigma = gaussian_sigma(rho_allowance(epsilon, 1e-9), d ** 0.5)  # d histograms, one record in each
+    independent = np.empty_like(real_codes)
+    for a in range(d):
+        noisy = np.clip(marginal_counts(real_codes, domain, (a,)) + rng.normal(0.0, sigma, domain.sizes[a]), 0, None)
+        independent[:, a] = rng.choice(domain.sizes[a], n, p=noisy / noisy.sum())
+    rows = []
+    for label, codes in (("bootstrap (no privacy)", boot), (f"DP independent, sigma {sigma:.0f}", independent)):
+        errors = score_codes(codes, real_codes, domain, max2)
+        rows.append({"label": label, **errors})
+    return rows
+
+
+def score_codes(codes, real_codes, domain, max2: int) -> dict:
+    from math import comb
+
+    from privsynth.report.internal_audit import marginal_error_summary
+
     one = marginal_error_summary(real_codes, codes, domain, ks=(1,))["1"]
     sample = None if max2 >= comb(domain.n_attributes, 2) else max2
     two = marginal_error_summary(real_codes, codes, domain, ks=(2,), max_marginals=sample, seed=0)["2"]
     return {"tv1": one["mean_tv"], "tv2": two["mean_tv"], "indep2": two["independent_mean_tv"],
-            "n_2way": two["n_marginals"], "max_tv2": two["max_tv"], "worst_2way": two["worst_marginal"],
-            "wrong_share": wrong}
+            "n_2way": two["n_marginals"], "max_tv2": two["max_tv"], "worst_2way": two["worst_marginal"]}
+
+
+def format_references(rows: list[dict]) -> str:
+    lines = ["| reference | 1-way TV | 2-way TV | indep 2-way TV | 2-way / indep |", "|---|---|---|---|---|"]
+    lines += [f"| {r['label']} | {r['tv1']:.4f} | {r['tv2']:.4f} | {r['indep2']:.4f} | {r['tv2'] / r['indep2']:.2f} |"
+              for r in rows]
+    return "\n".join(lines)
 
 
 def format_rows(rows: list[dict]) -> str:
@@ -231,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cap", type=float, default=3600.0, help="seconds per run before it is stopped")
     parser.add_argument("--keep", default=None, help="keep the table, run folders and logs under this directory")
     parser.add_argument("--out", default=None, help="write the rows as JSON")
+    parser.add_argument("--references", action="store_true",
+                        help="also print the sampling floor (bootstrap) and DP independent columns (seconds)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
@@ -264,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated {args.rows} x {args.columns} ({', '.join(f'{v} {k}' for k, v in kinds.items())}; "
               f"{sum(c['missing'] for c in plan)} with missing values) in {time.perf_counter() - t0:.1f} s: {data}",
               flush=True)
+        if args.references:
+            print(format_references(reference_rows(real, domain, args.epsilon, args.max_2way)), flush=True)
         for seed in [int(s) for s in args.seeds.split(",") if s.strip()]:
             result = run_one(args.epsilon, seed, data, tmp, args.cap)
             row = {"columns": args.columns, "rows": args.rows, "epsilon": args.epsilon, "seed": seed,
