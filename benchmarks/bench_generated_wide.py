@@ -38,8 +38,9 @@ that does not beat it has learnt no dependence); ``2-way / indep`` below 1 meets
 clause. ``--references`` prints two yardsticks first: ``bootstrap`` (n records drawn with replacement from
 the real ones: the sampling error any n-record release carries, no privacy) and ``DP independent`` (each
 1-way marginal measured with Gaussian noise at the run's whole rho, the binning given, records drawn column
-by column: a DP release that learns no dependence). ``wrong %``: the share of non-missing synthetic cells outside the generator's domain (an
-unlisted word, a fraction in an integer column, a number beyond the bounds), mean over columns.
+by column: a DP release that learns no dependence). ``wrong %``: the share of non-missing synthetic cells
+outside the generator's domain (an unlisted word, a fraction in an integer column, a number beyond the
+bounds), mean over columns.
 ``kept / dropped``: columns the run's discovered schema.yaml keeps and marks ``drop: true``.
 """
 
