@@ -317,6 +317,22 @@ def test_release_draws_at_most_what_max_release_mb_allows():
     assert rel.points.shape[0] <= cap_rows
 
 
+def test_the_release_cap_counts_a_byte_a_level_and_the_codes():
+    """Points are 0/1, held as uint8; the cap counts a byte a level plus three int64 copies of the codes
+    (hand-computed), so at 200 columns and 2,780 levels the default holds 141,654 records where 8 bytes a
+    level at 256 MB held 12,069 (a release resampled by the rounding stage carries its own sampling error
+    into every marginal)."""
+    from privsynth.mechanisms.aim.cost import release_row_cap
+
+    wide = Domain(tuple(f"c{j}" for j in range(200)), tuple([14] * 180 + [13] * 20))
+    assert wide.width == 2780 and release_row_bytes(wide) == 2780 + 24 * 200
+    assert release_row_cap(aim.Config(epsilon=1.0), wide) == 1024 * 2**20 // 7580 == 141_654
+    assert 256 * 2**20 // (8 * 2780) == 12_069
+    _, _, rel = run_toy(aim.Config(epsilon=1.0, **FAST), SeededNoise(2, "test-key"))
+    assert rel.points.dtype == np.uint8
+    assert rel.public_facts["sample_rows"] == round(rel.public_facts["n_estimate"])
+
+
 def test_merged_objective_equals_the_sum_over_measurements():
     """The fit's loss and gradient, measurements of a clique merged, equal the plain sums."""
     rng = np.random.default_rng(11)
