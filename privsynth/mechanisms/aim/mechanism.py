@@ -407,7 +407,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
     codes = expand_codes(model.sample(rows, noise.post_rng), compression, [m.values for m in estimated_one_way],
                          noise.post_rng)
     unique, freq = np.unique(codes, axis=0, return_counts=True)
-    points = one_hot(unique, domain)  # 0/1 as uint8: a release of n records fits the cap at 8 times the rows
+    points = one_hot(unique, domain)  # 0/1 as uint8, a byte a level: what cost.release_row_bytes counts
     report(hook, round_progress("done", log, 1.0, rho, cap, sigma, eps, domain, started, None))
     return Release(
         mechanism=NAME,
