@@ -2,8 +2,9 @@
 
 Post-processing only: the noisy sub-bin counts (``run.fine_decoding``, charged with the release) are read,
 never the data. A column's sub-bin counts are smoothed across its bins (``smoothed_counts``: a density rarely
-jumps at a DP quantile), except in a bin whose own estimate (``fine_weights``) finds its rows in a few sub-bins
-(point masses, heaps); a value's sub-bin is drawn in proportion to the result (``column_weights``).
+jumps at a DP quantile), except across a jump the counts show (``density_segments``: a population that ends at a
+threshold) and in a bin whose own estimate (``fine_weights``) finds its rows in a few sub-bins (point masses,
+heaps); a value's sub-bin is drawn in proportion to the result (``column_weights``).
 """
 
 from __future__ import annotations
@@ -129,36 +130,81 @@ def smoothed_counts(y: np.ndarray, sub: np.ndarray, scale: float) -> np.ndarray:
         return out
     counts, w = y[idx], widths[idx]
     centres = ((sub[:-1] + sub[1:]) / 2.0)[idx]
-    fit = kernel_fit(counts, w, centres, scale, np.ones(len(idx), dtype=bool))
+    segments = density_segments(counts, w, jump_penalty(len(idx), scale))
+    fit = kernel_fit(counts, w, centres, scale, np.ones(len(idx), dtype=bool), segments)
     heaps = counts - fit > HEAP_SIGMAS * scale
     if heaps.any() and (~heaps).sum() >= 4:
-        fit = np.where(heaps, counts, kernel_fit(counts, w, centres, scale, ~heaps))
+        fit = np.where(heaps, counts, kernel_fit(counts, w, centres, scale, ~heaps, segments))
     out[idx] = np.maximum(fit, 0.0)
     return out
 
 
+def jump_penalty(sub_bins: int, scale: float) -> float:
+    """What one jump of the density must explain, in squared counts: 2 ln(sub_bins) noise variances (the BIC's
+    price of a change point among ``sub_bins`` places; a function of public sizes and the noise scale)."""
+    return 2.0 * math.log(max(sub_bins, 2)) * scale ** 2
+
+
+def density_segments(counts: np.ndarray, widths: np.ndarray, penalty: float) -> np.ndarray:
+    """Segment number of each sub-bin in the best piecewise-constant density for noisy ``counts`` over sub-bins
+    of ``widths`` (post-processing): the partition into runs of consecutive sub-bins, each run's counts fitted
+    by one density times the widths (least squares), that minimises the residual sum of squares plus
+    ``penalty`` per run. Exact, by dynamic programming over the run's last start (optimal partitioning,
+    Jackson et al. 2005): O(len(counts)^2), at most SMOOTH_MAX_SUB_BINS sub-bins."""
+    n = len(counts)
+    wy = np.concatenate([[0.0], np.cumsum(counts * widths)])
+    ww = np.concatenate([[0.0], np.cumsum(widths ** 2)])
+    yy = np.concatenate([[0.0], np.cumsum(counts ** 2)])
+    best = np.zeros(n + 1)
+    start = np.zeros(n + 1, dtype=np.int64)
+    best[0] = -penalty  # the first run pays no boundary
+    for end in range(1, n + 1):
+        first = np.arange(end)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a run of zero-width sub-bins fits any density
+            explained = np.nan_to_num((wy[end] - wy[first]) ** 2 / (ww[end] - ww[first]))
+        cost = best[first] + (yy[end] - yy[first]) - explained + penalty
+        start[end] = int(np.argmin(cost))
+        best[end] = cost[start[end]]
+    runs, end = [], n
+    while end > 0:
+        runs.append(end)
+        end = int(start[end])
+    cuts = np.zeros(n, dtype=np.int64)
+    cuts[np.asarray(runs[1:], dtype=np.int64)] = 1  # each run's start but the first
+    return np.cumsum(cuts)
+
+
 def kernel_fit(counts: np.ndarray, widths: np.ndarray, centres: np.ndarray, scale: float,
-               use: np.ndarray) -> np.ndarray:
+               use: np.ndarray, segments: np.ndarray | None = None) -> np.ndarray:
     """Smoothed sub-bin counts from the sub-bins ``use`` selects (post-processing).
 
     Candidates: the counts as they are, and a kernel estimate of the density (Nadaraya-Watson: a sub-bin gets
     its width times the Gaussian-weighted counts of its used neighbours over their widths) at each bandwidth
-    of SMOOTH_BANDWIDTHS median sub-bin widths. Each is a linear smoother S; over the used sub-bins, the one
-    with the least residual sum of squares plus SMOOTH_PENALTY scale^2 trace(S) wins (Stein's unbiased risk
-    estimate with a raised penalty)."""
+    of SMOOTH_BANDWIDTHS median sub-bin widths; where ``segments`` (``density_segments``) has more than one
+    run, the same kernels again with no weight across a run's boundary, each boundary charged
+    ``jump_penalty``. Each is a linear smoother S given the segments; over the used sub-bins, the one with the
+    least residual sum of squares plus SMOOTH_PENALTY scale^2 trace(S) (plus the boundaries' charge) wins
+    (Stein's unbiased risk estimate with a raised penalty): a smooth density keeps its kernel, and a density
+    that jumps (piecewise-uniform, a threshold) is not smeared across the jump."""
     unit = float(np.median(widths[use]))
     penalty = SMOOTH_PENALTY * scale ** 2
     best, best_score = counts, penalty * float(use.sum())  # as they are: S = I, residuals 0
     gaps = (centres[:, None] - centres[use][None, :]) ** 2
-    for bandwidth in SMOOTH_BANDWIDTHS:
-        kernel = np.exp(-0.5 * gaps / (bandwidth * unit) ** 2)
-        mass = kernel @ widths[use]
-        with np.errstate(divide="ignore", invalid="ignore"):  # an unused heap far from every used sub-bin
-            fit = widths * (kernel @ counts[use]) / mass
-        trace = float(np.sum(widths[use] / mass[use]))  # S's diagonal over the used sub-bins: K_ii = 1
-        score = float(np.sum((counts[use] - fit[use]) ** 2)) + penalty * trace
-        if score < best_score:
-            best, best_score = fit, score
+    boundaries = int(segments[-1] - segments[0]) if segments is not None and len(segments) else 0
+    apart = [None] if not boundaries else [None, segments[:, None] == segments[use][None, :]]
+    for same_run in apart:
+        charge = 0.0 if same_run is None else boundaries * jump_penalty(len(counts), scale)
+        for bandwidth in SMOOTH_BANDWIDTHS:
+            kernel = np.exp(-0.5 * gaps / (bandwidth * unit) ** 2)
+            if same_run is not None:
+                kernel = kernel * same_run
+            mass = kernel @ widths[use]
+            with np.errstate(divide="ignore", invalid="ignore"):  # an unused heap far from every used sub-bin
+                fit = widths * (kernel @ counts[use]) / mass
+            trace = float(np.sum(widths[use] / mass[use]))  # S's diagonal over the used sub-bins: K_ii = 1
+            score = float(np.sum((counts[use] - fit[use]) ** 2)) + penalty * trace + charge
+            if score < best_score:
+                best, best_score = fit, score
     return best
 
 
