@@ -192,12 +192,11 @@ def kernel_fit(counts: np.ndarray, widths: np.ndarray, centres: np.ndarray, scal
     gaps = (centres[:, None] - centres[use][None, :]) ** 2
     boundaries = int(segments[-1] - segments[0]) if segments is not None and len(segments) else 0
     apart = [None] if not boundaries else [None, segments[:, None] == segments[use][None, :]]
-    for same_run in apart:
-        charge = 0.0 if same_run is None else boundaries * jump_penalty(len(counts), scale)
-        for bandwidth in SMOOTH_BANDWIDTHS:
-            kernel = np.exp(-0.5 * gaps / (bandwidth * unit) ** 2)
-            if same_run is not None:
-                kernel = kernel * same_run
+    for bandwidth in SMOOTH_BANDWIDTHS:
+        across = np.exp(-0.5 * gaps / (bandwidth * unit) ** 2)
+        for same_run in apart:
+            charge = 0.0 if same_run is None else boundaries * jump_penalty(len(counts), scale)
+            kernel = across if same_run is None else across * same_run
             mass = kernel @ widths[use]
             with np.errstate(divide="ignore", invalid="ignore"):  # an unused heap far from every used sub-bin
                 fit = widths * (kernel @ counts[use]) / mass
