@@ -356,3 +356,23 @@ def test_a_density_that_jumps_inside_a_bin_is_not_smeared_across_the_jump(scale)
         smeared.append(0.5 * np.abs(old / old.sum() - share).sum())
     assert np.mean(kept) < 0.3 * np.mean(smeared)
     assert np.mean(kept) < 0.15 * scale / 72.0
+
+
+def test_column_weights_are_finite_and_non_negative_on_any_noisy_column():
+    """Jumps, heaps, empty stretches, uneven bins and sheer noise: every bin gets finite, non-negative weights with
+    a positive sum (the decoder draws from them)."""
+    from privsynth.schema.fine_estimate import bin_starts, column_weights
+
+    rng = np.random.default_rng(24)
+    for _ in range(60):
+        bins = int(rng.integers(1, 40))
+        edges = np.unique(np.round(np.cumsum(np.r_[0.0, rng.uniform(0.5, 50.0, bins)]), 2))
+        sub = np.unique(np.concatenate([np.linspace(a, b, 17) for a, b in zip(edges[:-1], edges[1:])]))
+        levels = rng.choice([0.0, 5.0, 300.0, 3000.0], size=int(rng.integers(1, 6)))
+        truth = levels[np.sort(rng.integers(0, len(levels), len(sub) - 1))] * np.diff(sub)
+        truth[rng.random(len(truth)) < 0.02] += 5000.0  # heaps
+        scale = float(rng.choice([0.0, 5.0, 70.0, 400.0]))
+        w = column_weights(edges, sub, truth + rng.normal(0.0, max(scale, 1e-9), len(truth)), scale)
+        assert np.all(np.isfinite(w)) and np.all(w >= 0.0)
+        first = bin_starts(edges, sub)
+        assert all(w[a:b].sum() > 0 for a, b in zip(first[:-1], first[1:]))
