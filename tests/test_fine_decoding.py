@@ -376,3 +376,20 @@ def test_column_weights_are_finite_and_non_negative_on_any_noisy_column():
         assert np.all(np.isfinite(w)) and np.all(w >= 0.0)
         first = bin_starts(edges, sub)
         assert all(w[a:b].sum() > 0 for a, b in zip(first[:-1], first[1:]))
+
+
+def test_segments_of_narrow_sub_bins_beside_a_sentinel_s_wide_bin_stay_exact():
+    """160 sub-bins of width 0.625, then a bin to 9,999,999 cut into 16: differences of whole-column cumulative
+    sums of the squared widths lost the narrow runs to rounding (an overflow warning, a cost of inf)."""
+    import warnings
+
+    from privsynth.schema.fine_estimate import column_weights, density_segments, jump_penalty
+
+    sub = np.r_[np.linspace(0.0, 100.0, 161), np.linspace(100.0, 9_999_999.0, 17)[1:]]
+    y = np.r_[np.full(160, 50.0), np.zeros(15), 900.0] + np.random.default_rng(0).normal(0.0, 10.0, 176)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        segments = density_segments(y, np.diff(sub), jump_penalty(176, 10.0))
+        weights = column_weights(np.r_[np.linspace(0.0, 100.0, 11), 9_999_999.0], sub, y, 10.0)
+    assert segments[159] == 0 and segments[160] == 1 and segments[-1] == 2  # the narrow run, the gap, the sentinel
+    assert weights[-1] > 0.95 * weights[-16:].sum()

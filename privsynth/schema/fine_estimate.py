@@ -152,17 +152,19 @@ def density_segments(counts: np.ndarray, widths: np.ndarray, penalty: float) -> 
     ``penalty`` per run. Exact, by dynamic programming over the run's last start (optimal partitioning,
     Jackson et al. 2005): O(len(counts)^2), at most SMOOTH_MAX_SUB_BINS sub-bins."""
     n = len(counts)
-    wy = np.concatenate([[0.0], np.cumsum(counts * widths)])
-    ww = np.concatenate([[0.0], np.cumsum(widths ** 2)])
-    yy = np.concatenate([[0.0], np.cumsum(counts ** 2)])
+    unit = float(np.median(widths)) or 1.0
+    w = widths / unit  # the fit is the same in any unit of width; this one keeps the squares in range
     best = np.zeros(n + 1)
     start = np.zeros(n + 1, dtype=np.int64)
     best[0] = -penalty  # the first run pays no boundary
     for end in range(1, n + 1):
-        first = np.arange(end)
-        with np.errstate(divide="ignore", invalid="ignore"):  # a run of zero-width sub-bins fits any density
-            explained = np.nan_to_num((wy[end] - wy[first]) ** 2 / (ww[end] - ww[first]))
-        cost = best[first] + (yy[end] - yy[first]) - explained + penalty
+        # each run's sums, summed from its end backwards: differences of whole-column cumulative sums lose a
+        # run of narrow sub-bins next to wide ones (a sentinel's bin) to rounding
+        wy = np.cumsum((counts[:end] * w[:end])[::-1])[::-1]
+        ww = np.cumsum((w[:end] ** 2)[::-1])[::-1]
+        yy = np.cumsum((counts[:end] ** 2)[::-1])[::-1]
+        explained = np.divide(wy ** 2, ww, out=np.zeros(end), where=ww > 0)
+        cost = best[:end] + np.maximum(yy - explained, 0.0) + penalty
         start[end] = int(np.argmin(cost))
         best[end] = cost[start[end]]
     runs, end = [], n
