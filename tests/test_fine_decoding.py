@@ -378,18 +378,20 @@ def test_column_weights_are_finite_and_non_negative_on_any_noisy_column():
         assert all(w[a:b].sum() > 0 for a, b in zip(first[:-1], first[1:]))
 
 
-def test_segments_of_narrow_sub_bins_beside_a_sentinel_s_wide_bin_stay_exact():
-    """160 sub-bins of width 0.625, then a bin to 9,999,999 cut into 16: differences of whole-column cumulative
-    sums of the squared widths lost the narrow runs to rounding (an overflow warning, a cost of inf)."""
+def test_segments_of_narrow_sub_bins_after_a_sentinel_s_wide_bin_stay_exact():
+    """160 sub-bins of width 0.625, a bin to 9,999,998 cut into 16, then a point's narrow cells by the sentinel
+    (0.0003 wide, as float edges near 1e7 come out): differences of whole-column cumulative sums of the squared
+    widths lost the narrow cells to rounding (an overflow warning, a run's cost of inf)."""
     import warnings
 
     from privsynth.schema.fine_estimate import column_weights, density_segments, jump_penalty
 
-    sub = np.r_[np.linspace(0.0, 100.0, 161), np.linspace(100.0, 9_999_999.0, 17)[1:]]
-    y = np.r_[np.full(160, 50.0), np.zeros(15), 900.0] + np.random.default_rng(0).normal(0.0, 10.0, 176)
+    sub = np.r_[np.linspace(0.0, 100.0, 161), np.linspace(100.0, 9_999_998.0, 17)[1:], 9_999_998.0003,
+                9_999_998.0006, 9_999_999.0]
+    y = np.r_[np.full(160, 50.0), np.zeros(16), 900.0, 0.0, 0.0] + np.random.default_rng(0).normal(0.0, 10.0, 179)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        segments = density_segments(y, np.diff(sub), jump_penalty(176, 10.0))
-        weights = column_weights(np.r_[np.linspace(0.0, 100.0, 11), 9_999_999.0], sub, y, 10.0)
-    assert segments[159] == 0 and segments[160] == 1 and segments[-1] == 2  # the narrow run, the gap, the sentinel
-    assert weights[-1] > 0.95 * weights[-16:].sum()
+        segments = density_segments(y, np.diff(sub), jump_penalty(179, 10.0))
+        weights = column_weights(np.r_[np.linspace(0.0, 100.0, 11), 9_999_998.0, 9_999_999.0], sub, y, 10.0)
+    assert segments[159] == 0 and segments[160] == 1 and segments[176] == 2  # the narrow run, the gap, the point
+    assert segments[-1] == 3 and np.all(np.isfinite(weights)) and weights[176] > 0.95 * weights[176:].sum()
