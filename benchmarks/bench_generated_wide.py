@@ -41,6 +41,7 @@ the real ones: the sampling error any n-record release carries, no privacy) and 
 by column: a DP release that learns no dependence). ``wrong %``: the share of non-missing synthetic cells
 outside the generator's domain (an unlisted word, a fraction in an integer column, a number beyond the
 bounds), mean over columns.
+``1-way by kind``: the mean 1-way TV over the columns of each type (where the no-schema run's 1-way error sits).
 ``kept / dropped``: columns the run's discovered schema.yaml keeps and marks ``drop: true``.
 """
 
@@ -196,7 +197,25 @@ def score(synthetic, real_codes, schema, domain, max2: int) -> dict:
         if col.name not in synthetic.columns:
             synthetic[col.name] = None  # dropped by discovery: all missing
     _, wrong, _ = strict(synthetic, schema)  # the share outside the generator's domain (not the scored frame)
-    return {**score_codes(encode_codes(synthetic, schema), real_codes, domain, max2), "wrong_share": wrong}
+    codes = encode_codes(synthetic, schema)
+    return {**score_codes(codes, real_codes, domain, max2), "wrong_share": wrong,
+            "tv1_by_kind": one_way_by_kind(codes, real_codes, schema, domain)}
+
+
+def one_way_by_kind(codes, real_codes, schema, domain) -> dict[str, float]:
+    """Mean 1-way TV over the columns of each kind (categorical, boolean, integer, float): where a no-schema
+    run's 1-way error sits (a number's place inside the generator's bins, a word's count)."""
+    import numpy as np
+
+    from privsynth.report.internal_audit import marginal_counts
+
+    by_kind: dict[str, list[float]] = {}
+    for a, col in enumerate(schema.kept_columns):
+        real = marginal_counts(real_codes, domain, (a,))
+        synthetic = marginal_counts(codes, domain, (a,))
+        tv = 0.5 * float(np.abs(real / real.sum() - synthetic / max(synthetic.sum(), 1)).sum())
+        by_kind.setdefault(col.type, []).append(tv)
+    return {kind: float(np.mean(v)) for kind, v in sorted(by_kind.items())}
 
 
 def reference_rows(real_codes, domain, epsilon: float, max2: int, seed: int = 0) -> list[dict]:
@@ -247,18 +266,20 @@ def format_references(rows: list[dict]) -> str:
 
 def format_rows(rows: list[dict]) -> str:
     head = ("| columns | rows | eps | seed | 1-way TV | 2-way TV | indep 2-way TV | 2-way / indep | run s | process s "
-            "| peak RSS MB | kept / dropped | wrong % | note |")
-    lines = [head, "|" + "---|" * 14]
+            "| peak RSS MB | kept / dropped | wrong % | 1-way by kind | note |")
+    lines = [head, "|" + "---|" * 15]
     for r in rows:
         lead = f"| {r['columns']} | {r['rows']} | {r['epsilon']:g} | {r['seed']} |"
         if r["status"] != "ok":
-            lines.append(f"{lead} - | - | - | - | - | {r.get('seconds', 0):.0f} | - | - | - | {r['status']}: "
+            lines.append(f"{lead} - | - | - | - | - | {r.get('seconds', 0):.0f} | - | - | - | - | {r['status']}: "
                          f"{r.get('reason', '')} |")
             continue
         e = r["errors"]
+        kinds = ", ".join(f"{kind} {tv:.4f}" for kind, tv in e.get("tv1_by_kind", {}).items())
         lines.append(f"{lead} {e['tv1']:.4f} | {e['tv2']:.4f} | {e['indep2']:.4f} | {e['tv2'] / e['indep2']:.2f} "
                      f"| {r['run_seconds']:.1f} | {r['process_seconds']:.1f} | {r['peak_rss_mb']:.0f} "
-                     f"| {r['kept']} / {len(r['dropped'])} | {100 * e['wrong_share']:.1f} | {r.get('note', '')} |")
+                     f"| {r['kept']} / {len(r['dropped'])} | {100 * e['wrong_share']:.1f} "
+                     f"| {kinds} | {r.get('note', '')} |")
     return "\n".join(lines)
 
 
