@@ -22,8 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from privsynth.io import atomic_write_json, atomic_write_table
-from privsynth.io.atomic import AtomicParquetWriter
+from privsynth.io import AtomicParquetWriter, atomic_write_json, atomic_write_table
 from privsynth.io.home import OWNER_ONLY_DIR, default_release_store, make_private_dir
 from privsynth.io.storage import COMPLETE, RemoteFolder, is_remote
 from privsynth.mechanisms.base import Measurement, Release

@@ -193,17 +193,18 @@ def kernel_fit(counts: np.ndarray, widths: np.ndarray, centres: np.ndarray, scal
     best, best_score = counts, penalty * float(use.sum())  # as they are: S = I, residuals 0
     gaps = (centres[:, None] - centres[use][None, :]) ** 2
     boundaries = int(segments[-1] - segments[0]) if segments is not None and len(segments) else 0
+    charge = boundaries * jump_penalty(len(counts), scale)  # what the kernels kept within runs pay
     apart = [None] if not boundaries else [None, segments[:, None] == segments[use][None, :]]
     for bandwidth in SMOOTH_BANDWIDTHS:
         across = np.exp(-0.5 * gaps / (bandwidth * unit) ** 2)
         for same_run in apart:
-            charge = 0.0 if same_run is None else boundaries * jump_penalty(len(counts), scale)
             kernel = across if same_run is None else across * same_run
             mass = kernel @ widths[use]
             with np.errstate(divide="ignore", invalid="ignore"):  # an unused heap far from every used sub-bin
                 fit = widths * (kernel @ counts[use]) / mass
             trace = float(np.sum(widths[use] / mass[use]))  # S's diagonal over the used sub-bins: K_ii = 1
-            score = float(np.sum((counts[use] - fit[use]) ** 2)) + penalty * trace + charge
+            score = float(np.sum((counts[use] - fit[use]) ** 2)) + penalty * trace
+            score += 0.0 if same_run is None else charge
             if score < best_score:
                 best, best_score = fit, score
     return best
