@@ -33,13 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-
-def seeds_of(text: str) -> list[int]:
-    """'0-3' or '0,1,5' as a list of seeds."""
-    if "-" in text and "," not in text:
-        lo, hi = (int(x) for x in text.split("-"))
-        return list(range(lo, hi + 1))
-    return [int(s) for s in text.split(",") if s.strip()]
+from bench_peers import seeds_of  # noqa: E402  (benchmarks/ on the path first)
 
 
 def settings_of(variant: str) -> dict[str, float]:

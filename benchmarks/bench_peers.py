@@ -92,12 +92,16 @@ def load_codes(table: str):
 
 
 def saved_domain(codes_path: Path):
-    """The Domain and structural levels the driver saved beside the codes (``domain.json``)."""
+    """The Domain, structural levels and the schema's structural zeros (its ``determined_by`` rules, public) the
+    driver saved beside the codes (``domain.json``)."""
+    from privsynth.schema import load_schema
+    from privsynth.schema.determined import structural_zeros
     from privsynth.schema.encoding import Domain
 
     found = json.loads(codes_path.with_name("domain.json").read_text())
+    zeros = structural_zeros(load_schema(found["schema"])) if found.get("schema") else ()
     return (Domain(tuple(found["names"]), tuple(found["sizes"])),
-            {int(j): tuple(levels) for j, levels in found["structural"].items()})
+            {int(j): tuple(levels) for j, levels in found["structural"].items()}, zeros)
 
 
 def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_path: Path, out: Path) -> None:
@@ -106,13 +110,14 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     import numpy as np
 
     from privsynth.mechanisms import get_mechanism
+    from privsynth.mechanisms.catalogue import load
     from privsynth.mechanisms.rounding import round_release, suppress_levels
     from privsynth.privacy.noise import SeededNoise
     from privsynth.report.evidence import unsupported_levels
     from privsynth.schema.workload import Histogram
 
     codes = np.load(codes_path)
-    domain, structural = saved_domain(codes_path)
+    domain, structural, zeros = saved_domain(codes_path)
     module = get_mechanism(name)
     config = module.Config(epsilon=epsilon, delta=delta)
     if hasattr(module, "check_config"):
@@ -121,11 +126,11 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     noise.authorize(f"bench-peers-{name}-{epsilon}")
     t0, cpu0 = time.perf_counter(), _cpu_seconds()
     stats = module.collect_statistics(Histogram.of_codes(codes), domain, config)
-    release = module.run(stats, domain, config, noise)
+    release = load(name).run(stats, domain, config, noise, zeros=zeros)  # zeros: the mechanisms that take them
     synthetic = round_release(release, domain, None if release.exact else codes.shape[0], noise.post_rng)
     if not release.exact:  # as the pipeline's rounding stage (stages.synthesize_table)
         empty = unsupported_levels(structural, release.measurements, domain)
-        synthetic = suppress_levels(synthetic, empty, noise.post_rng)
+        synthetic = suppress_levels(synthetic, empty, noise.post_rng, zeros)
     seconds = time.perf_counter() - t0
     np.save(out.with_suffix(".npy"), synthetic)
     out.write_text(json.dumps({"seconds": seconds, "cpu_seconds": _cpu_seconds() - cpu0, "peak_rss_mb": _rss_mb(),
@@ -315,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     epsilons = [float(e) for e in args.epsilons.split(",")]
-    seeds = [int(s) for s in args.seeds.split(",")]
-    peer_seeds = seeds if args.peer_seeds is None else [int(s) for s in args.peer_seeds.split(",")]
+    seeds = seeds_of(args.seeds)
+    peer_seeds = seeds if args.peer_seeds is None else seeds_of(args.peer_seeds)
     peer_python = None
     if any(r.startswith("smartnoise:") for r in runs):
         peer_python, took = ensure_peer_venv()
@@ -334,6 +339,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=2, default=str))
     return 0
+
+
+def seeds_of(text: str) -> list[int]:
+    """'0-9' (a range, both ends included) or '0,1,5' as a list of seeds."""
+    if "-" in text and "," not in text:
+        low, high = (int(x) for x in text.split("-"))
+        return list(range(low, high + 1))
+    return [int(s) for s in text.split(",") if s.strip()]
 
 
 def table_rows(table: str, runs: list[str], epsilons: list[float], seeds: list[int], peer_seeds: list[int], args,
@@ -361,7 +374,8 @@ def table_rows(table: str, runs: list[str], epsilons: list[float], seeds: list[i
         codes_path = tmp / "codes.npy"
         np.save(codes_path, codes)
         (tmp / "domain.json").write_text(json.dumps({"names": list(domain.names), "sizes": list(domain.sizes),
-                                                     "structural": {str(j): list(v) for j, v in structural.items()}}))
+                                                     "structural": {str(j): list(v) for j, v in structural.items()},
+                                                     "schema": str(ROOT / "schemas" / f"{table}.yaml")}))
         for run in runs:
             kind, name = run.split(":", 1)
             for eps in epsilons:

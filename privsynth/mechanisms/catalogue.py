@@ -17,6 +17,7 @@ from privsynth.errors import UnknownMechanismError
 
 if TYPE_CHECKING:  # the catalogue stays import-light: `privsynth --help` and `privsynth mechanisms` read it
     from privsynth.mechanisms.base import EarlierCounts, MechanismConfig, MechanismModule, Release
+    from privsynth.schema.determined import StructuralZeros
     from privsynth.schema.encoding import Domain
 
 ADD_REMOVE = "add or remove one record"
@@ -77,7 +78,9 @@ class Mechanism:
     rows_option / public_rows_option: the config fields that take --rows / --public-rows (None: free);
     forecast_cost(config, domain): a time and memory model (None: none); neighbours: the relation;
     takes_earlier_counts: ``run`` takes ``earlier`` (DP counts an earlier step of the run released, which it may
-    join with its own measurements; a mechanism that does not take them releases as if there were none)."""
+    join with its own measurements; a mechanism that does not take them releases as if there were none);
+    takes_structural_zeros: ``run`` takes ``zeros`` (the schema's public ``determined_by`` cells, held at zero;
+    a mechanism that does not take them releases as if the schema stated no rule)."""
 
     entry: MechanismEntry
     module: MechanismModule
@@ -90,6 +93,7 @@ class Mechanism:
     forecast_cost: Callable[[MechanismConfig, Domain], Any] | None = None
     neighbours: str = ADD_REMOVE
     takes_earlier_counts: bool = False
+    takes_structural_zeros: bool = False
 
     @property
     def caps_rows(self) -> bool:
@@ -111,16 +115,19 @@ class Mechanism:
         return self.module.collect_statistics(data, domain, config)
 
     def run(self, statistics, domain: Domain, config: MechanismConfig, noise,
-            earlier: tuple[EarlierCounts, ...] = ()) -> Release:
+            earlier: tuple[EarlierCounts, ...] = (), zeros: tuple[StructuralZeros, ...] = ()) -> Release:
+        extra: dict[str, Any] = {}
         if earlier and self.takes_earlier_counts:
-            return self.module.run(statistics, domain, config, noise, earlier=earlier)  # type: ignore[call-arg]
-        return self.module.run(statistics, domain, config, noise)
+            extra["earlier"] = earlier
+        if zeros and self.takes_structural_zeros:
+            extra["zeros"] = zeros
+        return self.module.run(statistics, domain, config, noise, **extra)
 
 
 OPTIONAL = {"configure_for": "configure_for", "check_config": "check_config", "check_feasible": "check_feasible",
             "releases_n_estimate": "releases_n_estimate", "rows_option": "ROWS_OPTION",
             "public_rows_option": "PUBLIC_ROWS_OPTION", "forecast_cost": "forecast_cost", "neighbours": "NEIGHBOURS",
-            "takes_earlier_counts": "TAKES_EARLIER_COUNTS"}
+            "takes_earlier_counts": "TAKES_EARLIER_COUNTS", "takes_structural_zeros": "TAKES_STRUCTURAL_ZEROS"}
 
 
 def load(name: str) -> Mechanism:

@@ -13,9 +13,12 @@ more rows from it would spend privacy that was never charged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from privsynth.mechanisms.base import Release
+from privsynth.schema.determined import StructuralZeros
 from privsynth.schema.encoding import Domain, from_one_hot
 from privsynth.schema.sampling import systematic_indices
 
@@ -61,14 +64,27 @@ def round_release(release: Release, domain: Domain, rows: int | None, rng: np.ra
     return codes
 
 
-def suppress_levels(codes: np.ndarray, empty: dict[int, tuple[int, ...]], rng: np.random.Generator) -> np.ndarray:
+def suppress_levels(codes: np.ndarray, empty: dict[int, tuple[int, ...]], rng: np.random.Generator,
+                    zeros: Sequence[StructuralZeros] = ()) -> np.ndarray:
     """Records without the levels in ``empty``: each such value is replaced by the attribute's value in
     a random other record that holds a supported level (post-processing; the attribute's other levels
-    keep their proportions). An attribute with no supported value left is kept as it is."""
+    keep their proportions). An attribute with no supported value left is kept as it is. Where the attribute
+    is in a pair of ``zeros`` (a schema's ``determined_by``: public), the donor holds the same level of the
+    partner where one does, so a replaced value never lands in a forbidden cell."""
     out = codes.copy()
+    partner = {a: z.attributes[1 - k] for z in zeros for k, a in enumerate(z.attributes)}
     for j, levels in empty.items():
         bad = np.isin(out[:, j], levels)
         donors = np.flatnonzero(~bad)
-        if bad.any() and donors.size:
+        if not (bad.any() and donors.size):
+            continue
+        if j not in partner:
             out[bad, j] = out[rng.choice(donors, size=int(bad.sum())), j]
+            continue
+        p = partner[j]
+        for level in np.unique(out[bad, p]):
+            rows = np.flatnonzero(bad & (out[:, p] == level))
+            same = donors[out[donors, p] == level]
+            pool = same if same.size else donors
+            out[rows, j] = out[rng.choice(pool, size=rows.size), j]
     return out

@@ -38,6 +38,7 @@ from privsynth.report.uncertainty import (
     synthetic_at,
 )
 from privsynth.schema import Schema
+from privsynth.schema.determined import structural_zeros
 from privsynth.schema.encoding import Domain, domain_of
 from privsynth.schema.workload import marginal_counts, merge_levels, relaxed_marginal, total_variation
 
@@ -220,12 +221,32 @@ def dp_report(release: Release, measurements, synthetic: np.ndarray, schema: Sch
         "columns": columns,
         "pairs": pairs,
         "release_holds": holds,
+        "schema_rules": schema_rules(schema, synthetic),
         "budget": budget(privacy),
         "discovery": discovery_summary(privacy, holds),
         "fit_to_measurements": fits,
         "summary": summary,
         "fit_to_release": rounding_fit(release, synthetic, domain),
     }
+
+
+def schema_rules(schema: Schema, synthetic: np.ndarray) -> list[dict]:
+    """Per ``determined_by`` rule of the schema, the synthetic records that break it (public: the synthetic codes):
+    none where the mechanism held the rule's zeros (aim), any number where it did not."""
+    return [{"columns": list(z.names), "forbidden_cells": z.forbidden_cells,
+             "synthetic_records_against": int((~z.allowed[synthetic[:, z.attributes[0]],
+                                                          synthetic[:, z.attributes[1]]]).sum())}
+            for z in structural_zeros(schema)]
+
+
+def rules_text(report: dict) -> list[str]:
+    """The report's line on the schema's ``determined_by`` rules (none: no line)."""
+    rules = report.get("schema_rules") or []
+    if not rules:
+        return []
+    said = "; ".join(f"{' x '.join(r['columns'])}: {r['synthetic_records_against']} synthetic records against it"
+                     for r in rules)
+    return ["", f"Rules the schema states (determined_by; {len(rules)}): {said}."]
 
 
 def _bound_text(entry: dict) -> str:
@@ -332,6 +353,7 @@ def render_report(report: dict, figures: dict | None = None) -> str:
         fit = f"{c['fit_tv']:.4f}" if c["status"] == "bound" else "-"
         lines.append(f"| {c['column']} | {_bound_text(c)} | {fit} | {c.get('measurements', 0)} |")
     lines += render_holds(report)
+    lines += rules_text(report)
     bounded = sorted((p for p in report.get("pairs", []) if p["status"] == "bound"), key=lambda p: -p["tv_bound"])
     if bounded:
         lines += ["", f"Loosest bounded pairs ({len(bounded)} bounded in all; every pair is in report.json):", "",

@@ -16,6 +16,7 @@ from privsynth.privacy.accounting import PrivacyCost
 from privsynth.run import phase
 from privsynth.run.faults import draw_point, fault_point
 from privsynth.run.plan import delta_row_note
+from privsynth.schema.determined import structural_zeros
 from privsynth.schema.encoding import Domain
 from privsynth.schema.workload import Histogram
 
@@ -132,7 +133,8 @@ def _draw_release(request: ReleaseRequest, noise, *, charged_now: bool) -> tuple
     """The mechanism's release and its privacy record, drawn with the authorised (journalled) source."""
     mechanism, config, domain = request.mechanism, request.config, request.domain
     data = mechanism.collect_statistics(request.statistics, domain, config)
-    release = mechanism.run(data, domain, config, noise, request.earlier)
+    zeros = structural_zeros(request.schema) if request.schema is not None else ()
+    release = mechanism.run(data, domain, config, noise, request.earlier, zeros)
     release.check_domain(domain)
     privacy = privacy_record(mechanism, config, request.cost, request.delta, noise, request.dataset,
                              charged_now=charged_now, column_names=domain.names, release=release)

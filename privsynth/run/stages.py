@@ -55,6 +55,7 @@ from privsynth.run.results import (
 from privsynth.run.spent import truthful_refusal, with_run_spend
 from privsynth.run.validate import stage_validate
 from privsynth.schema import Schema
+from privsynth.schema.determined import structural_zeros
 from privsynth.schema.encoding import (
     Domain,
     arrow_schema,
@@ -182,7 +183,8 @@ def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np
     domain = domain_of(schema)
     codes = round_release(release, domain, rows, rng)
     if not release.exact:  # exact records are the release itself
-        codes = suppress_levels(codes, unsupported_levels(structural_levels(schema), measurements, domain), rng)
+        codes = suppress_levels(codes, unsupported_levels(structural_levels(schema), measurements, domain), rng,
+                                structural_zeros(schema))
     frame = decode_codes(codes, schema, rng, fine)
     return pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
 

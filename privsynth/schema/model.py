@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from privsynth.errors import SchemaError  # noqa: F401  (re-exported: raised here)
 from privsynth.schema import temporal
+from privsynth.schema.determined import DETERMINABLE, DeterminedBy, check_determinations
 
 ColumnType = Literal["categorical", "integer", "float", "boolean", "date", "timestamp"]
 MISSING_LABEL = "<missing>"
@@ -77,6 +78,8 @@ class Column(BaseModel):
     format: Literal["plain", "thousands", "currency", "percent", "%m/%d/%Y", "%d/%m/%Y", "%d.%m.%Y", "%Y/%m/%d",
                     "%Y/%m/%d %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%d/%m/%Y %H:%M:%S", "%Y-%m-%d",
                     "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"] | None = None
+    # this column is a stated function of another (``schema.determined``): public structural zeros
+    determined_by: DeterminedBy | None = None
     description: str = ""
 
     @model_validator(mode="before")
@@ -200,6 +203,8 @@ class Column(BaseModel):
                              "columns (a negative place: -1 for whole tens, -2 hundreds)")
         if self.resolution is not None and self.type != "timestamp":
             raise ValueError(f"{where}: 'resolution' applies to timestamp columns (a date is a whole day already)")
+        if self.determined_by is not None and self.type not in DETERMINABLE:
+            raise ValueError(f"{where}: 'determined_by' applies to {', '.join(DETERMINABLE)} columns")
         return self
 
     @property
@@ -268,6 +273,7 @@ class Schema(BaseModel):
             raise ValueError(f"column names repeat: {dupes}")
         if not self.kept_columns:
             raise ValueError("every column is dropped; a schema needs at least one kept column")
+        check_determinations(self.columns)
         return self
 
     @property

@@ -10,6 +10,7 @@ from privsynth.mechanisms.aim.mechanism import (
     NAME,
     PUBLIC_ROWS_OPTION,
     TAKES_EARLIER_COUNTS,
+    TAKES_STRUCTURAL_ZEROS,
     AimStatistics,
     Config,
     check_config,
@@ -22,7 +23,7 @@ from privsynth.mechanisms.aim.mechanism import (
 )
 from privsynth.mechanisms.aim.progress import RoundProgress, reporting_progress
 
-__all__ = ["NAME", "PUBLIC_ROWS_OPTION", "TAKES_EARLIER_COUNTS", "AimStatistics", "Config", "CostForecast",
-           "forecast_cost", "RoundProgress",
+__all__ = ["NAME", "PUBLIC_ROWS_OPTION", "TAKES_EARLIER_COUNTS", "TAKES_STRUCTURAL_ZEROS", "AimStatistics", "Config",
+           "CostForecast", "forecast_cost", "RoundProgress",
            "check_config", "collect_statistics", "configure_for", "forecast", "privacy_cost", "releases_n_estimate",
            "reporting_progress", "run"]

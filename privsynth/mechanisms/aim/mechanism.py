@@ -50,7 +50,8 @@ Post-processing (no privacy cost): the graphical model (``model.py``) fitted to 
 mirror descent, warm started across rounds; for the final fit and the expansion of merged levels, an earlier
 step's DP counts of some 1-way levels (``earlier``: a no-schema run's category counts, charged by its discover
 stage) joined with the start's 1-way measurements by inverse variance (``joined_one_way``); the estimate
-of n is the inverse-variance weighted mean of the noisy totals of all measurements; the release is
+of n is the inverse-variance weighted mean of the noisy totals of all measurements; a schema's structural zeros
+(``zeros.py``: public) held at zero in the model from its first fit; the release is
 ``sample_rows`` records drawn from the model with ``noise.post_rng`` (default: that estimate, at most what
 fits ``max_release_mb`` as one-hot rows; a merged level expanded to one of its original levels in proportion
 to their clipped noisy 1-way counts), published as distinct one-hot rows weighted by their frequency, and every noisy
@@ -100,9 +101,11 @@ from privsynth.mechanisms.aim.selection import (  # noqa: F401  (re-exported: th
     selection_scores,
 )
 from privsynth.mechanisms.aim.statistics import AimStatistics, CountCache
+from privsynth.mechanisms.aim.zeros import keep_levels, zero_potentials, zeros_facts
 from privsynth.mechanisms.base import EarlierCounts, Measurement, MechanismConfig, Release, check_memory
 from privsynth.privacy.accounting import PrivacyCost, gaussian_rho, noisy_max_scale
 from privsynth.privacy.noise import NoiseSource
+from privsynth.schema.determined import StructuralZeros
 from privsynth.schema.encoding import Domain, one_hot
 from privsynth.schema.workload import Histogram, Marginal, StatisticsInput, all_marginals
 
@@ -327,14 +330,17 @@ def n_estimate(measurements: list[NoisyMarginal]) -> float:
 
 
 TAKES_EARLIER_COUNTS = True
+TAKES_STRUCTURAL_ZEROS = True
 
 
 def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseSource,
-        progress: ProgressHook | None = None, earlier: Sequence[EarlierCounts] = ()) -> Release:
+        progress: ProgressHook | None = None, earlier: Sequence[EarlierCounts] = (),
+        zeros: Sequence[StructuralZeros] = ()) -> Release:
     """The AIM release (rho-zCDP as stated in the module docstring). ``progress`` (or, if None, the
     hook set by ``progress.reporting_progress``) hears about every round: public facts only. ``earlier``: DP
     counts of some 1-way levels an earlier step of the run released and paid for (discovery's categories),
-    joined for the final fit (``joined_one_way``): post-processing, no cost here."""
+    joined for the final fit (``joined_one_way``): post-processing, no cost here. ``zeros``: the schema's
+    structural zeros (public), held at zero in the model from the start (``zeros.py``)."""
     check_config(config, domain)
     hook = progress if progress is not None else progress_hook.get()
     started = time.perf_counter()
@@ -354,13 +360,14 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         one_way.append(NoisyMarginal((a,), y, sigma_a))
         rho_used += gaussian_rho(sigma_a)
     initial_rho = rho_used
-    compression = compress_levels(
+    compression = keep_levels(compress_levels(
         [m.values for m in one_way],
-        [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d)
+        [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d), zeros)
     sizes = compression.sizes
     counts = CountCache(statistics.on_levels(compression))     # PRIVATE: count tables on merged levels
     measured = [compressed_one_way(m, compression) for m in one_way]
-    model = GraphicalModel(sizes, [m.clique for m in measured], n_estimate(measured))
+    model = GraphicalModel(sizes, [m.clique for m in measured] + [z.attributes for z in zeros], n_estimate(measured),
+                           zero_potentials(zeros, compression))
     alpha = model.fit(measured, config.iterations_per_round, tolerance=config.tolerance)
     log: list[RoundLog] = []
     fit_seconds = 0.0
@@ -426,6 +433,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
                                   if not compression.is_identity(a)},
             # earlier DP counts joined with the start's 1-way measurements: per column, the levels they held
             "earlier_counts_joined": {domain.names[e.attribute]: len(e.levels) for e in earlier},
+            "structural_zeros": zeros_facts(zeros),  # public: the schema's determined_by
         },
         # The 1-way marginals as measured (original levels), then each round's, on merged levels.
         measurements=tuple(
