@@ -218,3 +218,15 @@ def test_what_a_release_says_of_the_rules_is_the_same_on_neighbouring_tables():
              for table in (codes, np.vstack([codes, dirty]))]
     assert facts[0]["structural_zeros"] == facts[1]["structural_zeros"] == {"age x ageGroup": 21,
                                                                             "degree x years": 6}
+
+
+def test_a_boolean_source_reads_true_and_false_as_yaml_writes_them():
+    schema = parse_schema(yaml.safe_load("""
+name: flags
+columns:
+  - {name: smoker, type: boolean}
+  - {name: risk, type: categorical, categories: [low, high],
+     determined_by: {column: smoker, levels: {high: [true], low: [false]}}}
+"""))
+    (zeros,) = structural_zeros(schema)
+    assert zeros.names == ("smoker", "risk") and zeros.allowed[:2, :2].tolist() == [[True, False], [False, True]]

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Value = str | float
+Value = bool | str | float
 
 
 class DeterminedBy(BaseModel):
