@@ -230,3 +230,20 @@ columns:
 """))
     (zeros,) = structural_zeros(schema)
     assert zeros.names == ("smoker", "risk") and zeros.allowed[:2, :2].tolist() == [[True, False], [False, True]]
+
+
+def test_a_replaced_value_keeps_every_rule_of_its_column():
+    schema = parse_schema({"name": "two", "columns": [
+        {"name": "age", "type": "integer", "bounds": [0, 40], "bins": [0, 10, 20, 30, 40], "nullable": True},
+        {"name": "young", "type": "categorical", "categories": ["yes", "no"],
+         "determined_by": {"column": "age", "levels": {"yes": [0, 20], "no": [20, 40]}}},
+        {"name": "decade", "type": "integer", "values": [0, 10, 20, 30],
+         "determined_by": {"column": "age", "levels": {0: [0, 10], 10: [10, 20], 20: [20, 30], 30: [30, 40]}}}]})
+    zeros = structural_zeros(schema)
+    rng = np.random.default_rng(1)
+    age = rng.integers(0, 4, 600)
+    codes = np.column_stack([age, (age >= 2).astype(int), age])
+    codes[:150, 0] = 4  # <missing> ages, beside groups and decades of every kind
+    kept = suppress_levels(codes, {0: (4,)}, rng, zeros)
+    assert not (kept[:, 0] == 4).any()
+    assert forbidden_share(kept, schema) == 0.0  # a donor matched on one partner alone would break the other

@@ -69,22 +69,25 @@ def suppress_levels(codes: np.ndarray, empty: dict[int, tuple[int, ...]], rng: n
     """Records without the levels in ``empty``: each such value is replaced by the attribute's value in
     a random other record that holds a supported level (post-processing; the attribute's other levels
     keep their proportions). An attribute with no supported value left is kept as it is. Where the attribute
-    is in a pair of ``zeros`` (a schema's ``determined_by``: public), the donor holds the same level of the
-    partner where one does, so a replaced value never lands in a forbidden cell."""
+    is in pairs of ``zeros`` (a schema's ``determined_by``: public), the donor holds the same levels of its
+    partners where one does, so a replaced value never lands in a forbidden cell."""
     out = codes.copy()
-    partner = {a: z.attributes[1 - k] for z in zeros for k, a in enumerate(z.attributes)}
+    partners: dict[int, list[int]] = {}
+    for z in zeros:
+        for k, a in enumerate(z.attributes):
+            partners.setdefault(a, []).append(z.attributes[1 - k])
     for j, levels in empty.items():
         bad = np.isin(out[:, j], levels)
         donors = np.flatnonzero(~bad)
         if not (bad.any() and donors.size):
             continue
-        if j not in partner:
+        if j not in partners:
             out[bad, j] = out[rng.choice(donors, size=int(bad.sum())), j]
             continue
-        p = partner[j]
-        for level in np.unique(out[bad, p]):
-            rows = np.flatnonzero(bad & (out[:, p] == level))
-            same = donors[out[donors, p] == level]
+        held = out[:, partners[j]]  # every partner's level: a donor must match them all
+        for key in np.unique(held[bad], axis=0):
+            rows = np.flatnonzero(bad & (held == key).all(axis=1))
+            same = donors[(held[donors] == key).all(axis=1)]
             pool = same if same.size else donors
             out[rows, j] = out[rng.choice(pool, size=rows.size), j]
     return out
