@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -236,7 +236,3 @@ def structural_zeros(schema: Schema) -> tuple[StructuralZeros, ...]:
             out.append(StructuralZeros((j, i), (source.name, col.name), allowed.T.copy()))
     return tuple(out)
 
-
-def describe(zeros: StructuralZeros) -> dict[str, Any]:
-    """A public summary of one rule's zeros (for a release's public facts)."""
-    return {"columns": list(zeros.names), "forbidden_cells": zeros.forbidden_cells}
