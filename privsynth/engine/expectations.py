@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privsynth.schema import Column, Schema, temporal
+from privsynth.schema.determined import number_label
 
 # Numeric dtypes GX accepts for a numeric column: numpy dtypes, pandas nullable dtypes (by class name:
 # GX resolves them with getattr(pandas, name)), and Python int/float for object columns.
@@ -240,12 +241,8 @@ class ValidationReport:
         return "\n".join(r.message for r in self.failures)
 
 
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
 def _bound(col: Column, x: float) -> str:
-    return temporal.format_unit(x, col.type) if col.type in temporal.TEMPORAL_TYPES else _num(x)
+    return temporal.format_unit(x, col.type) if col.type in temporal.TEMPORAL_TYPES else number_label(x)
 
 
 def plural(kind: str) -> str:

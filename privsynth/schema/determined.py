@@ -111,14 +111,15 @@ class Schema(Protocol):
     def kept_columns(self) -> tuple[Column, ...]: ...
 
 
-def _fmt(x: float) -> str:
+def number_label(x: float) -> str:
+    """A number as a schema's labels and messages write it: 3, not 3.0; 0.25 as it is (``Column.labels``)."""
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 def _text(value: Value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    return value if isinstance(value, str) else _fmt(value)
+    return value if isinstance(value, str) else number_label(value)
 
 
 def _number(value: Value, where: str) -> float:
@@ -148,12 +149,12 @@ def level_of(col: Column, value: Value, where: str) -> int:
     if col.values is not None:
         if number not in col.values:
             raise ValueError(f"{where}: {_text(value)!r} is not a value of column {col.name!r} (expected one of "
-                             f"{[_fmt(v) for v in col.values]})")
+                             f"{[number_label(v) for v in col.values]})")
         return list(col.values).index(number)
     edges = list(col.bins or ())
     if not edges[0] <= number <= edges[-1]:
-        raise ValueError(f"{where}: {_text(value)!r} lies outside column {col.name!r}'s bounds [{_fmt(edges[0])}, "
-                         f"{_fmt(edges[-1])}]")
+        raise ValueError(f"{where}: {_text(value)!r} lies outside column {col.name!r}'s bounds "
+                         f"[{number_label(edges[0])}, {number_label(edges[-1])}]")
     return min(int(np.searchsorted(edges, number, side="right")) - 1, len(edges) - 2)
 
 
@@ -164,11 +165,11 @@ def source_levels(source: Column, spec: tuple[Value, ...], where: str) -> list[i
         edges = list(source.bins or ())
         if len(spec) != 2:
             raise ValueError(f"{where}: a binned number column's values are an interval [low, high) of its bin "
-                             f"edges {[_fmt(e) for e in edges]}, got {list(spec)}")
+                             f"edges {[number_label(e) for e in edges]}, got {list(spec)}")
         low, high = (_number(v, where) for v in spec)
         if low not in edges or high not in edges or not low < high:
-            raise ValueError(f"{where}: [{_fmt(low)}, {_fmt(high)}) must run between two of column "
-                             f"{source.name!r}'s bin edges {[_fmt(e) for e in edges]}, low before high")
+            raise ValueError(f"{where}: [{number_label(low)}, {number_label(high)}) must run between two of column "
+                             f"{source.name!r}'s bin edges {[number_label(e) for e in edges]}, low before high")
         return list(range(edges.index(low), edges.index(high)))
     return [level_of(source, v, where) for v in spec]
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from privsynth.errors import SchemaError  # noqa: F401  (re-exported: raised here)
 from privsynth.schema import temporal
-from privsynth.schema.determined import DETERMINABLE, DeterminedBy, check_determinations
+from privsynth.schema.determined import DETERMINABLE, DeterminedBy, check_determinations, number_label
 
 ColumnType = Literal["categorical", "integer", "float", "boolean", "date", "timestamp"]
 MISSING_LABEL = "<missing>"
@@ -215,10 +215,11 @@ class Column(BaseModel):
         elif self.type == "boolean":
             levels = ["false", "true"]
         elif self.values is not None:
-            levels = [_fmt(v) for v in self.values]
+            levels = [number_label(v) for v in self.values]
         else:
             edges = self.bins or ()
-            fmt = (lambda x: temporal.format_unit(x, self.type)) if self.type in temporal.TEMPORAL_TYPES else _fmt
+            fmt = (lambda x: temporal.format_unit(x, self.type)) if self.type in temporal.TEMPORAL_TYPES \
+                else number_label
             levels = [f"[{fmt(a)}, {fmt(b)}{']' if i == len(edges) - 2 else ')'}" for i,
                       (a, b) in enumerate(zip(edges, edges[1:]))]
         if self.nullable:
@@ -246,10 +247,6 @@ def format_types(form: str) -> tuple[str, ...]:
 
 def _article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
-
-
-def _fmt(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 class Schema(BaseModel):
