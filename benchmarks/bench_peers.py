@@ -109,7 +109,6 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from privsynth.mechanisms import get_mechanism
     from privsynth.mechanisms.catalogue import load
     from privsynth.mechanisms.rounding import round_release, suppress_levels
     from privsynth.privacy.noise import SeededNoise
@@ -118,15 +117,14 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
 
     codes = np.load(codes_path)
     domain, structural, zeros = saved_domain(codes_path)
-    module = get_mechanism(name)
-    config = module.Config(epsilon=epsilon, delta=delta)
-    if hasattr(module, "check_config"):
-        module.check_config(config, domain)
+    mechanism = load(name)  # the catalogue's handle: optional members (check_config, zeros) with their defaults
+    config = mechanism.Config(epsilon=epsilon, delta=delta)
+    mechanism.check_config(config, domain)
     noise = SeededNoise(seed, f"bench-peers-{name}-{epsilon}")
     noise.authorize(f"bench-peers-{name}-{epsilon}")
     t0, cpu0 = time.perf_counter(), _cpu_seconds()
-    stats = module.collect_statistics(Histogram.of_codes(codes), domain, config)
-    release = load(name).run(stats, domain, config, noise, zeros=zeros)  # zeros: the mechanisms that take them
+    stats = mechanism.collect_statistics(Histogram.of_codes(codes), domain, config)
+    release = mechanism.run(stats, domain, config, noise, zeros=zeros)  # passed to the mechanisms that take them
     synthetic = round_release(release, domain, None if release.exact else codes.shape[0], noise.post_rng)
     if not release.exact:  # as the pipeline's rounding stage (stages.synthesize_table)
         empty = unsupported_levels(structural, release.measurements, domain)
@@ -134,7 +132,7 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     seconds = time.perf_counter() - t0
     np.save(out.with_suffix(".npy"), synthetic)
     out.write_text(json.dumps({"seconds": seconds, "cpu_seconds": _cpu_seconds() - cpu0, "peak_rss_mb": _rss_mb(),
-                               "epsilon_reported": module.privacy_cost(config).epsilon_at(delta)}))
+                               "epsilon_reported": mechanism.privacy_cost(config).epsilon_at(delta)}))
 
 
 def worker_smartnoise(name: str, epsilon: float, delta: float, seed: int, codes_path: Path, out: Path) -> None:
