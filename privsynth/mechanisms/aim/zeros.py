@@ -47,12 +47,14 @@ def keep_levels(compression: Compression, zeros: Sequence[StructuralZeros]) -> C
         if len(alike) == 1:
             continue
         rare = max(alike.values(), key=len)
+        if len(rare) < 2:  # no two levels alike: each keeps its own
+            groups[a] = np.arange(groups[a].size)
+            continue
         keep = np.ones(groups[a].size, dtype=bool)
         keep[rare] = False
-        group = np.empty(groups[a].size, dtype=np.int64)
-        group[keep] = np.arange(int(keep.sum()))
-        group[~keep] = int(keep.sum())
-        groups[a] = group if len(rare) > 1 else np.arange(groups[a].size)
+        groups[a] = np.empty(groups[a].size, dtype=np.int64)
+        groups[a][keep] = np.arange(int(keep.sum()))
+        groups[a][~keep] = int(keep.sum())
     return Compression(tuple(groups))
 
 
