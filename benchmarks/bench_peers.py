@@ -92,15 +92,15 @@ def load_codes(table: str):
 
 
 def saved_domain(codes_path: Path):
-    """The Domain, structural levels and the schema's structural zeros (its ``determined_by`` rules, public) the
-    driver saved beside the codes (``domain.json``)."""
+    """The Domain (its ordered scales too), structural levels and the schema's structural zeros (its
+    ``determined_by`` rules, public) the driver saved beside the codes (``domain.json``)."""
     from privsynth.schema import load_schema
     from privsynth.schema.determined import structural_zeros
     from privsynth.schema.encoding import Domain
 
     found = json.loads(codes_path.with_name("domain.json").read_text())
     zeros = structural_zeros(load_schema(found["schema"])) if found.get("schema") else ()
-    return (Domain(tuple(found["names"]), tuple(found["sizes"])),
+    return (Domain.from_json(found),
             {int(j): tuple(levels) for j, levels in found["structural"].items()}, zeros)
 
 
@@ -371,9 +371,9 @@ def table_rows(table: str, runs: list[str], epsilons: list[float], seeds: list[i
         tmp = Path(tmp_name)
         codes_path = tmp / "codes.npy"
         np.save(codes_path, codes)
-        (tmp / "domain.json").write_text(json.dumps({"names": list(domain.names), "sizes": list(domain.sizes),
-                                                     "structural": {str(j): list(v) for j, v in structural.items()},
-                                                     "schema": str(ROOT / "schemas" / f"{table}.yaml")}))
+        (tmp / "domain.json").write_text(json.dumps(domain.to_json() | {
+            "structural": {str(j): list(v) for j, v in structural.items()},
+            "schema": str(ROOT / "schemas" / f"{table}.yaml")}))
         for run in runs:
             kind, name = run.split(":", 1)
             for eps in epsilons:

@@ -11,6 +11,7 @@ import pytest
 from privsynth.mechanisms.aim import mechanism as aim
 from privsynth.mechanisms.aim.compression import compress_levels, compressed_one_way, expand_codes
 from privsynth.mechanisms.aim.model import NoisyMarginal
+from privsynth.mechanisms.rounding import round_release
 from privsynth.privacy.noise import SeededNoise
 from privsynth.report.dp_report import measurement_fit
 from privsynth.run.releases import measurements_from_table, measurements_table
@@ -30,6 +31,56 @@ def test_levels_below_the_threshold_merge_into_one_last_level():
     assert never.is_identity(0)
 
 
+def test_an_ordered_scale_merges_only_runs_of_adjacent_rare_bins():
+    """A number column's bins (``Domain.ordered``): both tails rare must not become one level; a run of rare
+    neighbours is one coarser bin, a lone rare bin keeps its own, and the levels after the scale (missing,
+    out-of-domain) merge as any others."""
+    counts = np.array([1.0, 2.0, 90.0, 3.0, 80.0, 95.0, 4.0, 0.0, -1.0, 2.0, 1.0])  # 9 bins, missing, ood
+    c = compress_levels([counts], [10.0], ordered=(9,))
+    np.testing.assert_array_equal(c.groups[0], [0, 0, 1, 2, 3, 4, 5, 5, 5, 6, 6])
+    unordered = compress_levels([counts], [10.0])
+    np.testing.assert_array_equal(unordered.groups[0], [3, 3, 0, 3, 1, 2, 3, 3, 3, 3, 3])  # the one rare level
+    lone = compress_levels([np.array([50.0, 2.0, 40.0, 1.0, 60.0])], [10.0], ordered=(5,))
+    assert lone.is_identity(0)
+    one_off_scale = compress_levels([np.array([1.0, 2.0, 50.0, 3.0])], [10.0], ordered=(3,))
+    np.testing.assert_array_equal(one_off_scale.groups[0], [0, 0, 1, 2])  # a lone rare missing keeps its own
+
+
+def test_an_ordered_scale_expands_each_run_to_its_own_bins():
+    noisy = np.array([30.0, 10.0, 500.0, 900.0, 20.0, 60.0])
+    c = compress_levels([noisy], [100.0], ordered=(6,))             # runs {0, 1} and {4, 5} around kept 2, 3
+    np.testing.assert_array_equal(c.groups[0], [0, 0, 1, 2, 3, 3])
+    compressed = np.repeat(np.array([[0], [1], [2], [3]]), [4000, 100, 100, 8000], axis=0)
+    out = expand_codes(compressed, c, [noisy], np.random.default_rng(1))
+    low, high = out[:4000, 0], out[4200:, 0]
+    assert set(np.unique(low)) == {0, 1} and set(np.unique(high)) == {4, 5}   # a tail never lands in the other
+    assert (low == 0).sum() == 3000 and (high == 5).sum() == 6000             # by noisy counts, within one row
+    np.testing.assert_array_equal(out[4000:4100, 0], 2)
+    np.testing.assert_array_equal(out[4100:4200, 0], 3)
+
+
+def test_an_ordered_release_keeps_what_each_tail_says_about_another_column():
+    """Rare low and high balances with opposite default rates (as credit data): on an ordered domain the release's
+    default rate rises from the low tail to the high one; one rare level for both tails makes them alike."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    balance = rng.choice(10, n, p=[0.003, 0.003] + [0.988 / 6] * 6 + [0.003, 0.003])
+    default = (rng.random(n) < np.where(balance >= 8, 0.8, 0.02)).astype(np.int64)
+    codes = np.column_stack([balance, default]).astype(np.int32)
+    cfg = aim.Config(epsilon=0.3, k=2, iterations_per_round=50, final_iterations=200)
+
+    def tail_gap(dom: Domain, seed: int) -> float:
+        noise = SeededNoise(seed, "ordered-tails")
+        noise.authorize("test")
+        rel = aim.run(aim.collect_statistics(Histogram.of_codes(codes), dom, cfg), dom, cfg, noise)
+        out = round_release(rel, dom, n, noise.post_rng)
+        return out[out[:, 0] >= 8, 1].mean() - out[out[:, 0] <= 1, 1].mean()
+
+    ordered = np.mean([tail_gap(Domain(("balance", "default"), (10, 2), ordered=(10, 0)), s) for s in range(5)])
+    unordered = np.mean([tail_gap(Domain(("balance", "default"), (10, 2)), s) for s in range(5)])
+    assert ordered > 0.4 and abs(unordered) < 0.2   # the real gap is 0.78
+
+
 def test_merged_tables_sum_the_merged_cells():
     c = compress_levels([np.array([9.0, 0.0, 0.0]), np.array([9.0, 9.0])], [5.0, 5.0])
     table = np.arange(6, dtype=float).reshape(3, 2)
@@ -39,14 +90,15 @@ def test_merged_tables_sum_the_merged_cells():
     assert c.published_groups((0, 1)) == ((0, 1, 1), None)
 
 
-def test_one_record_moves_a_merged_marginal_by_one_cell():
+@pytest.mark.parametrize("ordered", [(), (4, 3, 0)])
+def test_one_record_moves_a_merged_marginal_by_one_cell(ordered):
     """Sensitivity of a measurement on merged levels: neighbouring tables (one record added) give
-    merged count tables whose difference has L1 = L2^2 = 1, for every record."""
+    merged count tables whose difference has L1 = L2^2 = 1, for every record (an ordered scale's runs too)."""
     dom = Domain(("a", "b", "c"), (4, 3, 2))
     rng = np.random.default_rng(0)
     codes = np.column_stack([rng.integers(0, s, 200) for s in dom.sizes]).astype(np.int32)
     c = compress_levels([np.array([100.0, 1.0, 2.0, 90.0]), np.array([1.0, 0.0, 99.0]), np.array([5.0, 5.0])],
-                        [10.0, 10.0, 10.0])
+                        [10.0, 10.0, 10.0], ordered)
     marginal = (0, 1)
     shape = [dom.sizes[a] for a in marginal]
     base = c.table(marginal_counts(codes, dom, marginal).reshape(shape), marginal)

@@ -13,7 +13,7 @@ import yaml
 
 import privsynth
 from privsynth.mechanisms.aim import mechanism as aim
-from privsynth.mechanisms.aim.compression import Compression
+from privsynth.mechanisms.aim.compression import Compression, compress_levels
 from privsynth.mechanisms.aim.zeros import keep_levels, zero_potentials
 from privsynth.mechanisms.catalogue import load
 from privsynth.mechanisms.rounding import round_release, suppress_levels
@@ -161,6 +161,12 @@ def test_compression_merges_a_pairs_levels_only_where_they_allow_the_same_partne
     assert np.array_equal(keep_levels(unlike, zeros).groups[0], np.arange(8))
     mixed = merged([0, 1, 4, 7])  # two of 18-29, one of 40-59, <missing>: the two alike stay merged
     assert keep_levels(mixed, zeros).groups[0].tolist() == [6, 6, 0, 1, 2, 3, 4, 5]
+    # age's bins are a scale: two runs of rare bins, [25, 35) across two groups (split), [40, 60) in one (kept)
+    runs = compress_levels([np.array([90.0, 1.0, 2.0, 90.0, 3.0, 4.0, 90.0, 90.0])] + [np.full(n, 90.0)
+                                                                                   for n in (5, 3, 3, 2)],
+                           [10.0] * 5, ordered=(7, 0, 0, 0, 0))
+    assert runs.groups[0].tolist() == [0, 1, 1, 2, 3, 3, 4, 5]
+    assert keep_levels(runs, zeros).groups[0].tolist() == [0, 1, 2, 3, 4, 4, 5, 6]
 
 
 def test_replacing_an_unsupported_missing_value_keeps_the_zeros():

@@ -17,7 +17,7 @@ whole seconds drawn uniformly inside the bin, returned as dates / UTC timestamps
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -31,16 +31,28 @@ from privsynth.schema.written import read_written, written_form
 
 @dataclass(frozen=True)
 class Domain:
-    """The discrete domain the mechanisms work on: attribute names and their numbers of levels."""
+    """The discrete domain the mechanisms work on: attribute names and their numbers of levels.
+
+    ``ordered`` (a public schema fact, empty where not known): per attribute, how many of its first levels are an
+    ordered scale, a binned number or moment column's bins (0 for a categorical, boolean or coded column). Not part
+    of equality: two domains with the same names and sizes hold the same records."""
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
+    ordered: tuple[int, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if len(self.names) != len(self.sizes) or not self.names:
             raise ValueError("a domain needs one size per attribute and at least one attribute")
         if any(s < 1 for s in self.sizes):
             raise ValueError(f"every attribute needs at least one level, got sizes {self.sizes}")
+        if self.ordered and (len(self.ordered) != len(self.sizes)
+                             or any(not 0 <= k <= s for k, s in zip(self.ordered, self.sizes))):
+            raise ValueError(f"ordered levels {self.ordered} do not fit the sizes {self.sizes}")
+
+    def ordered_levels(self, attribute: int) -> int:
+        """How many of ``attribute``'s first levels are an ordered scale (0 where not known)."""
+        return self.ordered[attribute] if self.ordered else 0
 
     @property
     def n_attributes(self) -> int:
@@ -69,16 +81,25 @@ class Domain:
         return int(np.prod([self.sizes[a] for a in attributes], dtype=np.int64))
 
     def to_json(self) -> dict:
-        return {"names": list(self.names), "sizes": list(self.sizes)}
+        return {"names": list(self.names), "sizes": list(self.sizes)} | (
+            {"ordered": list(self.ordered)} if self.ordered else {})
 
     @staticmethod
     def from_json(data: dict) -> Domain:
-        return Domain(tuple(data["names"]), tuple(int(s) for s in data["sizes"]))
+        return Domain(tuple(data["names"]), tuple(int(s) for s in data["sizes"]),
+                      tuple(int(k) for k in data.get("ordered", ())))
+
+
+def ordered_levels(col: Column) -> int:
+    """How many of ``col``'s first levels are an ordered scale: a number or moment column's bins (its coded values
+    and the categories of the others are not)."""
+    return col.domain_levels if col.type not in ("categorical", "boolean") and col.values is None else 0
 
 
 def domain_of(schema: Schema) -> Domain:
     cols = schema.kept_columns
-    return Domain(tuple(c.name for c in cols), tuple(len(c.labels) for c in cols))
+    return Domain(tuple(c.name for c in cols), tuple(len(c.labels) for c in cols),
+                  tuple(ordered_levels(c) for c in cols))
 
 
 # ---------------------------------------------------------------- table <-> codes

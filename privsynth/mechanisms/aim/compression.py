@@ -9,6 +9,11 @@ L2 sensitivity 1, since the compression is a fixed linear map chosen from DP out
 sampled from the model get a rare level expanded back to an original level, drawn in proportion to the
 clipped noisy 1-way counts (independently of the other attributes: the model never saw within-group differences).
 
+The bins of a number column are an ordered scale (``Domain.ordered``, a schema fact): its rare bins merge only
+with rare neighbours, each run of adjacent rare bins into a coarser bin of its own. One rare level for both
+tails of a scale would give the lowest balances the default rate of the highest (credit_default at epsilon
+0.3, 30 seeds: 2-way TV 0.0261 -> 0.0243); a rare bin between two kept ones stays a level of its own.
+
 An earlier step's DP counts of some levels (a no-schema run's category counts) are joined with the start's 1-way
 measurements for the final fit and that expansion (``joined_one_way``); the merge map itself is read from the
 start's measurements alone.
@@ -16,7 +21,7 @@ start's measurements alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,8 +34,9 @@ from privsynth.schema.workload import merge_levels
 
 @dataclass(frozen=True)
 class Compression:
-    """For each attribute, the group of every original level (``groups[a][level]``); the kept
-    levels come first, in their order, and the merged rare levels (if any) form the last group."""
+    """For each attribute, the group of every original level (``groups[a][level]``): kept levels and runs of
+    an ordered scale's rare levels are numbered in level order, and the other merged rare levels (if any) form
+    the last group."""
 
     groups: tuple[np.ndarray, ...]
 
@@ -58,19 +64,45 @@ class Compression:
         return merge_levels(counts, self.level_groups(marginal))
 
 
-def compress_levels(noisy_one_way: Sequence[np.ndarray], thresholds: Sequence[float]) -> Compression:
-    """Merge, per attribute, the levels whose noisy count is below its threshold (when two or more are)."""
+def compress_levels(noisy_one_way: Sequence[np.ndarray], thresholds: Sequence[float],
+                    ordered: Sequence[int] = ()) -> Compression:
+    """Merge, per attribute, the levels whose noisy count is below its threshold: among its first
+    ``ordered[a]`` levels (an ordered scale) each run of two or more adjacent ones into a level of its own, the
+    others into one rare level (when two or more are)."""
     groups = []
-    for noisy, threshold in zip(noisy_one_way, thresholds):
-        keep = np.asarray(noisy) >= threshold
-        if (~keep).sum() < 2:
-            groups.append(np.arange(len(noisy)))
-            continue
-        group = np.empty(len(noisy), dtype=np.int64)
-        group[keep] = np.arange(int(keep.sum()))
-        group[~keep] = int(keep.sum())
-        groups.append(group)
+    for a, (noisy, threshold) in enumerate(zip(noisy_one_way, thresholds)):
+        rare = np.asarray(noisy) < threshold
+        scale = ordered[a] if ordered else 0
+        groups.append(_level_groups(rare[:scale], rare[scale:]))
     return Compression(tuple(groups))
+
+
+def _level_groups(rare_on_scale: np.ndarray, rare_off_scale: np.ndarray) -> np.ndarray:
+    """Group numbers: the scale's levels in order (a run of two or more rare ones shares one number), then the
+    other levels in order, their rare ones (two or more) sharing the last number."""
+    keys: list[Hashable] = []
+    for level, rare in enumerate(rare_on_scale):
+        if rare and level > 0 and rare_on_scale[level - 1]:
+            keys.append(keys[-1])  # the run the level before started
+        elif rare and level + 1 < rare_on_scale.size and rare_on_scale[level + 1]:
+            keys.append(("run", level))
+        else:
+            keys.append(("own", level))
+    merge_rest = int(rare_off_scale.sum()) >= 2
+    keys += ["rare" if rare and merge_rest else ("own", rare_on_scale.size + offset)
+             for offset, rare in enumerate(rare_off_scale)]
+    return numbered(keys, last="rare")
+
+
+def numbered(keys: Sequence[Hashable], last: Hashable) -> np.ndarray:
+    """Per level, the number of its group (levels with equal keys form a group): groups numbered in the order of
+    their first level, the group keyed ``last`` (if any) last."""
+    order: dict[Hashable, int] = {}
+    for key in keys:
+        if key != last:
+            order.setdefault(key, len(order))
+    order[last] = len(order)
+    return np.array([order[key] for key in keys], dtype=np.int64)
 
 
 def compressed_one_way(measurement: NoisyMarginal, compression: Compression) -> NoisyMarginal:
@@ -101,7 +133,7 @@ def with_earlier_counts(measurement: NoisyMarginal, levels: Sequence[int], count
 
 def expand_codes(codes: np.ndarray, compression: Compression, noisy_one_way: Sequence[np.ndarray],
                  rng: np.random.Generator) -> np.ndarray:
-    """Records on the compressed levels back to original levels: a kept level maps to itself, the rare
+    """Records on the compressed levels back to original levels: a level kept alone maps to itself, a merged
     level to one of its original levels in proportion to max(noisy count, 0) (uniform if none is positive),
     spread by systematic resampling (``sampling.systematic_indices``: each level gets its expected share of
     the rows to within one)."""
@@ -110,15 +142,14 @@ def expand_codes(codes: np.ndarray, compression: Compression, noisy_one_way: Seq
         if compression.is_identity(a):
             out[:, a] = codes[:, a]
             continue
-        originals = np.argsort(group, kind="stable")   # kept levels in group order, then the rare ones
-        rare_group = int(group.max())
-        rare_levels = np.flatnonzero(group == rare_group)
-        out[:, a] = originals[np.minimum(codes[:, a], rare_group)]
-        rows = np.flatnonzero(codes[:, a] == rare_group)
-        weights = np.clip(np.asarray(noisy_one_way[a], dtype=np.float64)[rare_levels], 0.0, None)
-        if rows.size:
-            p = weights if weights.sum() > 0 else np.ones(rare_levels.size)
-            out[rows, a] = rare_levels[systematic_indices(p, rows.size, rng)]
+        members_of = np.split(np.argsort(group, kind="stable"), np.cumsum(np.bincount(group))[:-1])
+        out[:, a] = np.array([members[0] for members in members_of])[codes[:, a]]
+        weights = np.clip(np.asarray(noisy_one_way[a], dtype=np.float64), 0.0, None)
+        for merged, members in enumerate(members_of):
+            rows = np.flatnonzero(codes[:, a] == merged) if members.size > 1 else ()
+            if len(rows):
+                p = weights[members] if weights[members].sum() > 0 else np.ones(members.size)
+                out[rows, a] = members[systematic_indices(p, len(rows), rng)]
     return out
 
 

@@ -13,7 +13,8 @@ selection score has sensitivity equal to its weight under add/remove-one):
   max(1.5 d, 1024 / d); the paper: 16 d, and one sigma_0 for every attribute: ``schedule.start_sigmas`` says why);
 * domain compression (post-processing of the 1-way measurements, ``compression.py``): per attribute,
   the levels whose noisy count is below ``compress_threshold * sigma_0`` (what the rounds can resolve) are
-  merged into one level, and every later round works on the merged levels. The merge map is a function
+  merged into one level (a number column's bins only with their rare neighbours), and every later round works
+  on the merged levels. The merge map is a function
   of DP outputs only, and a marginal on merged levels is still a count table where one record moves one
   cell by one;
 * each round t: one candidate marginal r of the workload's downward closure is selected by the
@@ -136,7 +137,8 @@ class Config(MechanismConfig):
                           "independently of the data) is scored, so wide tables stay fast")
     compress_threshold: float = Field(
         3.0, description="levels whose noisy 1-way count is below this many sigma_0 (the rounds' first sigma) "
-                         "are merged into one rare level for the later rounds (MST's domain compression); 0 = never")
+                         "are merged into one rare level for the later rounds (MST's domain compression; a number "
+                         "column's bins only with rare neighbours); 0 = never")
     rounds_cap: int | None = Field(None, description="most adaptive rounds (a work cap; the budget is spread so "
                                                      "the cap is reached with it spent); None = max(48, 4 d)")
     max_seconds: float = Field(1800.0, description="refuse, before the budget is charged, a run whose forecast "
@@ -362,7 +364,7 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
     initial_rho = rho_used
     compression = keep_levels(compress_levels(
         [m.values for m in one_way],
-        [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d), zeros)
+        [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d, domain.ordered), zeros)
     sizes = compression.sizes
     counts = CountCache(statistics.on_levels(compression))     # PRIVATE: count tables on merged levels
     measured = [compressed_one_way(m, compression) for m in one_way]

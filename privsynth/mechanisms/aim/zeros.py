@@ -17,11 +17,11 @@ zeros), 1- / 2- / 3-way TV 0.0039 / 0.0263 / 0.0663 -> 0.0034 / 0.0238 / 0.0624.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from privsynth.mechanisms.aim.compression import Compression
+from privsynth.mechanisms.aim.compression import Compression, numbered
 from privsynth.mechanisms.aim.model import Clique
 from privsynth.schema.determined import StructuralZeros
 
@@ -33,28 +33,24 @@ def _signature(zeros: Sequence[StructuralZeros], attribute: int, level: int) -> 
 
 
 def keep_levels(compression: Compression, zeros: Sequence[StructuralZeros]) -> Compression:
-    """``compression`` where it keeps the zeros: of an attribute's merged levels, only those that allow the same
-    partner levels stay merged (the largest such set: years of schooling 0-5, all in the group under 12 years;
-    the others keep levels of their own), so a merged level expanded back lands in an allowed cell whichever level
-    it becomes."""
+    """``compression`` where it keeps the zeros: of each merged group of an attribute, only the levels that allow
+    the same partner levels stay merged (the largest such set: years of schooling 0-5, all in the group under 12
+    years; the others keep levels of their own), so a merged level expanded back lands in an allowed cell whichever
+    level it becomes."""
     groups = list(compression.groups)
     for a in sorted({a for z in zeros for a in z.attributes}):
         if compression.is_identity(a):
             continue
-        alike: dict[tuple[bytes, ...], list[int]] = {}
-        for level in np.flatnonzero(groups[a] == groups[a].max()):
-            alike.setdefault(_signature(zeros, a, int(level)), []).append(int(level))
-        if len(alike) == 1:
-            continue
-        rare = max(alike.values(), key=len)
-        if len(rare) < 2:  # no two levels alike: each keeps its own
-            groups[a] = np.arange(groups[a].size)
-            continue
-        keep = np.ones(groups[a].size, dtype=bool)
-        keep[rare] = False
-        groups[a] = np.empty(groups[a].size, dtype=np.int64)
-        groups[a][keep] = np.arange(int(keep.sum()))
-        groups[a][~keep] = int(keep.sum())
+        keys: list[Hashable] = [int(g) for g in groups[a]]
+        for merged in np.flatnonzero(np.bincount(groups[a]) > 1):
+            alike: dict[tuple[bytes, ...], list[int]] = {}
+            for level in np.flatnonzero(groups[a] == merged):
+                alike.setdefault(_signature(zeros, a, int(level)), []).append(int(level))
+            rare = max(alike.values(), key=len)
+            for level in np.flatnonzero(groups[a] == merged):
+                if len(rare) < 2 or int(level) not in rare:
+                    keys[level] = ("own", int(level))
+        groups[a] = numbered(keys, last=int(groups[a].max()))
     return Compression(tuple(groups))
 
 
