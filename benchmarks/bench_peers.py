@@ -118,7 +118,7 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     codes = np.load(codes_path)
     domain, structural, zeros = saved_domain(codes_path)
     mechanism = load(name)  # the catalogue's handle: optional members (check_config, zeros) with their defaults
-    config = mechanism.Config(epsilon=epsilon, delta=delta)
+    config = mechanism.configure_for(mechanism.Config(epsilon=epsilon, delta=delta), domain)  # as the run's plan
     mechanism.check_config(config, domain)
     noise = SeededNoise(seed, f"bench-peers-{name}-{epsilon}")
     noise.authorize(f"bench-peers-{name}-{epsilon}")

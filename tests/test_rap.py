@@ -289,6 +289,28 @@ def test_check_config_refuses_before_any_data_or_charge():
         rap.check_config(cells, dom)   # 3*4*2*3 domain: far fewer than 500 cells in the closure
 
 
+def test_the_default_fits_a_narrow_table_and_a_users_setting_is_kept():
+    """The run's plan calls configure_for before check_config: on the 4-column table the default's 12 rounds stay
+    and the picks fall to 1 (12 of the 14 candidates); the privacy cost is the same; rounds or picks the user set
+    are not touched (check_config still names them)."""
+    from privsynth.mechanisms.catalogue import load
+
+    _, dom = small_data()
+    mechanism = load("rap")
+    fitted = mechanism.configure_for(rap.Config(epsilon=1.0), dom)
+    assert (fitted.rounds, fitted.picks_per_round) == (12, 1)
+    assert rap.check_config(fitted, dom) is None
+    assert rap.privacy_cost(fitted).rho == rap.privacy_cost(rap.Config(epsilon=1.0)).rho  # the same total, split
+    wide = Domain(tuple("abcdefg"), (2,) * 7)                          # 63 candidates: 12 rounds of 5
+    assert (mechanism.configure_for(rap.Config(epsilon=1.0), wide).picks_per_round) == 5
+    for user in (rap.Config(epsilon=1.0, rounds=20), rap.Config(epsilon=1.0, picks_per_round=6)):
+        assert mechanism.configure_for(user, dom) is user
+        with pytest.raises(ValueError, match="rounds \\* picks_per_round"):
+            rap.check_config(user, dom)
+    roomy = Domain(tuple("abcdefghij"), (2,) * 10)                     # 175 candidates: the default as it is
+    assert mechanism.configure_for(rap.Config(epsilon=1.0), roomy) == rap.Config(epsilon=1.0)
+
+
 def test_rap_package_keeps_the_module_contract():
     from privsynth.mechanisms import get_mechanism
 
