@@ -146,10 +146,10 @@ def expand_codes(codes: np.ndarray, compression: Compression, noisy_one_way: Seq
         out[:, a] = np.array([members[0] for members in members_of])[codes[:, a]]
         weights = np.clip(np.asarray(noisy_one_way[a], dtype=np.float64), 0.0, None)
         for merged, members in enumerate(members_of):
-            rows = np.flatnonzero(codes[:, a] == merged) if members.size > 1 else ()
-            if len(rows):
+            rows = np.flatnonzero(codes[:, a] == merged) if members.size > 1 else np.empty(0, dtype=np.int64)
+            if rows.size:
                 p = weights[members] if weights[members].sum() > 0 else np.ones(members.size)
-                out[rows, a] = members[systematic_indices(p, len(rows), rng)]
+                out[rows, a] = members[systematic_indices(p, rows.size, rng)]
     return out
 
 
