@@ -273,11 +273,12 @@ def test_a_column_with_too_many_categories_is_refused_before_anything_is_charged
 
 
 def test_a_config_its_mechanism_cannot_run_is_refused_before_the_charge(tmp_path):
-    """Old code: rap with default options on a 4-column table was charged, then failed."""
+    """Old code: rap with more selections than a 4-column table has candidates was charged, then failed (the
+    defaults now fit such a table: ``rap.configure_for``; a user's rounds are kept, so this one is refused)."""
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     with pytest.raises(privsynth.ParameterError, match="rounds"):
         privsynth.synthesize(toy_frame(50), SCHEMA, mechanism="rap", ledger=ledger, rows=10, unlimited=True,
-                             output=tmp_path / "run")
+                             options={"rounds": 20}, output=tmp_path / "run")
     assert privsynth.Ledger(ledger).status() == []
 
 
