@@ -90,7 +90,7 @@ class Domain:
                       tuple(int(k) for k in data.get("ordered", ())))
 
 
-def ordered_levels(col: Column) -> int:
+def _scale_levels(col: Column) -> int:
     """How many of ``col``'s first levels are an ordered scale: a number or moment column's bins (its coded values
     and the categories of the others are not)."""
     return col.domain_levels if col.type not in ("categorical", "boolean") and col.values is None else 0
@@ -99,7 +99,7 @@ def ordered_levels(col: Column) -> int:
 def domain_of(schema: Schema) -> Domain:
     cols = schema.kept_columns
     return Domain(tuple(c.name for c in cols), tuple(len(c.labels) for c in cols),
-                  tuple(ordered_levels(c) for c in cols))
+                  tuple(_scale_levels(c) for c in cols))
 
 
 # ---------------------------------------------------------------- table <-> codes

@@ -43,13 +43,14 @@ def keep_levels(compression: Compression, zeros: Sequence[StructuralZeros]) -> C
             continue
         keys: list[Hashable] = [int(g) for g in groups[a]]
         for merged in np.flatnonzero(np.bincount(groups[a]) > 1):
+            members = [int(level) for level in np.flatnonzero(groups[a] == merged)]
             alike: dict[tuple[bytes, ...], list[int]] = {}
-            for level in np.flatnonzero(groups[a] == merged):
-                alike.setdefault(_signature(zeros, a, int(level)), []).append(int(level))
-            rare = max(alike.values(), key=len)
-            for level in np.flatnonzero(groups[a] == merged):
-                if len(rare) < 2 or int(level) not in rare:
-                    keys[level] = ("own", int(level))
+            for level in members:
+                alike.setdefault(_signature(zeros, a, level), []).append(level)
+            stay = max(alike.values(), key=len)
+            for level in members:
+                if len(stay) < 2 or level not in stay:
+                    keys[level] = ("own", level)
         groups[a] = numbered(keys, last=int(groups[a].max()))
     return Compression(tuple(groups))
 
