@@ -89,12 +89,12 @@ def release(real, schema, table: str, seed: int, fine_share: float | None, disco
     import numpy as np
 
     from privsynth.mechanisms import get_mechanism
-    from privsynth.mechanisms.rounding import round_release, suppress_levels
     from privsynth.privacy.accounting import epsilon_from_rho, gaussian_sigma
     from privsynth.privacy.noise import SeededNoise
-    from privsynth.report.evidence import unsupported_levels
     from privsynth.run.fine_decoding import default_share, sub_bin_counts
     from privsynth.run.plan import run_rho_with_discovery
+    from privsynth.run.stages import release_codes
+    from privsynth.schema.determined import structural_zeros
     from privsynth.schema.encoding import (
         decode_codes,
         decoded_columns,
@@ -118,9 +118,8 @@ def release(real, schema, table: str, seed: int, fine_share: float | None, disco
     earlier = earlier_counts(schema, category_counts) if category_counts else ()
     result = aim.run(aim.collect_statistics(Histogram.of_codes(codes), domain, config), domain, config, noise,
                      earlier=earlier)
-    synthetic = round_release(result, domain, codes.shape[0], noise.post_rng)
-    synthetic = suppress_levels(synthetic, unsupported_levels(structural_levels(schema), result.measurements, domain),
-                                noise.post_rng)
+    synthetic = release_codes(result, domain, codes.shape[0], noise.post_rng, structural_levels(schema),
+                              structural_zeros(schema), result.measurements)  # the pipeline's rounding stage
     fine = None
     columns = decoded_columns(schema)
     if columns and share > 0:

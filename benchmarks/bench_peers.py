@@ -110,9 +110,8 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     import numpy as np
 
     from privsynth.mechanisms.catalogue import load
-    from privsynth.mechanisms.rounding import round_release, suppress_levels
     from privsynth.privacy.noise import SeededNoise
-    from privsynth.report.evidence import unsupported_levels
+    from privsynth.run.stages import release_codes
     from privsynth.schema.workload import Histogram
 
     codes = np.load(codes_path)
@@ -125,10 +124,8 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
     t0, cpu0 = time.perf_counter(), _cpu_seconds()
     stats = mechanism.collect_statistics(Histogram.of_codes(codes), domain, config)
     release = mechanism.run(stats, domain, config, noise, zeros=zeros)  # passed to the mechanisms that take them
-    synthetic = round_release(release, domain, None if release.exact else codes.shape[0], noise.post_rng)
-    if not release.exact:  # as the pipeline's rounding stage (stages.synthesize_table)
-        empty = unsupported_levels(structural, release.measurements, domain)
-        synthetic = suppress_levels(synthetic, empty, noise.post_rng, zeros)
+    synthetic = release_codes(release, domain, None if release.exact else codes.shape[0], noise.post_rng,
+                              structural, zeros, release.measurements)  # the pipeline's rounding stage
     seconds = time.perf_counter() - t0
     np.save(out.with_suffix(".npy"), synthetic)
     out.write_text(json.dumps({"seconds": seconds, "cpu_seconds": _cpu_seconds() - cpu0, "peak_rss_mb": _rss_mb(),

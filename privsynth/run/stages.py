@@ -55,7 +55,7 @@ from privsynth.run.results import (
 from privsynth.run.spent import truthful_refusal, with_run_spend
 from privsynth.run.validate import stage_validate
 from privsynth.schema import Schema
-from privsynth.schema.determined import structural_zeros
+from privsynth.schema.determined import StructuralZeros, structural_zeros
 from privsynth.schema.encoding import (
     Domain,
     arrow_schema,
@@ -181,12 +181,23 @@ def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np
     ``measurements``: the release's noisy measurements, whose counts decide which ``<missing>`` and
     ``<out-of-domain>`` levels the synthetic table may hold (``evidence.unsupported_levels``)."""
     domain = domain_of(schema)
-    codes = round_release(release, domain, rows, rng)
-    if not release.exact:  # exact records are the release itself
-        codes = suppress_levels(codes, unsupported_levels(structural_levels(schema), measurements, domain), rng,
-                                structural_zeros(schema))
+    codes = release_codes(release, domain, rows, rng, structural_levels(schema), structural_zeros(schema),
+                          measurements)
     frame = decode_codes(codes, schema, rng, fine)
     return pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
+
+
+def release_codes(release: Release, domain: Domain, rows: int | None, rng: np.random.Generator,
+                  structural: dict[int, tuple[int, ...]], zeros: tuple[StructuralZeros, ...],
+                  measurements: tuple[Measurement, ...]) -> np.ndarray:
+    """The release's records as level codes (post-processing, free): randomized rounding to ``rows``, then no
+    ``structural`` level (``<missing>``, ``<out-of-domain>``) that the noisy ``measurements`` do not support, each
+    replaced in a way that keeps the schema's ``zeros`` (``rounding.suppress_levels``). An exact release is
+    written as it is."""
+    codes = round_release(release, domain, rows, rng)
+    if release.exact:
+        return codes
+    return suppress_levels(codes, unsupported_levels(structural, measurements, domain), rng, zeros)
 
 
 def rounding_rng(seed: int | None, draw: int = 0) -> np.random.Generator:

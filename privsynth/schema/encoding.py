@@ -50,10 +50,6 @@ class Domain:
                              or any(not 0 <= k <= s for k, s in zip(self.ordered, self.sizes))):
             raise ValueError(f"ordered levels {self.ordered} do not fit the sizes {self.sizes}")
 
-    def ordered_levels(self, attribute: int) -> int:
-        """How many of ``attribute``'s first levels are an ordered scale (0 where not known)."""
-        return self.ordered[attribute] if self.ordered else 0
-
     @property
     def n_attributes(self) -> int:
         return len(self.sizes)
