@@ -93,7 +93,7 @@ def release(real, schema, table: str, seed: int, fine_share: float | None, disco
     from privsynth.privacy.noise import SeededNoise
     from privsynth.run.fine_decoding import default_share, sub_bin_counts
     from privsynth.run.plan import run_rho_with_discovery
-    from privsynth.run.stages import release_codes
+    from privsynth.run.records import release_codes
     from privsynth.schema.determined import structural_zeros
     from privsynth.schema.encoding import (
         decode_codes,

@@ -111,7 +111,7 @@ def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_p
 
     from privsynth.mechanisms.catalogue import load
     from privsynth.privacy.noise import SeededNoise
-    from privsynth.run.stages import release_codes
+    from privsynth.run.records import release_codes
     from privsynth.schema.workload import Histogram
 
     codes = np.load(codes_path)

@@ -34,14 +34,13 @@ from privsynth.io import atomic_write_bytes, atomic_write_json, atomic_write_tab
 from privsynth.io.storage import RemoteFolder, is_remote
 from privsynth.mechanisms.base import Measurement, Release
 from privsynth.mechanisms.progress import reporting_progress
-from privsynth.mechanisms.rounding import round_release, suppress_levels
-from privsynth.report.evidence import unsupported_levels
 from privsynth.run import phase
 from privsynth.run.charge import ReleaseRequest, epsilon_statement, release_stage
 from privsynth.run.context import RunContext, Runner, direct
 from privsynth.run.discover import DiscoveryOutcome, stage_discover
 from privsynth.run.earlier_counts import earlier_counts, keyed_config
 from privsynth.run.faults import fault_point
+from privsynth.run.records import release_codes
 from privsynth.run.releases import measurements_from_table, read_release, write_release
 from privsynth.run.results import (
     AuditResult,
@@ -55,7 +54,7 @@ from privsynth.run.results import (
 from privsynth.run.spent import truthful_refusal, with_run_spend
 from privsynth.run.validate import stage_validate
 from privsynth.schema import Schema
-from privsynth.schema.determined import StructuralZeros, structural_zeros
+from privsynth.schema.determined import structural_zeros
 from privsynth.schema.encoding import (
     Domain,
     arrow_schema,
@@ -185,19 +184,6 @@ def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np
                           measurements)
     frame = decode_codes(codes, schema, rng, fine)
     return pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
-
-
-def release_codes(release: Release, domain: Domain, rows: int | None, rng: np.random.Generator,
-                  structural: dict[int, tuple[int, ...]], zeros: tuple[StructuralZeros, ...],
-                  measurements: tuple[Measurement, ...]) -> np.ndarray:
-    """The release's records as level codes (post-processing, free): randomized rounding to ``rows``, then no
-    ``structural`` level (``<missing>``, ``<out-of-domain>``) that the noisy ``measurements`` do not support, each
-    replaced in a way that keeps the schema's ``zeros`` (``rounding.suppress_levels``). An exact release is
-    written as it is."""
-    codes = round_release(release, domain, rows, rng)
-    if release.exact:
-        return codes
-    return suppress_levels(codes, unsupported_levels(structural, measurements, domain), rng, zeros)
 
 
 def rounding_rng(seed: int | None, draw: int = 0) -> np.random.Generator:
