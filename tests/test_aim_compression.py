@@ -90,15 +90,49 @@ def test_merged_tables_sum_the_merged_cells():
     assert c.published_groups((0, 1)) == ((0, 1, 1), None)
 
 
-@pytest.mark.parametrize("ordered", [(), (4, 3, 0)])
+def test_an_empty_structural_level_joins_the_fullest_level_and_is_never_drawn():
+    """A ``<missing>`` or ``<out-of-domain>`` level (the last ``structural`` levels) below one deviation of its
+    noise joins the fullest level: its noise stays out of that level's count and no record is expanded into it.
+    One above the deviation, or a level of the column's own values, is compressed as before."""
+    noisy = [np.array([300.0, 5000.0, 4.0, -6.0]),                      # yes, no, missing, out-of-domain
+             np.array([2.0, 400.0, 900.0, 30.0, 15.0, 3.0]),            # 4 bins, then missing (held) and ood
+             np.array([900.0, 40.0, 20.0])]                             # one category, missing, ood: above
+    c = compress_levels(noisy, [50.0, 50.0, 50.0], ordered=(0, 4, 0), structural=(2, 2, 2),
+                        deviations=(10.0, 10.0, 10.0))
+    np.testing.assert_array_equal(c.groups[0], [0, 1, 1, 1])
+    np.testing.assert_array_equal(c.groups[1], [0, 1, 2, 3, 4, 2])     # ood into the fullest bin; missing kept
+    np.testing.assert_array_equal(c.groups[2], [0, 1, 1])              # merged as rare levels, not read as empty
+    assert c.empty == ((2, 3), (5,), ())
+    one_way = compressed_one_way(NoisyMarginal((0,), noisy[0], 10.0), c)
+    np.testing.assert_array_equal(one_way.values, [300.0, 5000.0])     # not 5000 + 4 - 6
+    np.testing.assert_array_equal(one_way.variance_scale, [1.0, 1.0])
+    compressed = np.repeat(np.array([[0, 2, 0], [1, 2, 1], [1, 4, 1]]), [100, 5000, 50], axis=0)
+    out = expand_codes(compressed, c, noisy, np.random.default_rng(0))
+    assert not np.isin(out[:, 0], (2, 3)).any() and not (out[:, 1] == 5).any()
+    assert (out[:, 0] == 1).sum() == 5050 and (out[:, 1] == 4).sum() == 50
+    # Every structural level reading empty, with no other level: nothing to join.
+    alone = compress_levels([np.array([1.0, -2.0])], [50.0], structural=(2,), deviations=(10.0,))
+    assert alone.empty == () and alone.sizes == (1,)
+
+
+def test_regrouping_keeps_only_empty_levels_that_share_a_group_with_a_counted_one():
+    c = compress_levels([np.array([300.0, 5000.0, 4.0, -6.0])], [50.0], structural=(2,), deviations=(10.0,))
+    split = c.regrouped([np.array([0, 1, 2, 2])])        # as zeros.keep_levels may split unlike levels apart
+    assert split.empty == ()
+    assert c.regrouped([np.array([0, 1, 1, 2])]).empty == ((2,),)
+
+
+@pytest.mark.parametrize("ordered", [(), (3, 3, 0)])
 def test_one_record_moves_a_merged_marginal_by_one_cell(ordered):
     """Sensitivity of a measurement on merged levels: neighbouring tables (one record added) give
-    merged count tables whose difference has L1 = L2^2 = 1, for every record (an ordered scale's runs too)."""
+    merged count tables whose difference has L1 = L2^2 = 1, for every record (an ordered scale's runs, and a
+    structural level read as empty, joined to the fullest level, too)."""
     dom = Domain(("a", "b", "c"), (4, 3, 2))
     rng = np.random.default_rng(0)
     codes = np.column_stack([rng.integers(0, s, 200) for s in dom.sizes]).astype(np.int32)
-    c = compress_levels([np.array([100.0, 1.0, 2.0, 90.0]), np.array([1.0, 0.0, 99.0]), np.array([5.0, 5.0])],
-                        [10.0, 10.0, 10.0], ordered)
+    c = compress_levels([np.array([100.0, 1.0, 2.0, 3.0]), np.array([1.0, 0.0, 99.0]), np.array([5.0, 5.0])],
+                        [10.0, 10.0, 10.0], ordered, structural=(1, 0, 0), deviations=(5.0, 5.0, 5.0))
+    assert c.empty_levels(0) == (3,) and c.groups[0][3] == c.groups[0][0] and c.sizes[0] == 2
     marginal = (0, 1)
     shape = [dom.sizes[a] for a in marginal]
     base = c.table(marginal_counts(codes, dom, marginal).reshape(shape), marginal)

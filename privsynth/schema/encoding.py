@@ -34,12 +34,15 @@ class Domain:
     """The discrete domain the mechanisms work on: attribute names and their numbers of levels.
 
     ``ordered`` (a public schema fact, empty where not known): per attribute, how many of its first levels are an
-    ordered scale, a binned number or moment column's bins (0 for a categorical, boolean or coded column). Not part
-    of equality: two domains with the same names and sizes hold the same records."""
+    ordered scale, a binned number or moment column's bins (0 for a categorical, boolean or coded column).
+    ``structural`` (a public schema fact, empty where not known): per attribute, how many of its last levels are
+    structural, ``<missing>`` and ``<out-of-domain>``, which hold no value of the column's own domain. Neither is
+    part of equality: two domains with the same names and sizes hold the same records."""
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
     ordered: tuple[int, ...] = field(default=(), compare=False)
+    structural: tuple[int, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if len(self.names) != len(self.sizes) or not self.names:
@@ -49,6 +52,10 @@ class Domain:
         if self.ordered and (len(self.ordered) != len(self.sizes)
                              or any(not 0 <= k <= s for k, s in zip(self.ordered, self.sizes))):
             raise ValueError(f"ordered levels {self.ordered} do not fit the sizes {self.sizes}")
+        scales = self.ordered or (0,) * len(self.sizes)
+        if self.structural and (len(self.structural) != len(self.sizes) or any(
+                not 0 <= k <= s - o for k, s, o in zip(self.structural, self.sizes, scales))):
+            raise ValueError(f"structural levels {self.structural} do not fit the sizes {self.sizes} after the ordered")
 
     @property
     def n_attributes(self) -> int:
@@ -78,12 +85,14 @@ class Domain:
 
     def to_json(self) -> dict:
         return {"names": list(self.names), "sizes": list(self.sizes)} | (
-            {"ordered": list(self.ordered)} if self.ordered else {})
+            {"ordered": list(self.ordered)} if self.ordered else {}) | (
+            {"structural": list(self.structural)} if self.structural else {})
 
     @staticmethod
     def from_json(data: dict) -> Domain:
         return Domain(tuple(data["names"]), tuple(int(s) for s in data["sizes"]),
-                      tuple(int(k) for k in data.get("ordered", ())))
+                      tuple(int(k) for k in data.get("ordered", ())),
+                      tuple(int(k) for k in data.get("structural", ())))
 
 
 def _scale_levels(col: Column) -> int:
@@ -95,7 +104,7 @@ def _scale_levels(col: Column) -> int:
 def domain_of(schema: Schema) -> Domain:
     cols = schema.kept_columns
     return Domain(tuple(c.name for c in cols), tuple(len(c.labels) for c in cols),
-                  tuple(_scale_levels(c) for c in cols))
+                  tuple(_scale_levels(c) for c in cols), tuple(len(c.labels) - c.domain_levels for c in cols))
 
 
 # ---------------------------------------------------------------- table <-> codes

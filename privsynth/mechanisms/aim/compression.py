@@ -14,6 +14,14 @@ with rare neighbours, each run of adjacent rare bins into a coarser bin of its o
 tails of a scale would give the lowest balances the default rate of the highest (credit_default at epsilon
 0.3, 30 seeds: 2-way TV 0.0261 -> 0.0243); a rare bin between two kept ones stays a level of its own.
 
+A structural level (``<missing>``, ``<out-of-domain>``: ``Domain.structural``, a schema fact) whose noisy count is
+below one deviation of its own noise is read as empty: it joins the attribute's fullest level, its noisy cell is
+left out of that level's count (its noise would only blur the fullest level's), and no record is expanded back to
+it. A no-schema run's binary column otherwise keeps four levels (yes, no, missing, out-of-domain) or three, and
+every marginal that holds it twice or 1.5 times the cells of the column's values; the rounding stage would write
+none of them anyway (``report.evidence``: its bar is two deviations). A level that holds rows but reads below one
+deviation is lost, as it is in the rounding stage.
+
 An earlier step's DP counts of some levels (a no-schema run's category counts) are joined with the start's 1-way
 measurements for the final fit and that expansion (``joined_one_way``); the merge map itself is read from the
 start's measurements alone.
@@ -36,9 +44,21 @@ from privsynth.schema.workload import merge_levels
 class Compression:
     """For each attribute, the group of every original level (``groups[a][level]``): kept levels and runs of
     an ordered scale's rare levels are numbered in level order, and the other merged rare levels (if any) form
-    the last group."""
+    the last group. ``empty[a]``: the structural levels read as empty, each in the group of a level that is not."""
 
     groups: tuple[np.ndarray, ...]
+    empty: tuple[tuple[int, ...], ...] = ()
+
+    def empty_levels(self, attribute: int) -> tuple[int, ...]:
+        return self.empty[attribute] if self.empty else ()
+
+    def regrouped(self, groups: Sequence[np.ndarray]) -> Compression:
+        """These levels read as empty on new ``groups``: only those still in a group with a level that is not (a
+        group of empty levels alone keeps its noisy count: the model needs a measured value for each cell)."""
+        empty = tuple(tuple(level for level in self.empty_levels(a)
+                            if not set(np.flatnonzero(g == g[level]).tolist()) <= set(self.empty_levels(a)))
+                      for a, g in enumerate(groups))
+        return Compression(tuple(groups), empty if any(empty) else ())
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -65,16 +85,35 @@ class Compression:
 
 
 def compress_levels(noisy_one_way: Sequence[np.ndarray], thresholds: Sequence[float],
-                    ordered: Sequence[int] = ()) -> Compression:
+                    ordered: Sequence[int] = (), structural: Sequence[int] = (),
+                    deviations: Sequence[float] = ()) -> Compression:
     """Merge, per attribute, the levels whose noisy count is below its threshold: among its first
     ``ordered[a]`` levels (an ordered scale) each run of two or more adjacent ones into a level of its own, the
-    others into one rare level (when two or more are)."""
-    groups = []
+    others into one rare level (when two or more are). Of its last ``structural[a]`` levels, those whose noisy
+    count is below ``deviations[a]`` (the 1-way measurement's noise deviation) are read as empty and join its
+    fullest level instead (``empty_structural``)."""
+    groups, empty = [], []
     for a, (noisy, threshold) in enumerate(zip(noisy_one_way, thresholds)):
-        rare = np.asarray(noisy) < threshold
+        noisy = np.asarray(noisy, dtype=np.float64)
         scale = ordered[a] if ordered else 0
-        groups.append(_level_groups(rare[:scale], rare[scale:]))
-    return Compression(tuple(groups))
+        dead = empty_structural(noisy, structural[a], deviations[a]) if structural and deviations else ()
+        rare = (noisy < threshold) & ~np.isin(np.arange(noisy.size), dead)
+        group = _level_groups(rare[:scale], rare[scale:])
+        if dead:
+            fullest = int(np.argmax(np.where(np.isin(np.arange(noisy.size), dead), -np.inf, noisy)))
+            group = numbered([("group", int(group[fullest] if level in dead else g))
+                              for level, g in enumerate(group)], last=("group", int(group.max())))
+        groups.append(group)
+        empty.append(dead)
+    return Compression(tuple(groups), tuple(empty) if any(empty) else ())
+
+
+def empty_structural(noisy: np.ndarray, structural: int, deviation: float) -> tuple[int, ...]:
+    """The last ``structural`` levels whose noisy count is below ``deviation`` (read as empty), unless every
+    level of the attribute would be."""
+    size = noisy.size
+    dead = tuple(level for level in range(size - structural, size) if noisy[level] < deviation)
+    return dead if len(dead) < size else ()
 
 
 def _level_groups(rare_on_scale: np.ndarray, rare_off_scale: np.ndarray) -> np.ndarray:
@@ -111,9 +150,12 @@ def compressed_one_way(measurement: NoisyMarginal, compression: Compression) -> 
     (a,) = measurement.clique
     if compression.is_identity(a):
         return measurement
-    values = compression.table(measurement.values, (a,))
-    scale = np.bincount(compression.groups[a], weights=measurement.cell_scales(),
-                        minlength=compression.sizes[a]).astype(np.float64)
+    values = np.asarray(measurement.values, dtype=np.float64).copy()
+    scales = measurement.cell_scales().copy()
+    dead = list(compression.empty_levels(a))
+    values[dead], scales[dead] = 0.0, 0.0     # read as empty: their noise stays out of the fullest level's count
+    values = compression.table(values, (a,))
+    scale = np.bincount(compression.groups[a], weights=scales, minlength=compression.sizes[a]).astype(np.float64)
     return NoisyMarginal((a,), values, measurement.sigma, scale)
 
 
@@ -134,9 +176,9 @@ def with_earlier_counts(measurement: NoisyMarginal, levels: Sequence[int], count
 def expand_codes(codes: np.ndarray, compression: Compression, noisy_one_way: Sequence[np.ndarray],
                  rng: np.random.Generator) -> np.ndarray:
     """Records on the compressed levels back to original levels: a level kept alone maps to itself, a merged
-    level to one of its original levels in proportion to max(noisy count, 0) (uniform if none is positive),
-    spread by systematic resampling (``sampling.systematic_indices``: each level gets its expected share of
-    the rows to within one)."""
+    level to one of its original levels in proportion to max(noisy count, 0) (uniform if none is positive; never
+    a level read as empty), spread by systematic resampling (``sampling.systematic_indices``: each level gets its
+    expected share of the rows to within one)."""
     out = np.empty_like(codes)
     for a, group in enumerate(compression.groups):
         if compression.is_identity(a):
@@ -145,10 +187,12 @@ def expand_codes(codes: np.ndarray, compression: Compression, noisy_one_way: Seq
         members_of = np.split(np.argsort(group, kind="stable"), np.cumsum(np.bincount(group))[:-1])
         out[:, a] = np.array([members[0] for members in members_of])[codes[:, a]]
         weights = np.clip(np.asarray(noisy_one_way[a], dtype=np.float64), 0.0, None)
+        weights[list(compression.empty_levels(a))] = 0.0
         for merged, members in enumerate(members_of):
             rows = np.flatnonzero(codes[:, a] == merged) if members.size > 1 else np.empty(0, dtype=np.int64)
             if rows.size:
-                p = weights[members] if weights[members].sum() > 0 else np.ones(members.size)
+                p = weights[members] if weights[members].sum() > 0 else (
+                    ~np.isin(members, compression.empty_levels(a))).astype(np.float64)
                 out[rows, a] = members[systematic_indices(p, rows.size, rng)]
     return out
 

@@ -13,8 +13,9 @@ selection score has sensitivity equal to its weight under add/remove-one):
   max(1.5 d, 1024 / d); the paper: 16 d, and one sigma_0 for every attribute: ``schedule.start_sigmas`` says why);
 * domain compression (post-processing of the 1-way measurements, ``compression.py``): per attribute,
   the levels whose noisy count is below ``compress_threshold * sigma_0`` (what the rounds can resolve) are
-  merged into one level (a number column's bins only with their rare neighbours), and every later round
-  works on the merged levels. The merge map is a function of DP outputs and the schema only, and a marginal
+  merged into one level (a number column's bins only with their rare neighbours; a ``<missing>`` or
+  ``<out-of-domain>`` level below its own sigma_a is read as empty and joins the fullest level), and every later
+  round works on the merged levels. The merge map is a function of DP outputs and the schema only, and a marginal
   on merged levels is still a count table where one record moves one cell by one;
 * each round t: one candidate marginal r of the workload's downward closure is selected by the
   exponential mechanism (Gumbel report-noisy-max, ``noise.noisy_max``) on
@@ -362,7 +363,9 @@ def run(statistics: AimStatistics, domain: Domain, config: Config, noise: NoiseS
         rho_used += gaussian_rho(sigma_a)
     initial_rho = rho_used
     thresholds = [config.compress_threshold * sigma if config.compress_threshold > 0 else -math.inf] * d
-    compression = keep_levels(compress_levels([m.values for m in one_way], thresholds, domain.ordered), zeros)
+    compression = keep_levels(compress_levels([m.values for m in one_way], thresholds, domain.ordered,
+                                              domain.structural if config.compress_threshold > 0 else (),
+                                              [m.sigma for m in one_way]), zeros)
     sizes = compression.sizes
     counts = CountCache(statistics.on_levels(compression))     # PRIVATE: count tables on merged levels
     measured = [compressed_one_way(m, compression) for m in one_way]

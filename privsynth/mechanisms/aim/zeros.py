@@ -52,7 +52,7 @@ def keep_levels(compression: Compression, zeros: Sequence[StructuralZeros]) -> C
                 if len(stay) < 2 or level not in stay:
                     keys[level] = ("own", level)
         groups[a] = numbered(keys, last=int(groups[a].max()))
-    return Compression(tuple(groups))
+    return compression.regrouped(groups)
 
 
 def zero_potentials(zeros: Sequence[StructuralZeros], compression: Compression) -> dict[Clique, np.ndarray]:
