@@ -101,7 +101,7 @@ def saved_domain(codes_path: Path):
     found = json.loads(codes_path.with_name("domain.json").read_text())
     zeros = structural_zeros(load_schema(found["schema"])) if found.get("schema") else ()
     return (Domain.from_json(found),
-            {int(j): tuple(levels) for j, levels in found["structural"].items()}, zeros)
+            {int(j): tuple(levels) for j, levels in found["structural_levels"].items()}, zeros)
 
 
 def worker_privsynth(name: str, epsilon: float, delta: float, seed: int, codes_path: Path, out: Path) -> None:
@@ -369,7 +369,7 @@ def table_rows(table: str, runs: list[str], epsilons: list[float], seeds: list[i
         codes_path = tmp / "codes.npy"
         np.save(codes_path, codes)
         (tmp / "domain.json").write_text(json.dumps(domain.to_json() | {
-            "structural": {str(j): list(v) for j, v in structural.items()},
+            "structural_levels": {str(j): list(v) for j, v in structural.items()},
             "schema": str(ROOT / "schemas" / f"{table}.yaml")}))
         for run in runs:
             kind, name = run.split(":", 1)
