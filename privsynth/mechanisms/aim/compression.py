@@ -97,11 +97,13 @@ def compress_levels(noisy_one_way: Sequence[np.ndarray], thresholds: Sequence[fl
         noisy = np.asarray(noisy, dtype=np.float64)
         scale = ordered[a] if ordered else 0
         dead = empty_structural(noisy, structural[a], deviations[a]) if structural and deviations else ()
-        rare = (noisy < threshold) & ~np.isin(np.arange(noisy.size), dead)
+        is_dead = np.zeros(noisy.size, dtype=bool)
+        is_dead[list(dead)] = True
+        rare = (noisy < threshold) & ~is_dead
         group = _level_groups(rare[:scale], rare[scale:])
         if dead:
-            fullest = int(np.argmax(np.where(np.isin(np.arange(noisy.size), dead), -np.inf, noisy)))
-            group = numbered([("group", int(group[fullest] if level in dead else g))
+            fullest = int(np.argmax(np.where(is_dead, -np.inf, noisy)))
+            group = numbered([("group", int(group[fullest] if is_dead[level] else g))
                               for level, g in enumerate(group)], last=("group", int(group.max())))
         groups.append(group)
         empty.append(dead)
