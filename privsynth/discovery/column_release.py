@@ -19,6 +19,7 @@ from privsynth.discovery.beyond import beyond_bounds
 from privsynth.discovery.categories import CategoryRelease, category_counts, merged_spellings
 from privsynth.discovery.draft import NUMERIC, TEMPORAL, ColumnDraft, numeric_entry
 from privsynth.discovery.figures import WIDE_BIN_FACTOR, edges_holding_values
+from privsynth.discovery.unaccounted import account_for_present
 
 
 def write_categories(d: ColumnDraft, release: CategoryRelease, rho: float, present: float | None = None) -> None:
@@ -55,10 +56,12 @@ def write_categories(d: ColumnDraft, release: CategoryRelease, rho: float, prese
 
 
 def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho: float, noise,
-                     has_values: bool = True) -> B.Bounds:
+                     has_values: bool = True, present: tuple[float, float] | None = None) -> B.Bounds:
     """Round 1 of a numeric or temporal column: its DP bounds. Where no cell passes the threshold the column is
     kept (never dropped for want of budget): the fullest coarse cell where it stands out of the noise and
-    ``has_values`` (its DP facts do not show a column of missing values), else [0, 1]."""
+    ``has_values`` (its DP facts do not show a column of missing values), else [0, 1]. ``present``: the DP facts'
+    count of its present numbers and its deviation, against which the bounds' cells are checked for rows they
+    miss (``unaccounted.account_for_present``)."""
     c = d.column
     edges = B.year_edges(c.kind) if c.kind in TEMPORAL else B.log_edges()
     noisy, sigma = B.noisy_cells(B.cell_counts(values, counts, edges), rho, noise)
@@ -75,7 +78,18 @@ def round_one_bounds(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho
         d.comments.append(f"no cell of the DP histogram for its bounds (rho {rho:.4g}) passed the threshold: its "
                           f"bounds are {where}; give public bounds (--public, a schema) or a larger epsilon for "
                           "better ones")
+    if present is not None and c.kind in NUMERIC and found is not B.UNIT_SPAN:
+        found = account_for_present(found, noisy, sigma, edges, c.kind != "float", *present, value_step(d))
     return found
+
+
+def value_step(d: ColumnDraft) -> float:
+    """The step a number column's values are whole multiples of, by its DP precision: an integer's ``place_step``,
+    a float's 10^-decimals; 0 where a float's precision is unknown (any number)."""
+    if d.column.kind == "integer":
+        return place_step(d)
+    precision = d.entry.get("precision")
+    return float(10 ** -int(precision)) if precision is not None else 0.0
 
 
 def place_step(d: ColumnDraft) -> float:

@@ -207,9 +207,10 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
         elif need is Need.BOUNDS:
             values, counts = _numeric_counts(table, d)
             cache[d.column.name] = (values, counts)
+            facts = released.get(d.column.name)
             found = round_one_bounds(d, values, counts, left * BOUNDS_SHARE, noise,
-                                     has_values=not (d.column.name in released
-                                                     and F.shows_no_value(released[d.column.name])))
+                                     has_values=not (facts is not None and F.shows_no_value(facts)),
+                                     present=facts.numbers_present(source_kind(d)) if facts is not None else None)
             coarse[d.column.name] = _within_public(found, d, options)
     edged = [d for d in later if d.column.name in coarse]
     _second_looks([d for d in later if d.column.name in looks], looks, left, delta_tau, noise, released,

@@ -115,6 +115,13 @@ class NoisyFacts:
             return self.present_standing, self.present_standing_sd
         return max(0.0, max(self.classes[1:], default=0.0)), self.sigma_classes
 
+    def numbers_present(self, declared: str) -> tuple[float, float]:
+        """A DP estimate of the column's present numbers (unbiased: the unclipped sum of the number classes; a stored
+        number's are whole and fraction only) and its noise deviation (post-processing)."""
+        classes = PLAIN_NUMBER_CLASSES if declared in TYPED_NUMBERS else NUMBER_CLASSES
+        held = [c for c in classes if CLASSES.index(c) < len(self.classes)]
+        return self.total(held), self.sigma_classes * math.sqrt(max(1, len(held)))
+
     def standing_classes(self) -> list[float]:
         """The noisy counts of the present classes that stand STANDING_SIGMAS out of their noise."""
         return [x for x in self.classes[1:] if x > STANDING_SIGMAS * self.sigma_classes]
