@@ -117,8 +117,10 @@ class NoisyFacts:
 
     def numbers_present(self, declared: str) -> tuple[float, float]:
         """A DP estimate of the column's present numbers (unbiased: the unclipped sum of the number classes; a stored
-        number's are whole and fraction only) and its noise deviation (post-processing)."""
-        classes = PLAIN_NUMBER_CLASSES if declared in TYPED_NUMBERS else NUMBER_CLASSES
+        number's are whole and fraction only, a stored integer's whole only) and its noise deviation
+        (post-processing)."""
+        classes = ("whole",) if declared == "integer" else PLAIN_NUMBER_CLASSES if declared in TYPED_NUMBERS \
+            else NUMBER_CLASSES
         held = [c for c in classes if CLASSES.index(c) < len(self.classes)]
         return self.total(held), self.sigma_classes * math.sqrt(max(1, len(held)))
 
