@@ -16,10 +16,16 @@ as the variants allow:
     python benchmarks/bench_paired.py --tables nmes --seeds 0-19 --variants "fine=0.2;fine=0.3"
 
 A variant is ``default`` or ``,``-separated settings ``bins=K`` (discovery's quantile bins per number column),
-``fine=S`` (fine decoding's share), ``discovery=S`` (discovery's share of the run's rho) and ``earlier=0``
-(aim without discovery's category counts, which a run joins with its own 1-way measurements); variants are
-``;``-separated. Scores are INTERNAL (they read the real rows). The releases are not
-the pipeline's own: a run's validation, its DP row count and its report are left out.
+``fine=S`` (fine decoding's share), ``discovery=S`` (discovery's share of the run's rho), ``earlier=0``
+(aim without discovery's category counts, which a run joins with its own 1-way measurements) and ``unaccounted=0``
+(round 1's bounds not checked against the facts' count of present numbers, ``discovery/unaccounted.py``); variants
+are ``;``-separated. ``--unseen``: bench_unseen's tables, scored as ``bench_unseen.py`` scores them (each real
+column's own binning, wrong values by the real column's form), in place of bench_real's documented schemas:
+
+    python benchmarks/bench_paired.py --unseen --tables who,email --seeds 0-3 --variants "unaccounted=0;default"
+
+Scores are INTERNAL (they read the real rows). The releases are not the pipeline's own: a run's validation, its DP
+row count and its report are left out.
 """
 
 from __future__ import annotations
@@ -43,15 +49,30 @@ def settings_of(variant: str) -> dict[str, float]:
     out = {}
     for part in variant.split(","):
         key, value = part.split("=")
-        if key.strip() not in ("bins", "fine", "discovery", "earlier"):
-            raise SystemExit(f"unknown setting {key!r}: expected bins=K, fine=S, discovery=S or earlier=0")
+        if key.strip() not in ("bins", "fine", "discovery", "earlier", "unaccounted"):
+            raise SystemExit(f"unknown setting {key!r}: expected bins=K, fine=S, discovery=S, earlier=0 or "
+                             "unaccounted=0")
         out[key.strip()] = float(value)
     return out
 
 
-def discovered_schema(path: Path, table: str, seed: int, bins: int | None, discovery: float | None = None):
+def discovered_schema(path: Path, table: str, seed: int, bins: int | None, discovery: float | None = None,
+                      unaccounted: bool = True):
     """The schema a no-schema run at epsilon 1 would discover, on seeded noise, and the rho discovery spent (its
-    share of the columns it read, as the discover stage's)."""
+    share of the columns it read, as the discover stage's); ``unaccounted`` False: round 1's bounds as they were
+    before the facts' check (``discovery/unaccounted.py``)."""
+    from privsynth.discovery import column_release
+
+    checked = column_release.account_for_present
+    if not unaccounted:
+        column_release.account_for_present = lambda found, *rest: found
+    try:
+        return _discovered_schema(path, table, seed, bins, discovery)
+    finally:
+        column_release.account_for_present = checked
+
+
+def _discovered_schema(path: Path, table: str, seed: int, bins: int | None, discovery: float | None):
     import yaml
 
     from privsynth.discovery.declared import declared_columns, open_declared
@@ -132,12 +153,25 @@ def release(real, schema, table: str, seed: int, fine_share: float | None, disco
     return decode_codes(np.asarray(synthetic), schema, np.random.default_rng([seed, 2]), fine)
 
 
+def unseen_inputs(table: str, folder: Path):
+    """(the rows as read back from their Parquet file, that file in ``folder``) of a bench_unseen table."""
+    import pandas as pd
+    from bench_unseen import load_table
+
+    path = folder / f"{table}.parquet"
+    load_table(table).to_parquet(path, index=False)
+    return pd.read_parquet(path), path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", default="credit_default")
     parser.add_argument("--seeds", default="0-9")
     parser.add_argument("--variants", default="default",
-                        help="';'-separated variants: default, bins=K, fine=S, discovery=S, earlier=0")
+                        help="';'-separated variants: default, bins=K, fine=S, discovery=S, earlier=0, "
+                             "unaccounted=0")
+    parser.add_argument("--unseen", action="store_true",
+                        help="bench_unseen's tables, scored as bench_unseen.py scores them")
     parser.add_argument("--work", default=None, help="keep the Parquet files here (default: temporary)")
     args = parser.parse_args()
 
@@ -149,16 +183,26 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     with work_folder(args.work, "bench-paired-") as work:
         for table in [t.strip() for t in args.tables.split(",") if t.strip()]:
-            real, path, evaluation, domain, real_codes = scoring_inputs(table, work)
+            if args.unseen:
+                real, path = unseen_inputs(table, work)
+            else:
+                real, path, evaluation, domain, real_codes = scoring_inputs(table, work)
             for variant in [v for v in args.variants.split(";") if v.strip()]:
                 settings = settings_of(variant)
                 bins = int(settings["bins"]) if "bins" in settings else None
                 started, rows = time.perf_counter(), []
                 for seed in seeds_of(args.seeds):
                     schema, discovery_rho, counts = discovered_schema(path, table, seed, bins,
-                                                                      settings.get("discovery"))
+                                                                      settings.get("discovery"),
+                                                                      bool(settings.get("unaccounted", 1.0)))
                     synthetic = release(real, schema, table, seed, settings.get("fine"), discovery_rho,
                                         counts if settings.get("earlier", 1.0) else None)
+                    if args.unseen:
+                        from bench_unseen import score as unseen_score
+
+                        errors = unseen_score(real, synthetic)
+                        rows.append((float("nan"), errors["tv2"] / errors["indep2"], errors["wrong"]))
+                        continue
                     errors = score(synthetic, real_codes, evaluation, domain, 100)
                     rows.append((errors["1"]["mean_tv"], errors["2"]["mean_tv"] / errors["2"]["independent_mean_tv"],
                                  errors["wrong_share"]))
