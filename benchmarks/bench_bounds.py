@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench_paired import discovered_schema
     from bench_real import load_table as load_real
 
-    tables = [*U.TABLES, *U.SECOND_SWEEP, *REAL_TABLES] if args.tables == "all" else args.tables.split(",")
+    tables = list(dict.fromkeys([*U.TABLES, *U.SECOND_SWEEP, *REAL_TABLES])) if args.tables == "all" else \
+        args.tables.split(",")
     every: list[float] = []
     print("| table | seed | column | clipped % |")
     print("|---|---|---|---|")
