@@ -235,9 +235,10 @@ def dirty_frame(n: int, seed: int = 0) -> pd.DataFrame:
     kind[rng.uniform(size=n) < 0.08] = None
     price = np.minimum(np.exp(rng.normal(11.5, 0.3, n)), 2.0 ** 18 - 100)
     # a heavy tail (10%: beyond twice the estimate's noise at this budget in nearly every draw), thin per octave
-    # beyond two empty octaves: bounds clip it
+    # beyond fourteen empty octaves, further than round 1's check against the facts' count reaches
+    # (``unaccounted.UNACCOUNTED_REACH``): bounds clip it
     tail = rng.uniform(size=n) < 0.10
-    price[tail] = 2.0 ** rng.uniform(20.0, 40.0, tail.sum())
+    price[tail] = 2.0 ** rng.uniform(32.0, 52.0, tail.sum())
     age = rng.integers(18, 90, n).astype(float)
     age[rng.uniform(size=n) < 0.1] = np.nan
     return pd.DataFrame({"state": state, "kind": kind, "price": price.round(-2), "age": age})

@@ -70,7 +70,7 @@ def best_stretch(noisy: np.ndarray, sigma: float, edges: np.ndarray, holds: np.n
         joint = (running / variance + missing / missing_sd ** 2) / np.sqrt(1.0 / variance + 1.0 / missing_sd ** 2)
         ok = (running >= STRETCH_SIGMAS * np.sqrt(variance)) & (joint >= JOINT_SIGMAS) & (noisy[cells] > 0.0)
         # the log-likelihood of "these cells hold rows, the rest none", less the misfit of their sum to ``missing``
-        fit = running ** 2 / (2.0 * variance) - (missing - running) ** 2 / (2.0 * missing_sd ** 2) \
+        fit = 0.5 * (np.square(running) / variance - np.square(missing - running) / missing_sd ** 2) \
             - OCTAVE_PRICE * np.arange(1, len(cells) + 1)
         for m in np.flatnonzero(ok):
             if best is None or fit[m] > best[0]:
