@@ -195,8 +195,8 @@ def coarse_bounds(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: b
     chosen = next((f for i, f in enumerate(found)
                    if holds_the_most(f) and not any(f.misses_a_cell_of(later, bar) for later in found[i + 1:])),
                   found[-1])
-    core = _snapped(chosen.low, chosen.high, integer)
-    low, high = _snapped(*extend_into_tails(noisy, edges, sigma, chosen.low, chosen.high), integer)
+    core = snapped(chosen.low, chosen.high, integer)
+    low, high = snapped(*extend_into_tails(noisy, edges, sigma, chosen.low, chosen.high), integer)
     return Bounds(low, high, core)
 
 
@@ -209,14 +209,14 @@ def fullest_cell(noisy: np.ndarray, sigma: float, edges: np.ndarray, integer: bo
     best = int(np.argmax(cells))
     if cells[best] <= (math.sqrt(2.0 * math.log(len(cells))) + 1.0) * sigma * math.sqrt(FULLEST_MERGE):
         return None
-    low, high = _snapped(float(cell_edges[best]), float(cell_edges[best + 1]), integer)
+    low, high = snapped(float(cell_edges[best]), float(cell_edges[best + 1]), integer)
     return Bounds(low, high, (low, high))
 
 
 UNIT_SPAN = Bounds(0.0, 1.0, (0.0, 1.0))  # the bounds of a column whose DP facts show no present value
 
 
-def _snapped(low: float, high: float, integer: bool) -> tuple[float, float]:
+def snapped(low: float, high: float, integer: bool) -> tuple[float, float]:
     """Grid edges as bounds: the zeros' cell is 0, integers round outwards, never empty."""
     low = 0.0 if low == -ZERO_CELL else low
     high = 0.0 if high == ZERO_CELL else high

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from privsynth.discovery.bounds import Bounds, _snapped
+from privsynth.discovery.bounds import Bounds, snapped
 
 UNACCOUNTED_SIGMAS = 2.5  # the present numbers exceed the bounds' cells by this many deviations: rows lie outside
 STRETCH_SIGMAS = 1.0  # a stretch's own sum shows rows by this many deviations (the empty octaves between dilute it)
@@ -97,5 +97,5 @@ def account_for_present(bounds: Bounds, noisy: np.ndarray, sigma: float, edges: 
         if found is None:
             break
         side, edge = found
-        low, high = _snapped(edge, high, integer) if side == 0 else _snapped(low, edge, integer)
+        low, high = snapped(edge, high, integer) if side == 0 else snapped(low, edge, integer)
     return bounds if (low, high) == (bounds.low, bounds.high) else Bounds(low, high, bounds.core)
