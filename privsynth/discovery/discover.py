@@ -210,7 +210,8 @@ def measure(table, read: list[ColumnDraft], options: DraftOptions, rho: float, d
             facts = released.get(d.column.name)
             found = round_one_bounds(d, values, counts, left * BOUNDS_SHARE, noise,
                                      has_values=not (facts is not None and F.shows_no_value(facts)),
-                                     present=facts.numbers_present(source_kind(d)) if facts is not None else None)
+                                     present=facts.numbers_present_pooled(source_kind(d), list(released.values()))
+                                     if facts is not None else None)
             coarse[d.column.name] = _within_public(found, d, options)
     edged = [d for d in later if d.column.name in coarse]
     _second_looks([d for d in later if d.column.name in looks], looks, left, delta_tau, noise, released,

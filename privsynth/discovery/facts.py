@@ -124,6 +124,23 @@ class NoisyFacts:
         held = [c for c in classes if CLASSES.index(c) < len(self.classes)]
         return self.total(held), self.sigma_classes * math.sqrt(max(1, len(held)))
 
+    def numbers_present_pooled(self, declared: str, others: list[NoisyFacts]) -> tuple[float, float]:
+        """``numbers_present``, sharpened for a stored number by a second, independent estimate: the table's row
+        count as the ``others`` columns' facts measured it (every row falls in one class of every column, so each
+        column's class sum estimates the same n), less this column's missing count; the two weighed by their
+        inverse variances (post-processing). At a 74-column table the deviation falls from sqrt(2) to about 0.87
+        class deviations; a text column's other classes hold rows, so it keeps ``numbers_present``."""
+        own, own_sd = self.numbers_present(declared)
+        peers = [f for f in others if f is not self and len(f.classes) == len(self.classes)
+                 and math.isclose(f.sigma_classes, self.sigma_classes)]
+        if declared not in TYPED_NUMBERS or not peers:
+            return own, own_sd
+        rows = float(np.mean([sum(f.classes) for f in peers]))
+        by_rows = rows - self.classes[CLASSES.index("missing")]
+        by_rows_var = self.sigma_classes ** 2 * (1.0 + len(self.classes) / len(peers))
+        weights = (1.0 / own_sd ** 2, 1.0 / by_rows_var)
+        return (own * weights[0] + by_rows * weights[1]) / sum(weights), 1.0 / math.sqrt(sum(weights))
+
     def standing_classes(self) -> list[float]:
         """The noisy counts of the present classes that stand STANDING_SIGMAS out of their noise."""
         return [x for x in self.classes[1:] if x > STANDING_SIGMAS * self.sigma_classes]
