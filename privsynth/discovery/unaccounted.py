@@ -6,7 +6,7 @@ Round 1 reads its bounds off cells that pass a threshold and grows them into adj
 passes in no cell but the spike's: a masonry veneer's area is 0 in 60% of 2,930 houses and spread over
 [16, 1,600] in the rest, 422 rows in its fullest octave under noise 133 a cell, so the bounds were the zeros'
 cell and the run wrote 40% of the column as 0 to 2. The DP facts already counted the column's present numbers
-(the class histogram, ``facts.NoisyFacts.numbers_present``): where they exceed what the bounds' cells hold by
+(the class histogram, ``facts.NoisyFacts.numbers_present_pooled``): where they exceed what the bounds' cells hold by
 UNACCOUNTED_SIGMAS deviations of the difference, the rows are elsewhere, and the stretch of octaves beyond a
 bound that best shows them joins the bounds (``best_stretch``). Both inputs are noisy counts already charged;
 nothing here reads the data.
