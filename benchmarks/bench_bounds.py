@@ -49,15 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     from bench_paired import discovered_schema
     from bench_real import load_table as load_real
 
-    tables = list(dict.fromkeys([*U.TABLES, *U.SECOND_SWEEP, *REAL_TABLES])) if args.tables == "all" else \
-        args.tables.split(",")
+    tables = [*U.TABLES, *REAL_TABLES] if args.tables == "all" else args.tables.split(",")  # TABLES holds both sweeps
     every: list[float] = []
     print("| table | seed | column | clipped % |")
     print("|---|---|---|---|")
     summary = []
     with work_folder(None, "bench-bounds-") as work:
         for table in tables:
-            frame = U.load_table(table) if table in U.TABLES or table in U.SECOND_SWEEP else load_real(table)
+            frame = U.load_table(table) if table in U.TABLES else load_real(table)
             path = work / f"{table}.parquet"
             frame.to_parquet(path, index=False)
             shares: list[float] = []
