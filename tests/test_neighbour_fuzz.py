@@ -72,6 +72,7 @@ HOSTILE: dict[str, str] = {
     "year-first moment": "2020/06/04 20:45:34", "impossible year-first moment": "9999/99/99 99:99:99",
     "slashed moment": "9/30/1990 0:00:00", "impossible slashed moment": "2/30/2021 25:00:00",
     "UTC moment": "2012-01-01T06:16:41Z", "impossible UTC moment": "2012-02-30T06:16:41Z",
+    "missing word": "N/A", "NULL": "NULL", "None": "None", "spreadsheet error": "#N/A",
 }
 
 COLUMNS = ("amount", "visits", "colour", "day")  # a float, an integer, a categorical and a date column

@@ -341,7 +341,9 @@ def needs(d: ColumnDraft, options: DraftOptions) -> Need | None:
         return None
     # a type a contract states is public and final: round 0 (which may retype or drop a column) is for the rest
     public_type = (p := options.public_facts().get(c.name)) is not None and p.type is not None
-    if "facts" not in d.spent and not public_type and (d.text_source or c.kind in (*NUMERIC, "categorical")):
+    # a typed timestamp's facts are its grain: dates a warehouse stores as timestamps come back at midnight
+    if "facts" not in d.spent and not public_type and (d.text_source or c.kind in (*NUMERIC, "categorical",
+                                                                                   "timestamp")):
         return Need.FACTS
     if c.kind == "boolean":
         return None

@@ -1,7 +1,9 @@
 """How each row of a column is read for its DP facts (``facts.exact_counts``): the class it falls in (CLASSES, one per
 row: missing, a whole or a fractional number, an ISO date or moment, a number or a date in a written form, other
 text) and its slot of the PLACES histogram (a number's place, a moment's grain). Total ibis expressions: any text,
-a hostile value included, reads as a class, never as an error (``engine.values`` holds the forms themselves).
+a hostile value included, reads as a class, never as an error (``engine.values`` holds the forms themselves). A
+missing word ("N/A", "nan": ``engine.values.missing_word``) is in the missing class, as every later read of a
+column of numbers or moments reads it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def read_text(text, parts: dict | None = None) -> dict:
     ``slashed_moment_parts`` of the text, projected (computed here when not given)."""
     import ibis
 
-    from privsynth.engine.values import NUMBER_FORMATS, moment_from_text, number_from_text
+    from privsynth.engine.values import NUMBER_FORMATS, missing_word, moment_from_text, number_from_text
 
     # "iso" and "year_first_time" are the moments read (NULL: none), each parsed once; the others are tests. A
     # slashed moment ("9/30/1990 0:00:00", a valid time of day) counts in the slashed classes by its date, read as
@@ -42,7 +44,8 @@ def read_text(text, parts: dict | None = None) -> dict:
     slashed, dated = parts["slashed"], parts["dated"]
     month_first = moment_from_text(dated, "%m/%d/%Y").notnull()
     day_first = moment_from_text(dated, "%d/%m/%Y").notnull()
-    reads = {"text": text, "number": number_from_text(text), "iso": moment_from_text(text),
+    reads = {"text": text, "missing_word": missing_word(text), "number": number_from_text(text),
+             "iso": moment_from_text(text),
              "month_first": month_first, "day_first": day_first,
              "dot": moment_from_text(text, "%d.%m.%Y").notnull(),
              "year_first": moment_from_text(text, "%Y/%m/%d").notnull(),
@@ -78,7 +81,7 @@ def row_class(reads: dict, declared: str, raw=None):
     if declared == "text":
         text, number = reads["text"], reads["number"]
         return ibis.cases(
-            (text.isnull(), index["missing"]),
+            (text.isnull() | reads["missing_word"], index["missing"]),
             (is_whole(number), index["whole"]),
             (number.notnull(), index["fraction"]),
             (reads["iso"].notnull() & (text.length() <= 10), index["date"]),
@@ -119,7 +122,8 @@ def decimals_bin(reads: dict):
     zeros = whole_part.re_extract(r"([0,]*)[^0-9,]*$", 1).replace(",", "").length()
     tens = ibis.ifelse(whole_part.re_search("[1-9]"), TENS - ibis.least(zeros, TENS), ZERO)
     place = ibis.ifelse(digits > 0, TENS + ibis.least(digits, ZERO - 1 - TENS), tens)
-    return ibis.ifelse(number & ~text.contains("e") & ~text.contains("E"), place, ibis.null("int64"))
+    read = number & ~reads["missing_word"] & ~text.contains("e") & ~text.contains("E")
+    return ibis.ifelse(read, place, ibis.null("int64"))
 
 
 def text_grain(reads: dict):

@@ -35,7 +35,15 @@ import ibis
 import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
-from privsynth.engine.values import clean_text, finite, in_calendar, is_whole, moment_from_text, number_from_text
+from privsynth.engine.values import (
+    clean_text,
+    finite,
+    in_calendar,
+    is_whole,
+    missing_word,
+    moment_from_text,
+    number_from_text,
+)
 from privsynth.schema import Column, Schema
 from privsynth.schema.temporal import SECONDS_PER_DAY, TEMPORAL_TYPES
 
@@ -148,9 +156,11 @@ def read_column(table: ir.Table, col: Column, text_from_csv: bool) -> ColumnValu
             # DuckDB also reads '1_000' as a number; pandas (the reference) does not
             number = number_from_text(stripped, col.format)
             blank = stripped == ""
-            # as pandas reads CSV: '' is missing, 'nan' is missing; text that parses as nothing is a fault
-            missing = text.isnull() | blank | (number.notnull() & number.isnan())
-            not_a_number = text.notnull() & ~blank & number.isnull()
+            # as pandas reads CSV: '', 'nan' and the other missing words are missing; other text that parses as
+            # nothing is a fault
+            word = missing_word(stripped)
+            missing = text.isnull() | blank | word
+            not_a_number = text.notnull() & ~blank & ~word & number.isnull()
             return ColumnValues(kind, number, missing, not_a_number)
         cleaned = clean_text(raw)  # the one text rule (engine/values.py), as discovery reads the same column
         return ColumnValues(kind, cleaned, cleaned.isnull())
@@ -190,8 +200,9 @@ def _read_temporal(raw: ir.Value, kind: SourceKind, unit: str, text_from_csv: bo
     # ISO text; a zone offset converts to UTC, text without one is UTC (the session zone)
     moment = moment_from_text(stripped, date_format)
     blank = stripped == ""
-    missing = text.isnull() | blank
-    not_a_date = text.notnull() & ~blank & moment.isnull()
+    word = missing_word(stripped)
+    missing = text.isnull() | blank | word
+    not_a_date = text.notnull() & ~blank & ~word & moment.isnull()
     return ColumnValues(kind, temporal_unit(moment, SourceKind.TIMESTAMP, unit), missing, not_a_date)
 
 

@@ -75,7 +75,7 @@ class Expectation:
     engine_only: str = ""
 
 
-def _column_expectations(col: Column) -> list[Expectation]:
+def _column_expectations(col: Column, synthetic: bool = False) -> list[Expectation]:
     name, out = col.name, []
     if col.format is not None and col.type in ("integer", "float"):
         # numbers written as text ("1,234.50"): GX sees strings; the engine reads them in their format
@@ -108,9 +108,11 @@ def _column_expectations(col: Column) -> list[Expectation]:
                                {"value_set": list(col.categories or ()), "mostly": 1 - MAX_OUT_OF_DOMAIN_SHARE}))
     if not col.nullable:
         out.append(Expectation(NOT_NULL, name, "ExpectColumnValuesToNotBeNull"))
-    # A column present by name but empty is an ingest fault (a wrong mapping), even when nullable.
-    out.append(Expectation(NON_NULL_PROPORTION, name, "ExpectColumnProportionOfNonNullValuesToBeBetween",
-                           {"min_value": 0, "strict_min": True}))
+    # A column present by name but empty is an ingest fault (a wrong mapping), even when nullable. A synthetic
+    # nullable column is empty where the release's measurements show none of its values (evidence.unsupported_values).
+    if not (synthetic and col.nullable):
+        out.append(Expectation(NON_NULL_PROPORTION, name, "ExpectColumnProportionOfNonNullValuesToBeBetween",
+                               {"min_value": 0, "strict_min": True}))
     return out
 
 
@@ -133,7 +135,7 @@ def schema_expectations(schema: Schema, synthetic: bool = False) -> tuple[Expect
                     {"column_set": expected_columns(schema, synthetic),
                      "exact_match": synthetic or schema.other_columns == "fail"}),
     ]
-    return tuple(table + [e for col in schema.kept_columns for e in _column_expectations(col)])
+    return tuple(table + [e for col in schema.kept_columns for e in _column_expectations(col, synthetic)])
 
 
 def mostly_in_domain(out_of_domain: int, present: int) -> bool:

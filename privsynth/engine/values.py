@@ -8,6 +8,9 @@ once, and each of them is defined for every value a source can hold:
   is missing; every stage compares the same cleaned text;
 * numbers from text: ``TRY_CAST`` (a value that is no number is NULL, never an error), with ``1_000`` read as
   text, as pandas reads it; ``nan`` spelled out is a NaN (missing), ``inf`` and ``1e400`` are infinite;
+* missing words: where a column holds numbers or moments written as text, the words pandas reads as a missing
+  field (``MISSING_WORDS``: "N/A", "NULL", "None", ...) are its missing values, in its DP facts as in every later
+  read, never unreadable text: a column of counts with "N/A" for one row in ten is a column of counts;
 * whole numbers: ``is_whole`` never casts a value that does not fit an int64 (SQL's ``FLOOR`` compiles to
   a cast to BIGINT: 1e20 or 2^63 overflowed it, and SQL evaluates both sides of an AND);
 * dates and timestamps: only moments in years 1-9999 are dates; ``infinity``, year 294247 or year 0 are not
@@ -141,6 +144,19 @@ ISO_DATE = f"({_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
 _TIME = "[T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]{1,9})?)?"
 _ZONE = "(Z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?"
 ISO_MOMENT_FORM = f"^{ISO_DATE}({_TIME}{_ZONE})?$"
+
+
+# The words pandas' read_csv reads as a missing field (its default ``na_values``; the empty field aside: a blank
+# value is missing by the text rule already). Where a column's values are numbers or moments, such a word is a
+# missing value of it (``missing_word``); in a column of text it stays the text it is ("NA" may be Namibia).
+MISSING_WORDS = ("#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+                 "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
+
+def missing_word(text: ir.StringValue) -> ir.BooleanValue:
+    """(Cleaned) text that is one of MISSING_WORDS, or that reads as a NaN (``NUMBER_FORM``'s "nan" in any case);
+    False, never NULL, for NULL and any other text."""
+    return (text.isin(MISSING_WORDS) | number_from_text(text).isnan()).fill_null(False)
 
 
 def _when(condition: ir.BooleanValue, text: ir.StringValue) -> ir.StringValue:

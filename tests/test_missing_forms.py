@@ -1,0 +1,158 @@
+"""Missing values in the forms a warehouse writes them, read the same way in every stage (docs/design.md 3 and 5.9).
+
+A column of counts with "N/A" in one row of ten is a column of counts: the DP facts class a missing word as missing,
+as binning and validation read it, so the facts' type decision and every later read agree. A column the rows hold no
+value of (a retired column, "nan" in every row) comes back with no value: the release's measurements show none, so
+the rounding stage writes none (``report.evidence.unsupported_values``). A typed timestamp column's grain is one of its
+DP facts: dates a warehouse stores as timestamps come back at midnight.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import SeededDraws
+
+import privsynth
+from privsynth.discovery import facts as F
+from privsynth.engine.values import MISSING_WORDS
+from privsynth.mechanisms.base import Measurement
+from privsynth.report.evidence import unsupported_values
+from privsynth.schema import parse_schema
+from privsynth.schema.encoding import domain_of
+
+
+def _exact(frame: pd.DataFrame, columns: list[tuple[str, str]]) -> dict:
+    from privsynth.engine.backends import open_table
+
+    opened = open_table(frame, None)
+    try:
+        return F.exact_counts(opened.table, columns)
+    finally:
+        opened.close()
+
+
+def test_missing_words_are_the_missing_class_of_a_column_s_facts():
+    """Each missing word, "nan" in any case and "-nan" among them, is in the missing class (and in no slot of the
+    places histogram); a number, a word that is no missing word and "NA " (cleaned: blanks around a value are not
+    part of it) are read as before."""
+    words = [*MISSING_WORDS, "NAN", "nAn"]
+    frame = pd.DataFrame({"v": [*words, "12", "3.5", "purple", " NA "]})
+    exact = _exact(frame, [("v", "text")])["v"]
+    classes = dict(zip(F.CLASSES, exact.classes))
+    assert classes["missing"] == len(words) + 1  # " NA " too
+    assert (classes["whole"], classes["fraction"], classes["text"]) == (1, 1, 1)
+    assert exact.decimals.sum() == 2  # the two numbers' places only: "nan" has none
+
+
+def test_a_column_of_counts_with_missing_words_is_decided_a_column_of_counts():
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 60, 5000).astype(str).astype(object)
+    values[rng.random(5000) < 0.1] = "N/A"
+    values[rng.random(5000) < 0.02] = "NULL"
+    exact = _exact(pd.DataFrame({"v": values}), [("v", "text")])["v"]
+    decided = F.decide(F.release("v", exact, 0.01, SeededDraws(1)), "text")
+    assert decided.kind == "integer"
+    assert decided.missing_share == pytest.approx(np.isin(values, ["N/A", "NULL"]).mean(), abs=0.02)
+
+
+def test_binning_and_validation_read_a_missing_word_as_missing_not_as_a_fault():
+    from privsynth.engine.backends import open_table
+    from privsynth.engine.binning import read_column
+
+    schema = parse_schema({"name": "t", "columns": [
+        {"name": "n", "type": "integer", "bounds": [0, 9], "bins": [0, 5, 9], "nullable": True},
+        {"name": "d", "type": "date", "bounds": ["2020-01-01", "2020-12-31"], "bin_by": "month", "nullable": True}]})
+    frame = pd.DataFrame({"n": ["1", "N/A", "nan", "-nan", "#N/A", "seven"],
+                          "d": ["2020-02-03", "NULL", "None", "n/a", "<NA>", "someday"]})
+    opened = open_table(frame, None)
+    try:
+        for name in ("n", "d"):
+            read = read_column(opened.table, schema.column(name), text_from_csv=False)
+            out = opened.table.select(missing=read.missing, fault=read.not_a_number).to_pandas()
+            assert out["missing"].tolist() == [False, True, True, True, True, False], name
+            assert out["fault"].tolist() == [False] * 5 + [True], name
+    finally:
+        opened.close()
+
+
+SCHEMA = parse_schema({"name": "t", "columns": [
+    {"name": "retired", "type": "integer", "bounds": [0, 10], "bins": [0, 5, 10], "nullable": True},
+    {"name": "state", "type": "categorical", "categories": ["CA", "MA"], "on_out_of_domain": "category"},
+]})
+
+
+def test_a_column_whose_values_show_no_evidence_is_written_missing():
+    """Value levels 0 and 1 with noisy counts 30 and -12 at sigma 20 (together 18 against a bar of 2 x 20 x sqrt 2)
+    show no evidence: both are unsupported; 60 and 0 (60 > 56.6) are kept. A column with no structural level keeps
+    its values whatever they read; a 2-way measurement joins the evidence (its projection sums 3 cells a level)."""
+    domain = domain_of(SCHEMA)  # retired: 2 bins, <missing>; state: CA, MA, <out-of-domain>
+    structural = {0: (2,), 1: (2,)}
+    empty = Measurement((0,), np.array([30.0, -12.0, 2000.0]), "gaussian", 20.0)
+    state = Measurement((1,), np.array([1000.0, 1000.0, 5.0]), "gaussian", 20.0)
+    assert unsupported_values(structural, (empty, state), domain) == {0: (0, 1)}
+    held = Measurement((0,), np.array([60.0, 0.0, 2000.0]), "gaussian", 20.0)
+    assert unsupported_values(structural, (held, state), domain) == {}
+    assert unsupported_values({0: (), 1: (2,)}, (empty, state), domain) == {}
+    pair = Measurement((0, 1), np.array([10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 980.0, 980.0, 5.0]), "gaussian", 20.0)
+    # combined: 1/var = 1/400 + 1/(3 * 400) per level; the values' sum (30 - 12) + (30 + 30) = 58 / 2 weighed
+    sd = (1 / 400 + 1 / 1200) ** -0.5
+    counts = ((30.0 / 400 + 30.0 / 1200) * sd ** 2, (-12.0 / 400 + 30.0 / 1200) * sd ** 2)
+    assert sum(counts) < 2 * sd * np.sqrt(2)  # 25.5 < 49.0: still no evidence with the pair
+    assert unsupported_values(structural, (empty, pair, state), domain) == {0: (0, 1)}
+
+
+@pytest.fixture(scope="module")
+def warehouse_release(tmp_path_factory):
+    from conftest import PINNED_RUN_ID, pinned_ledger
+
+    tmp = tmp_path_factory.mktemp("missing-forms")
+    rng = np.random.default_rng(5)
+    n = 4000
+    visits = rng.integers(0, 40, n).astype(str).astype(object)
+    visits[rng.random(n) < 0.1] = "N/A"
+    frame = pd.DataFrame({
+        "visits": visits,                                                               # counts with "N/A"
+        "opened": pd.Timestamp("2021-01-01") + pd.to_timedelta(rng.integers(0, 700, n), unit="D"),  # midnights
+        "retired": pd.array([None] * n, dtype="Int64"),                                 # no value in any row
+        "legacy": ["nan"] * n,                                                          # "nan" in every row
+        "tier": rng.choice(["gold", "silver", "bronze"], n, p=[0.2, 0.3, 0.5]),
+    })
+    source = tmp / "accounts.parquet"
+    frame.to_parquet(source, index=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("privsynth.run.prepare.new_run_id", lambda: PINNED_RUN_ID)
+        release = privsynth.synthesize(str(source), None, epsilon=2.0, unlimited=True, output=tmp / "run",
+                                       ledger=pinned_ledger(tmp / "ledger.sqlite"), release_store=tmp / "store",
+                                       seed=2)
+    run = release.run_dir
+    schema = {c["name"]: c for c in yaml.safe_load((run / "schema.yaml").read_text())["columns"]}
+    validation = yaml.safe_load((run / "synthetic-validation.json").read_text())
+    return frame, schema, pd.read_parquet(run / "synthetic.parquet"), validation
+
+
+def test_counts_with_missing_words_come_back_as_counts(warehouse_release):
+    _, schema, synthetic, _ = warehouse_release
+    assert schema["visits"]["type"] == "integer"
+    present = synthetic["visits"].dropna()
+    assert len(present) > 0.8 * len(synthetic) and present.map(lambda v: str(v).isdigit()).all()
+    assert 0.04 < synthetic["visits"].isna().mean() < 0.16
+
+
+def test_dates_stored_as_timestamps_come_back_at_midnight(warehouse_release):
+    _, schema, synthetic, _ = warehouse_release
+    assert schema["opened"]["type"] == "timestamp" and schema["opened"]["resolution"] == "day"
+    moments = pd.to_datetime(synthetic["opened"].dropna())
+    assert len(moments) > 0.9 * len(synthetic) and (moments == moments.dt.normalize()).all()
+
+
+def test_a_column_with_no_value_comes_back_with_no_value(warehouse_release):
+    """The retired column holds no value and comes back with none; "nan" in every row is missing in every row (or
+    the text "nan" itself, as the table holds it), never a number; the synthetic table passes its own suite."""
+    _, _, synthetic, validation = warehouse_release
+    assert synthetic["retired"].isna().all()
+    legacy = synthetic["legacy"].dropna().astype(str)
+    assert (legacy == "nan").all()
+    assert validation["success"] is True
