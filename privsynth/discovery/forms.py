@@ -14,6 +14,10 @@ from privsynth.schema.temporal import GRAINS
 NUMBER_FORMAT_CLASSES = ("thousands", "currency", "percent")
 PLAIN_NUMBER_CLASSES = ("whole", "fraction")  # the facts' classes of a number written plainly (a stored one's only)
 NUMBER_CLASSES = (*PLAIN_NUMBER_CLASSES, *NUMBER_FORMAT_CLASSES)  # the facts' classes of a present number
+# the facts' classes of an ISO moment written other than with a T and no offset, and the form each is written in
+ISO_FORMS = {"iso_space": "%Y-%m-%d %H:%M:%S", "iso_offset": "%Y-%m-%dT%H:%M:%S+00:00",
+             "iso_space_offset": "%Y-%m-%d %H:%M:%S+00:00"}
+ISO_FORM_CLASSES = tuple(ISO_FORMS)
 TENS = 3  # the places histogram's first slots: whole multiples of 1000, 100 and 10 (coarsest first)
 ZERO = TENS + 6  # its last slot: zeros, a multiple of every power (no step either way, whole for decimals)
 ZULU = 4  # a moment's slot is its grain's (0 .. 3), or ZULU more for an ISO moment written with a Z: one a row
@@ -65,8 +69,10 @@ def date_format(facts: NoisyFacts) -> str | None:
     """The written form of a column's dates or moments (None: ISO), the form with the largest noisy count: dotted,
     year-first with slashes (dates, or moments), or slashed month-first or day-first (by the dates only one of them
     reads; an ambiguous column is month-first), moments where most of them carry a time of day
-    (``slashed_moments``: "9/30/1990 0:00:00", as spreadsheets and SQL Server export them)."""
+    (``slashed_moments``: "9/30/1990 0:00:00", as spreadsheets and SQL Server export them); ISO moments written with
+    a space or a zone offset (``ISO_FORMS``)."""
     totals = {None: facts.total(("date", "timestamp")),
+              **{form: facts.total((cls,)) for cls, form in ISO_FORMS.items()},
               "%d.%m.%Y": facts.total(("dot",)),
               "%Y/%m/%d": facts.total(("year_first",)),
               "%Y/%m/%d %H:%M:%S": facts.total(("year_first_time",)),
@@ -97,7 +103,7 @@ def slashed_moments(facts: NoisyFacts) -> float:
     """A DP estimate of a column's slashed values that carry a time of day (post-processing): its decimals histogram
     counts each number's place and each moment's grain, so what it holds beyond its numbers and its other moments
     (ISO dates and moments, year-first moments) is its slashed moments."""
-    others = facts.total(NUMBER_CLASSES) + facts.total(("date", "timestamp", "year_first_time"))
+    others = facts.total(NUMBER_CLASSES) + facts.total(("date", "timestamp", "year_first_time", *ISO_FORM_CLASSES))
     return float(sum(facts.decimals)) - others
 
 

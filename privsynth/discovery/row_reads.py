@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from privsynth.discovery.forms import TENS, ZERO, ZULU
 
+# "timestamp": an ISO moment written with a T (a Z after it or not: ``text_grain`` tells them apart); "iso_space",
+# "iso_offset" and "iso_space_offset": one written with a space ("2021-05-07 03:05:20", SQL's text of a moment), a
+# zone offset ("2021-05-07T03:05:20-04:00"), or both
 CLASSES = ("missing", "whole", "fraction", "date", "timestamp", "text",
            "thousands", "currency", "percent", "month_first", "day_first", "slash", "dot", "year_first",
-           "year_first_time")
-DATE_FORMAT_CLASSES = ("month_first", "day_first", "slash", "dot", "year_first", "year_first_time")
+           "year_first_time", "iso_space", "iso_offset", "iso_space_offset")
+DATE_FORMAT_CLASSES = ("month_first", "day_first", "slash", "dot", "year_first", "year_first_time", "iso_space",
+                       "iso_offset", "iso_space_offset")
 
 
 def slashed_moment_parts(text) -> dict:
@@ -75,7 +79,7 @@ def row_class(reads: dict, declared: str, raw=None):
     first match wins, so the classes are exclusive by construction."""
     import ibis
 
-    from privsynth.engine.values import NUMBER_FORMATS, in_calendar, is_whole
+    from privsynth.engine.values import ISO_OFFSET, NUMBER_FORMATS, in_calendar, is_whole
 
     index = {c: ibis.literal(i, type="int8") for i, c in enumerate(CLASSES)}
     if declared == "text":
@@ -85,6 +89,10 @@ def row_class(reads: dict, declared: str, raw=None):
             (is_whole(number), index["whole"]),
             (number.notnull(), index["fraction"]),
             (reads["iso"].notnull() & (text.length() <= 10), index["date"]),
+            (reads["iso"].notnull() & text.re_search(ISO_OFFSET) & (text.substr(10, 1) == " "),
+             index["iso_space_offset"]),
+            (reads["iso"].notnull() & text.re_search(ISO_OFFSET), index["iso_offset"]),
+            (reads["iso"].notnull() & (text.substr(10, 1) == " "), index["iso_space"]),
             (reads["iso"].notnull(), index["timestamp"]),
             *[(reads[f], index[f]) for f in NUMBER_FORMATS],
             (reads["month_first"] & reads["day_first"], index["slash"]),

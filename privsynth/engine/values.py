@@ -135,7 +135,12 @@ DATE_FORMATS: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "%Y-%m-%d": (ISO_DATE_TEXT, (1, 2, 3, 0)),
     "%Y-%m-%dT%H:%M:%S": (ISO_DATE_TEXT, (1, 2, 3, 0)),
     "%Y-%m-%dT%H:%M:%SZ": (ISO_DATE_TEXT, (1, 2, 3, 0)),  # UTC moments marked with a Z, as JSON and APIs write them
+    "%Y-%m-%d %H:%M:%S": (ISO_DATE_TEXT, (1, 2, 3, 0)),  # a moment as SQL writes it as text
+    # moments written with a zone offset ("2021-05-07 03:05:20-04:00"): read in UTC, written back in UTC (+00:00)
+    "%Y-%m-%dT%H:%M:%S+00:00": (ISO_DATE_TEXT, (1, 2, 3, 0)),
+    "%Y-%m-%d %H:%M:%S+00:00": (ISO_DATE_TEXT, (1, 2, 3, 0)),
 }
+ISO_OFFSET = r"[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?$"  # the zone offset that ends an ISO moment
 _YEAR = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
 _LEAP_YEAR = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
 _MONTH_DAY = ("((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"

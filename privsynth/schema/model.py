@@ -73,11 +73,13 @@ class Column(BaseModel):
     # back in it (engine/values.py): plain ("98117": numbers a typed source stores as strings), thousands
     # ("1,234.50"), currency ("$9"), percent ("12%"); dates %m/%d/%Y, %d/%m/%Y, %d.%m.%Y, %Y/%m/%d; moments
     # %Y/%m/%d %H:%M:%S, %m/%d/%Y %H:%M:%S, %d/%m/%Y %H:%M:%S; ISO text a typed source stores as strings,
-    # %Y-%m-%d, %Y-%m-%dT%H:%M:%S and %Y-%m-%dT%H:%M:%SZ (UTC marked with a Z). None: numbers, dates and moments
-    # (or the source's own typed values)
+    # %Y-%m-%d, %Y-%m-%dT%H:%M:%S, %Y-%m-%dT%H:%M:%SZ (UTC marked with a Z), %Y-%m-%d %H:%M:%S (SQL's text of a
+    # moment) and either with a zone offset (written in UTC: +00:00). None: numbers, dates and moments (or the
+    # source's own typed values)
     format: Literal["plain", "thousands", "currency", "percent", "%m/%d/%Y", "%d/%m/%Y", "%d.%m.%Y", "%Y/%m/%d",
                     "%Y/%m/%d %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%d/%m/%Y %H:%M:%S", "%Y-%m-%d",
-                    "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"] | None = None
+                    "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S+00:00",
+                    "%Y-%m-%d %H:%M:%S+00:00"] | None = None
     # this column is a stated function of another (``schema.determined``): public structural zeros
     determined_by: DeterminedBy | None = None
     description: str = ""

@@ -1,10 +1,11 @@
-"""Missing values in the forms a warehouse writes them, read the same way in every stage (docs/design.md 3 and 5.9).
+"""Values in the forms a warehouse writes them, read the same way in every stage (docs/design.md 3 and 5.9).
 
 A column of counts with "N/A" in one row of ten is a column of counts: the DP facts class a missing word as missing,
 as binning and validation read it, so the facts' type decision and every later read agree. A column the rows hold no
 value of (a retired column, "nan" in every row) comes back with no value: the release's measurements show none, so
 the rounding stage writes none (``report.evidence.unsupported_values``). A typed timestamp column's grain is one of its
-DP facts: dates a warehouse stores as timestamps come back at midnight.
+DP facts: dates a warehouse stores as timestamps come back at midnight. Moments a typed source stores as text come
+back as it writes them: with a space as SQL writes a moment, or with a zone offset (written in UTC, +00:00).
 """
 
 from __future__ import annotations
@@ -78,6 +79,29 @@ def test_binning_and_validation_read_a_missing_word_as_missing_not_as_a_fault():
         opened.close()
 
 
+@pytest.mark.parametrize(("text", "cls"), [
+    ("2021-05-07 03:05:20", "iso_space"), ("2021-05-07 03:05", "iso_space"), ("2021-05-07T03:05:20", "timestamp"),
+    ("2021-05-07T03:05:20Z", "timestamp"), ("2021-05-07T03:05:20-04:00", "iso_offset"),
+    ("2021-05-07T03:05:20+0530", "iso_offset"), ("2021-05-07 03:05:20-04", "iso_space_offset"),
+    ("2021-05-07 03:05:20.250+01:00", "iso_space_offset"), ("2021-05-07", "date"), ("2021-05-07 25:00:00", "text"),
+])
+def test_an_iso_moment_s_class_is_its_written_form(text, cls):
+    exact = _exact(pd.DataFrame({"v": [text]}), [("v", "text")])["v"]
+    assert F.CLASSES[int(np.argmax(exact.classes))] == cls and exact.classes.sum() == 1
+
+
+@pytest.mark.parametrize(("counts", "form"), [
+    ({"iso_space": 900, "timestamp": 100}, "%Y-%m-%d %H:%M:%S"), ({"timestamp": 900, "iso_space": 100}, None),
+    ({"iso_offset": 1000}, "%Y-%m-%dT%H:%M:%S+00:00"), ({"iso_space_offset": 1000}, "%Y-%m-%d %H:%M:%S+00:00"),
+])
+def test_an_iso_moment_s_form_is_decided_from_noisy_counts(counts, form):
+    from privsynth.discovery.forms import date_format
+
+    classes = [float(counts.get(c, 0)) for c in F.CLASSES]
+    facts = F.NoisyFacts("t", tuple(classes), 500.0, 10.0, 10.0, (sum(counts.values()), *(0.0,) * (F.PLACES - 1)), 10.0)
+    assert date_format(facts) == form
+
+
 SCHEMA = parse_schema({"name": "t", "columns": [
     {"name": "retired", "type": "integer", "bounds": [0, 10], "bins": [0, 5, 10], "nullable": True},
     {"name": "state", "type": "categorical", "categories": ["CA", "MA"], "on_out_of_domain": "category"},
@@ -120,6 +144,9 @@ def warehouse_release(tmp_path_factory):
         "legacy": ["nan"] * n,                                                          # "nan" in every row
         "tier": rng.choice(["gold", "silver", "bronze"], n, p=[0.2, 0.3, 0.5]),
     })
+    moments = pd.Timestamp("2021-03-01", tz="UTC") + pd.to_timedelta(rng.integers(0, 10**7, n), unit="s")
+    frame["logged"] = moments.strftime("%Y-%m-%d %H:%M:%S")                          # as SQL writes a moment
+    frame["seen"] = moments.tz_convert("US/Eastern").astype(str)                    # with its zone's offset
     source = tmp / "accounts.parquet"
     frame.to_parquet(source, index=False)
     with pytest.MonkeyPatch.context() as patch:
@@ -156,3 +183,17 @@ def test_a_column_with_no_value_comes_back_with_no_value(warehouse_release):
     legacy = synthetic["legacy"].dropna().astype(str)
     assert (legacy == "nan").all()
     assert validation["success"] is True
+
+
+def test_moments_stored_as_text_come_back_written_as_the_table_writes_them(warehouse_release):
+    """A space between date and time stays a space; an offset stays an offset, the moment written in UTC (the same
+    instant: the offset a row had is not among the release's facts)."""
+    frame, schema, synthetic, _ = warehouse_release
+    assert schema["logged"]["format"] == "%Y-%m-%d %H:%M:%S"
+    assert schema["seen"]["format"] == "%Y-%m-%d %H:%M:%S+00:00"
+    logged, seen = synthetic["logged"].dropna(), synthetic["seen"].dropna()
+    assert len(logged) > 0.9 * len(synthetic) and logged.str.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d").all()
+    assert len(seen) > 0.9 * len(synthetic) and seen.str.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00").all()
+    instants = pd.to_datetime(seen, utc=True)
+    real = pd.to_datetime(frame["seen"], utc=True)
+    assert instants.min() >= real.min().floor("D") and instants.max() <= real.max().ceil("D") + pd.Timedelta(days=31)
