@@ -144,6 +144,9 @@ def warehouse_release(tmp_path_factory):
         "legacy": ["nan"] * n,                                                          # "nan" in every row
         "tier": rng.choice(["gold", "silver", "bronze"], n, p=[0.2, 0.3, 0.5]),
     })
+    huge = np.array([2**64 - 2**11 * k for k in range(1, 40)], dtype=np.uint64)  # uint64 codes past int64's range
+    frame["batch"] = rng.choice(huge, n)
+    frame["serial"] = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2)  # spread over uint64's range
     moments = pd.Timestamp("2021-03-01", tz="UTC") + pd.to_timedelta(rng.integers(0, 10**7, n), unit="s")
     frame["logged"] = moments.strftime("%Y-%m-%d %H:%M:%S")                          # as SQL writes a moment
     frame["seen"] = moments.tz_convert("US/Eastern").astype(str)                    # with its zone's offset
@@ -197,3 +200,25 @@ def test_moments_stored_as_text_come_back_written_as_the_table_writes_them(wareh
     instants = pd.to_datetime(seen, utc=True)
     real = pd.to_datetime(frame["seen"], utc=True)
     assert instants.min() >= real.min().floor("D") and instants.max() <= real.max().ceil("D") + pd.Timedelta(days=31)
+
+
+def test_whole_draws_are_total_for_any_bounds():
+    from privsynth.schema.sampling import INT64_DOUBLES, whole_draws
+
+    rng = np.random.default_rng(0)
+    small = whole_draws(np.array([0.0, 10.0, 5.0]), np.array([3.0, 10.0, 4.0]), rng)  # an empty bin: its low end
+    assert small.dtype == np.int64 and 0 <= small[0] <= 3 and small[1] == 10 and small[2] == 5
+    huge = whole_draws(np.array([2.0**62, 2.0**63, -(2.0**70)]), np.array([2.0**64, 2.0**64, -(2.0**64)]), rng)
+    assert huge.dtype == np.int64 and huge[0] >= 2**62 and huge[1] == int(INT64_DOUBLES[1])
+    assert huge[2] == -(2**63)
+
+
+def test_uint64_columns_beyond_int64_end_the_run_written_as_int64_can_hold_them(warehouse_release):
+    """A uint64 source column's DP bounds reach 2^64; the decoder drew int64 from them and the run failed after its
+    charge (rule 9). Its values are written as int64 holds them: those beyond 2^63 - 1 at int64's top."""
+    _, schema, synthetic, _ = warehouse_release
+    for name in ("batch", "serial"):
+        if schema[name].get("drop"):
+            continue
+        values = synthetic[name].dropna()
+        assert len(values) > 0.9 * len(synthetic) and (values >= 0).all(), name

@@ -7,9 +7,8 @@ record is then a vector of level codes; the mechanisms see it as
 * one-hot bits (one block of ``size`` bits per column; a k-way marginal cell is a product of k bits), or
 * compact binary bits (ceil(log2 size) bits per column, for the Boolean-cube mechanisms).
 
-Decoding is exact on codes. Numeric bins decode to a value drawn uniformly inside the bin (integers:
-uniformly among the integers of the bin), so synthetic values spread over the bin the way a
-histogram does, instead of piling up on midpoints; this is post-processing of the release. Date and
+Decoding is exact on codes. Numeric bins decode to a value drawn uniformly inside the bin (integers: uniformly among
+the integers of the bin), so synthetic values spread over the bin the way a histogram does; post-processing. Date and
 timestamp columns bin as numbers in their unit (``privsynth.schema.temporal``) and decode to whole days /
 whole seconds drawn uniformly inside the bin, returned as dates / UTC timestamps.
 """
@@ -26,6 +25,7 @@ import pyarrow as pa
 
 from privsynth.schema import OUT_OF_DOMAIN_LABEL, Column, Schema, temporal
 from privsynth.schema.fine_estimate import fine_draws
+from privsynth.schema.sampling import INT64_DOUBLES, whole_draws
 from privsynth.schema.written import read_written, written_form
 
 
@@ -312,9 +312,9 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
     edges = np.asarray(col.bins, dtype=np.float64)
     safe = np.where(in_domain, codes, 0)
     if col.values is not None:  # a coded column: exactly its values
-        coded = np.asarray(col.values, dtype=np.float64)[safe]
-        values = pd.array(coded.astype(np.int64), dtype="Int64") if col.type == "integer" else pd.array(coded,
-                                                                                                        dtype="Float64")
+        coded = np.asarray(col.values, dtype=np.float64)[safe]  # an integer's: as int64 writes them (a uint64's too)
+        values = pd.array(np.clip(coded, *INT64_DOUBLES).astype(np.int64), dtype="Int64") \
+            if col.type == "integer" else pd.array(coded, dtype="Float64")
         values[~in_domain] = pd.NA
         return pd.Series(values)
     lo, hi = bin_lo, bin_hi = edges[safe], edges[safe + 1]
@@ -324,7 +324,7 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
         # bins are [lo, hi) except the last, which is [lo, hi]; with fine decoding its sub-bin [b, b + 1] holds b alone
         last = hi > edges[-1] if fine is not None else hi >= edges[-1]
         upper = np.where(last, np.minimum(hi, edges[-1]), hi - 1)
-        draws = rng.integers(lo.astype(np.int64), upper.astype(np.int64) + 1)
+        draws = whole_draws(lo, upper, rng)
         if col.resolution is not None:  # hourly readings on the hour: the grain's grid inside the sub-bin or bin
             draws = on_precision_grid(draws, 0, (lo, hi), (bin_lo, bin_hi), edges[-1],
                                       step=float(temporal.GRAIN_SECONDS[col.resolution])).astype(np.int64)
