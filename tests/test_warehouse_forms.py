@@ -10,6 +10,8 @@ back as it writes them: with a space as SQL writes a moment, or with a zone offs
 
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -147,6 +149,9 @@ def warehouse_release(tmp_path_factory):
     huge = np.array([2**64 - 2**11 * k for k in range(1, 40)], dtype=np.uint64)  # uint64 codes past int64's range
     frame["batch"] = rng.choice(huge, n)
     frame["serial"] = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2)  # spread over uint64's range
+    opened = frame["opened"].dt.date
+    frame["valid_to"] = [datetime.date(9999, 12, 31) if open_row else day + datetime.timedelta(days=30)
+                         for open_row, day in zip(rng.random(n) < 0.7, opened)]   # a history table's open rows
     moments = pd.Timestamp("2021-03-01", tz="UTC") + pd.to_timedelta(rng.integers(0, 10**7, n), unit="s")
     frame["logged"] = moments.strftime("%Y-%m-%d %H:%M:%S")                          # as SQL writes a moment
     frame["seen"] = moments.tz_convert("US/Eastern").astype(str)                    # with its zone's offset
@@ -222,3 +227,30 @@ def test_uint64_columns_beyond_int64_end_the_run_written_as_int64_can_hold_them(
             continue
         values = synthetic[name].dropna()
         assert len(values) > 0.9 * len(synthetic) and (values >= 0).all(), name
+
+
+def test_the_calendar_s_last_day_is_written_exactly(warehouse_release):
+    """History tables close their open rows at 9999-12-31. Round 1's calendar grid ended at 3000, so that date was
+    clipped to 3000-01-01 (70% of the rows, each a date the column never holds); the grid now reaches the
+    calendar's ends, and the date is a public candidate point, written exactly."""
+    frame, schema, synthetic, _ = warehouse_release
+    assert schema["valid_to"]["bounds"][1] == "9999-12-31"
+    real = (frame["valid_to"] == datetime.date(9999, 12, 31)).mean()
+    written = synthetic["valid_to"].dropna()
+    assert abs((written == datetime.date(9999, 12, 31)).mean() - real) < 0.05
+    assert (written <= datetime.date(9999, 12, 31)).all()
+
+
+def test_temporal_candidates_and_the_calendar_s_ends():
+    from privsynth.discovery import points as P
+    from privsynth.discovery.bounds import year_edges
+    from privsynth.schema import temporal
+
+    last_day = temporal.to_unit_last("date")
+    assert year_edges("date")[0] == float((datetime.date(1, 1, 1) - datetime.date(1970, 1, 1)).days)
+    assert year_edges("date")[-1] == last_day and year_edges("timestamp")[-1] == temporal.to_unit_last("timestamp")
+    assert P.temporal_candidates(0.0, last_day, "date") == (0.0, float((datetime.date(9999, 1, 1) -
+                                                                         datetime.date(1970, 1, 1)).days), last_day)
+    assert len(P.temporal_candidates(-1e11, 1e12, "timestamp")) == 6
+    assert P.with_points((0.0, 10.0, last_day), (last_day,), True) == (0.0, 10.0, last_day - 1.0, last_day)
+    assert temporal.format_unit(last_day + 1.0, "date") == "9999-12-31+"

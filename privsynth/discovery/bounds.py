@@ -7,7 +7,9 @@ counts afterwards is post-processing.
 
 * Round 1 (bounds, as in Google's DP library's approximate bounds): cells of a public log-scale grid
   over the whole real line (one cell per octave and sign, a zero cell); for dates and timestamps one
-  cell per calendar year from 1000 to 3000 (in UTC, as the encoder reads them). The bounds are the
+  cell per calendar year from 1000 to 3000 (in UTC, as the encoder reads them), and one cell for each of
+  the calendar's ends beyond (years 1-999, and 3000 to the calendar's last day, where the "valid to"
+  dates of a warehouse's history tables lie: 9999-12-31). The bounds are the
   outer edges of the lowest and highest cells whose noisy count passes ``utility_threshold`` (a
   false-alarm rate, not a privacy parameter: the cells are public; a thin cluster apart from the data's
   fullest cell passes a stricter one, ``passing_cells``). No cell passing: the column holds
@@ -51,10 +53,14 @@ def log_edges() -> np.ndarray:
 
 
 def year_edges(kind: str) -> np.ndarray:
-    """The public round-1 grid of a temporal column: 1 January of each year, in the column's unit."""
+    """The public round-1 grid of a temporal column: 1 January of each year of YEAR_RANGE, and the calendar's first
+    day and last day (a timestamp's: its last second), in the column's unit."""
     years = np.arange(str(YEAR_RANGE[0]), str(YEAR_RANGE[1] + 1), dtype="datetime64[Y]")
     days = years.astype("datetime64[D]").astype(np.int64).astype(np.float64)
-    return days if kind == "date" else days * 86_400.0
+    first, last = (float(np.datetime64(d, "D").astype(np.int64)) for d in ("0001-01-01", "9999-12-31"))
+    if kind == "date":
+        return np.concatenate([[first], days, [last]])
+    return np.concatenate([[first], days, [last + 1.0 - 1.0 / 86_400.0]]) * 86_400.0
 
 
 def cell_counts(values: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> np.ndarray:

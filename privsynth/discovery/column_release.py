@@ -113,7 +113,8 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
         cell_edges = B.calendar_edges(coarse.low, coarse.high, c.kind, B.CALENDAR_CELLS)
     else:
         cell_edges = B.fine_edges(coarse.low, coarse.high, integer, step=step)
-    cands = P.candidates(coarse.low, coarse.high, integer, step) if c.kind in NUMERIC else ()  # public: bounds alone
+    cands = P.candidates(coarse.low, coarse.high, integer, step) if c.kind in NUMERIC else \
+        P.temporal_candidates(coarse.low, coarse.high, c.kind) if not public else ()  # public: bounds alone
     short = B.cell_per_value(coarse.low, coarse.high, integer, step)  # a cell per value already
     look = delta_tau if c.kind in NUMERIC and not public and not short else None
     rho_points = P.POINTS_RHO_SHARE * rho if cands or look is not None else 0.0

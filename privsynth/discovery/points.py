@@ -30,6 +30,9 @@ NINES = tuple(10 ** k - 1 for k in range(1, 10))  # 9, 99, ..., 999999999: "not 
 # sizes a form offers as numbers (a company of 1, 10, 20, 100, 500, 1,000, 5,000 or 10,000 people)
 ROUND = tuple(m * 10 ** k for k in range(0, 10) for m in (1, 2, 5))
 SENTINELS = tuple(sorted({-1, *(-x for x in NINES), *NINES, *ROUND}))
+# Dates a table writes for "no date" or "never ends" (a history table's open rows run to 9999-12-31), and the
+# epochs of spreadsheets and Unix: a temporal column's public candidates, with the last second of the calendar
+SENTINEL_DAYS = ("0001-01-01", "1900-01-01", "1970-01-01", "9999-01-01", "9999-12-31")
 POINT_SHARE = 0.02  # a candidate held by at least this share of the present values is a point
 POINTS_RHO_SHARE = 0.2  # of a number column's round-2 rho, when a candidate lies inside its bounds
 POINT_WIDTH = 5e-10  # a float point's bin, relative to max(1, |value|): under the decoder's POINT_WIDTH
@@ -47,6 +50,14 @@ def candidates(low: float, high: float, integer: bool, step: float = 1.0) -> tup
     if cell_per_value(low, high, integer, step):
         return ()
     return tuple(float(c) for c in SENTINELS if low <= c < high)
+
+
+def temporal_candidates(low: float, high: float, kind: str) -> tuple[float, ...]:
+    """The public candidates of a date or timestamp column inside its bounds (upper bound included: the calendar's
+    last day is one), in its unit (days or seconds since the epoch)."""
+    days = [float(np.datetime64(d, "D").astype(np.int64)) for d in SENTINEL_DAYS]
+    found = days if kind == "date" else [x * 86_400.0 for x in days] + [days[-1] * 86_400.0 + 86_399.0]
+    return tuple(sorted(c for c in found if low <= c <= high))
 
 
 HOLDS_SIGMAS = 2.0  # points hold the column when what they leave is within this many deviations of its noise: at
@@ -192,8 +203,11 @@ def with_points(edges: tuple[float, ...], points: tuple[float, ...], integer: bo
                 shows_data: Callable[[float, float], bool] | None = None) -> tuple[float, ...]:
     """Bin edges with each point's own bin [c, c + width) (an integer's width 1: the bin holds c alone; a
     float's a relative 5e-10, which the decoder writes as c exactly); edges inside a point's bin go, and so do
-    a float point's slivers (``without_slivers``)."""
-    spans = tuple((c, c + (1.0 if integer else POINT_WIDTH * max(1.0, abs(c)))) for c in points)
+    a float point's slivers (``without_slivers``). A whole-number point at the upper bound (9999-12-31, the last
+    day a calendar holds) gets the last bin [c - 1, c], which holds c and its neighbour: fine decoding's sub-bin
+    [c, c + 1) holds c alone."""
+    spans = tuple((c - 1.0, c) if integer and c == edges[-1] else
+                  (c, c + (1.0 if integer else POINT_WIDTH * max(1.0, abs(c)))) for c in points)
     out = with_spans(edges, spans)
     return out if integer else without_slivers(out, spans, shows_data)
 

@@ -292,7 +292,7 @@ def on_precision_grid(draws: np.ndarray, precision: int, sub: tuple[np.ndarray, 
         low_grid, high_grid = _grid_points(lo, hi, grid_step, precision, hi >= top)
         has = low_grid <= high_grid
         out = np.where(has, np.clip(rounded, low_grid, np.maximum(low_grid, high_grid)), out)
-    return out
+    return np.minimum(out, top)  # never past the upper bound (9999-12-31 23:59:59 is no whole day's start)
 
 
 def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fine: dict | None = None) -> pd.Series:

@@ -60,6 +60,12 @@ def to_unit(value: object, kind: str) -> float:
     return float(seconds)
 
 
+def to_unit_last(kind: str) -> float:
+    """The calendar's last day (a timestamp's: its last second) in the unit."""
+    days = float((_dt.date(9999, 12, 31) - EPOCH_DATE).days)
+    return days if kind == "date" else days * 86_400.0 + 86_399.0
+
+
 def from_unit(x: float, kind: str) -> _dt.date | _dt.datetime:
     if kind == "date":
         return EPOCH_DATE + _dt.timedelta(days=int(x))
@@ -67,7 +73,10 @@ def from_unit(x: float, kind: str) -> _dt.date | _dt.datetime:
 
 
 def format_unit(x: float, kind: str) -> str:
-    """ISO text of a value in the unit: ``2019-01-01``, or ``2019-01-01T10:00:00`` (UTC; midnight as a date)."""
+    """ISO text of a value in the unit: ``2019-01-01``, or ``2019-01-01T10:00:00`` (UTC; midnight as a date). Past
+    the calendar's last day (the end of fine decoding's sub-bin that holds 9999-12-31 alone): that day and a "+"."""
+    if x > (last := to_unit_last(kind)):
+        return format_unit(last, kind) + "+"
     value = from_unit(x, kind)
     if isinstance(value, _dt.datetime):
         if value.time() == _dt.time(0):
