@@ -254,3 +254,35 @@ def test_temporal_candidates_and_the_calendar_s_ends():
     assert len(P.temporal_candidates(-1e11, 1e12, "timestamp")) == 6
     assert P.with_points((0.0, 10.0, last_day), (last_day,), True) == (0.0, 10.0, last_day - 1.0, last_day)
     assert temporal.format_unit(last_day + 1.0, "date") == "9999-12-31+"
+
+
+def test_nanosecond_timestamps_are_read(tmp_path):
+    """pandas writes its timestamps to Parquet in nanoseconds. The calendar test compared such a column with the
+    calendar's ends, which are no nanosecond timestamps: every run on such a file failed after discovery's
+    charge (docs/design.md 5.9). Both a naive and a UTC column now run to the end, inside their real range."""
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(1)
+    moments = pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 10**8, 1500), unit="s")
+    frame = pd.DataFrame({"naive": moments.astype("datetime64[ns]"),
+                          "aware": moments.tz_localize("UTC").astype("datetime64[ns, UTC]"),
+                          "k": rng.integers(0, 3, 1500)})
+    source = tmp_path / "events.parquet"
+    frame.to_parquet(source, index=False)
+    assert pq.read_schema(source).field("naive").type.unit == "ns"
+    release = privsynth.synthesize(str(source), None, epsilon=1.0, unlimited=True, output=tmp_path / "run",
+                                   ledger=f"sqlite:///{tmp_path / 'ledger.sqlite'}", release_store=tmp_path / "store",
+                                   seed=3)
+    synthetic = pd.read_parquet(release.run_dir / "synthetic.parquet")
+    for name in ("naive", "aware"):
+        written = pd.to_datetime(synthetic[name].dropna(), utc=True)
+        real = pd.to_datetime(frame[name], utc=True)
+        assert len(written) > 0.9 * len(synthetic), name
+        assert written.min() >= real.min().floor("365D") and written.max() <= real.max().ceil("365D"), name
+
+
+def test_a_coded_column_of_one_huge_value_has_a_bin():
+    """A column holding 1e300 alone was found to be a coded column whose last bin [1e300, 1e300 + 1] is empty in
+    doubles: the discovered schema failed to parse after discovery's charge (docs/design.md 5.9)."""
+    col = parse_schema({"name": "t", "columns": [{"name": "x", "type": "integer", "values": [1e300]}]}).column("x")
+    assert col.bounds[0] == 1e300 < col.bounds[1]

@@ -198,7 +198,11 @@ def moment_from_text(text: ir.StringValue, date_format: str | None = None) -> ir
 
 
 def in_calendar(moment: ir.Value) -> ir.Value:
-    """``moment`` (a DATE or TIMESTAMP) where it lies in years 1-9999, else NULL (infinity, year 294247, ...)."""
+    """``moment`` (a DATE or TIMESTAMP) where it lies in years 1-9999, else NULL (infinity, year 294247, ...). A
+    nanosecond timestamp (pandas' own unit, so many a Parquet file's) is read in microseconds: the calendar's ends
+    are no nanosecond timestamps, and the comparison with them failed the query for every such column."""
+    if moment.type().is_timestamp() and (moment.type().scale or 0) > 6:
+        moment = moment.cast(dt.Timestamp(timezone=moment.type().timezone, scale=6))
     if moment.type().is_date():
         low, high = ibis.literal(FIRST_DAY), ibis.literal(LAST_DAY)
     elif moment.type().timezone is not None:

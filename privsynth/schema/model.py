@@ -101,7 +101,8 @@ class Column(BaseModel):
         if data.get("type") not in ("integer", "float"):
             raise ValueError(f"{where}: 'values' applies to integer and float columns")
         step = 1.0 if data.get("type") == "integer" or len(values) == 1 else values[-1] - values[-2]
-        edges = (*values, values[-1] + step)
+        top = values[-1] + step  # past 2^53 a step of 1 may not move a double (a column of 1e300): the next double
+        edges = (*values, top if top > values[-1] else math.nextafter(values[-1], math.inf))
         out = dict(data, values=values)
         for key, generated in (("bins", edges), ("bounds", (edges[0], edges[-1]))):
             given = out.get(key)
