@@ -84,8 +84,9 @@ def test_a_missing_count_within_its_noise_grows_nothing():
 
 def test_a_stored_numbers_present_count_is_sharpened_by_the_row_count_of_the_other_columns():
     """Hand-computed: a stored float's whole + fraction classes (880, variance 2 x 10^2) and the other columns' row
-    count less its missing class (1,000 - 100, variance 10^2 x (1 + 15 / 3)) weighed by inverse variance: 885, with
-    deviation 1 / sqrt(1/200 + 1/600) = 12.247. A text column keeps its number classes alone."""
+    count less its missing class (1,000 - 100, variance 10^2 x (1 + 18 / 3): 18 classes summed per column) weighed by
+    inverse variance: (880 / 200 + 900 / 700) / (1/200 + 1/700) = 884.444, with deviation 1 / sqrt(1/200 + 1/700) =
+    12.472. A text column keeps its number classes alone."""
     from privsynth.discovery.facts import NoisyFacts
     from privsynth.discovery.row_reads import CLASSES
 
@@ -95,7 +96,8 @@ def test_a_stored_numbers_present_count_is_sharpened_by_the_row_count_of_the_oth
     own = facts(missing=100.0, whole=880.0)
     others = [facts(missing=1_000.0), facts(whole=1_000.0), facts(text=1_000.0)]
     present, sd = own.numbers_present_pooled("float", [own, *others])
-    assert abs(present - 885.0) < 1e-9 and abs(sd - 12.2474487) < 1e-6
+    assert len(CLASSES) == 18
+    assert abs(present - 7960.0 / 9.0) < 1e-9 and abs(sd - (1 / 200 + 1 / 700) ** -0.5) < 1e-9
     assert own.numbers_present_pooled("text", others) == own.numbers_present("text")
     assert own.numbers_present_pooled("float", [own]) == own.numbers_present("float")  # no other column: unchanged
     assert own.numbers_present("integer") == (880.0, 10.0)  # a stored integer's whole class alone

@@ -92,6 +92,18 @@ def value_step(d: ColumnDraft) -> float:
     return float(10 ** -int(precision)) if precision is not None else 0.0
 
 
+INT64_END = 2.0**63  # an integer column is written as int64: whole numbers at or past this magnitude are not
+
+
+def written_as_doubles(d: ColumnDraft) -> None:
+    """A whole-number column whose DP bounds reach past int64 (a uint64 code, a constant 1e300) is a float column:
+    its values are written as the doubles they are, not cut to int64's end (post-processing of its DP bounds)."""
+    d.column = dataclasses.replace(d.column, kind="float")
+    d.entry["type"] = "float"
+    d.entry.pop("precision", None)
+    d.comments.append("whole numbers past int64's range (DP bounds): written as doubles")
+
+
 def place_step(d: ColumnDraft) -> float:
     """The step an integer column's values are whole multiples of, by its DP precision (-1: 10); 1 otherwise."""
     precision = d.entry.get("precision")
@@ -149,6 +161,8 @@ def round_two_edges(d: ColumnDraft, values: np.ndarray, counts: np.ndarray, rho:
     if not public and d.bounds_histogram is not None:  # public bounds: round 2's edge cells hold what they clip
         top = fine.codes[-1] if fine.codes is not None else fine.high  # a coded column writes its last code
         d.beyond = beyond_bounds(d.bounds_histogram, coarse, levels, fine.low, top, integer)
+    if c.kind == "integer" and max(abs(fine.low), abs(fine.high)) >= INT64_END:
+        written_as_doubles(d)
     numeric_entry(d, fine, ("bins",) if public else ("bounds", "bins"))
     d.comments = [x for x in d.comments if not x.startswith("TODO")]
     what = (f"a coded column: the {len(fine.codes)} {'whole numbers' if integer else 'values'} whose noisy count "

@@ -1,0 +1,163 @@
+"""Warehouse dirt without a schema: does every run end, and does every column come back in its real form?
+
+    python benchmarks/bench_warehouse_forms.py                 # seeds 0, 1 and 2
+    python benchmarks/bench_warehouse_forms.py --seeds 0 --rows 3000
+    python benchmarks/bench_warehouse_forms.py --unit us          # timestamps stored in microseconds instead
+    python benchmarks/bench_warehouse_forms.py --leave-out constant,batch   # the table without these columns
+
+A generated table (no real rows) with the forms a warehouse export holds and bench_unseen's public tables lack: counts
+written as text with "N/A" for missing, dates stored as nanosecond timestamps (pandas' own unit), a retired column
+with no value, "nan" in every row of a text column, moments written as SQL writes them ("2021-05-07 03:05:20") and
+with a zone offset, the "valid to" dates of a history table (70% 9999-12-31), uint64 batch codes beyond int64, and a
+constant 1e300. Each seed is one worker process running ``privsynth.synthesize(parquet, None, epsilon=1, seed=S,
+unlimited=True)`` with its own ledger and $PRIVSYNTH_HOME.
+
+Per column: ``wrong %``, the share of present synthetic values outside the real column's form, scored as
+``bench_unseen.py`` scores (a text column of moments also in the written pattern of its real values: each digit a
+9, so "2021-05-07 03:05:20" and "2021-05-07T03:05:20" differ; a zone offset's sign either way), and in a column
+whose real values are all missing, any present value; ``missing %`` synthetic against real; ``top %``: the share
+of the real column's commonest value (9999-12-31 in ``valid_to``: a sentinel written exactly, or smeared) in the
+synthetic column, against real. A run that fails prints its error in place of the rows.
+Scores are INTERNAL (they read the generated rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+
+def warehouse_table(rows: int, seed: int = 0, unit: str = "ns"):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    visits = rng.integers(0, 40, rows).astype(str).astype(object)
+    visits[rng.random(rows) < 0.1] = "N/A"
+    opened = pd.Timestamp("2021-01-01") + pd.to_timedelta(rng.integers(0, 700, rows), unit="D")
+    moments = pd.Timestamp("2021-03-01", tz="UTC") + pd.to_timedelta(rng.integers(0, 10**7, rows), unit="s")
+    huge = np.array([2**64 - 2**11 * k for k in range(1, 40)], dtype=np.uint64)
+    return pd.DataFrame({
+        "visits": visits,
+        "opened": opened.astype(f"datetime64[{unit}]"),
+        "retired": pd.array([None] * rows, dtype="Int64"),
+        "legacy": ["nan"] * rows,
+        "tier": rng.choice(["gold", "silver", "bronze"], rows, p=[0.2, 0.3, 0.5]),
+        "logged": moments.strftime("%Y-%m-%d %H:%M:%S"),
+        "seen": moments.tz_convert("US/Eastern").astype(str),
+        "valid_to": [datetime.date(9999, 12, 31) if open_row else day.date() + datetime.timedelta(days=30)
+                     for open_row, day in zip(rng.random(rows) < 0.7, opened)],
+        "batch": rng.choice(huge, rows),
+        "constant": np.full(rows, 1e300),
+        "amount": np.round(rng.lognormal(5, 1, rows), 2),
+    })
+
+
+def worker(data: Path, seed: int, out: Path) -> None:
+    import privsynth
+
+    work = out.with_suffix("")
+    try:
+        release = privsynth.synthesize(str(data), None, epsilon=1.0, seed=seed, unlimited=True,
+                                       output=str(work / "run"), ledger=f"sqlite:///{work / 'ledger.sqlite'}",
+                                       release_store=str(work / "store"))
+        out.write_text(json.dumps({"synthetic": str(Path(release.run_dir) / "synthetic.parquet")}))
+    except Exception as err:  # noqa: BLE001  (a benchmark reports how the run ended)
+        out.write_text(json.dumps({"error": f"{type(err).__name__}: {str(err)[:200]}"}))
+
+
+def pattern(text: str) -> str:
+    """Each digit a 9, and a zone offset's sign as +- (a moment written in UTC, +00:00, is in the form of one
+    written -04:00)."""
+    return re.sub(r"[+-](?=99:99$)", "+-", re.sub(r"\d", "9", text))
+
+
+def wrong_share(real, synthetic) -> float:
+    import numpy as np
+    from bench_unseen import _text_moments, in_real_form
+
+    present = synthetic.dropna()
+    if not len(present):
+        return 0.0
+    if real.notna().sum() == 0:
+        return 1.0
+    ok = np.asarray(in_real_form(real, synthetic), dtype=bool)
+    if _text_moments(real.dropna()) is not None:
+        ok &= present.astype(str).map(pattern).isin(set(real.dropna().astype(str).map(pattern))).to_numpy()
+    return float(1.0 - ok.mean())
+
+
+def top_shares(real, synthetic) -> tuple[float, float]:
+    """(the synthetic column's share of the real column's commonest value, the real column's), both read as text."""
+    present = real.dropna().astype(str)
+    if not len(present):
+        return 0.0, 0.0
+    value = present.mode().iloc[0]
+    return float((synthetic.astype(str) == value).mean()), float((real.astype(str) == value).mean())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--rows", type=int, default=4000)
+    parser.add_argument("--unit", default="ns", choices=("ns", "us"), help="the timestamps' unit in the Parquet file")
+    parser.add_argument("--leave-out", default="", help="columns of the table left out (a comma-separated list)")
+    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(Path(args.worker[0]), int(args.worker[1]), Path(args.worker[2]))
+        return 0
+    import os
+
+    import pandas as pd
+
+    seeds = [int(s) for s in args.seeds.split(",")]
+    with tempfile.TemporaryDirectory(prefix="bench-warehouse-") as tmp:
+        folder = Path(tmp)
+        frame = warehouse_table(args.rows, unit=args.unit)
+        frame = frame.drop(columns=[c for c in args.leave_out.split(",") if c])
+        data = folder / "accounts.parquet"
+        frame.to_parquet(data, index=False)
+        results = {}
+        for seed in seeds:
+            out = folder / f"seed{seed}.json"
+            env = dict(os.environ, PRIVSYNTH_HOME=str(folder / f"home{seed}"))
+            subprocess.run([sys.executable, __file__, "--worker", str(data), str(seed), str(out)], env=env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            results[seed] = json.loads(out.read_text())
+        print(f"| column | real form | {' | '.join(f'seed {s}: wrong / missing / top %' for s in seeds)} |")
+        print(f"|---|---|{'---|' * len(seeds)}")
+        synthetic = {s: pd.read_parquet(r["synthetic"]) for s, r in results.items() if "synthetic" in r}
+        for name in frame.columns:
+            real = frame[name]
+            cells = []
+            for s in seeds:
+                if s not in synthetic:
+                    cells.append("run failed")
+                elif name not in synthetic[s].columns:
+                    cells.append("not released")
+                else:
+                    col = synthetic[s][name]
+                    top, real_top = top_shares(real, col)
+                    cells.append(f"{100 * wrong_share(real, col):.1f} / {100 * col.isna().mean():.1f} "
+                                 f"(real {100 * real.isna().mean():.0f}) / {100 * top:.0f} (real {100 * real_top:.0f})")
+            form = str(real.dtype) if real.notna().any() else "no value"
+            print(f"| {name} | {form} | {' | '.join(cells)} |")
+        for s, r in results.items():
+            if "error" in r:
+                print(f"seed {s}: {r['error']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
