@@ -11,6 +11,7 @@ from privsynth.discovery.categories import THRESHOLD_DELTA_FRACTION
 from privsynth.discovery.contract_trust import derived_header
 from privsynth.discovery.draft import ColumnDraft, DraftOptions
 from privsynth.privacy.accounting import PrivacyCost, epsilon_from_rho
+from privsynth.schema.stored import stored_form
 
 INTERNAL_KEYS = ("settled",)
 
@@ -69,6 +70,16 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_
     return head
 
 
+def with_storage(d: ColumnDraft) -> dict[str, Any]:
+    """A column's entry with the source's storage type (``stored_as``) where it is not the pipeline's own: the
+    declared type (metadata, public), never read from the rows. A text column's form is its ``format``."""
+    entry = d.entry
+    if entry.get("drop") or d.stored == "text" or "format" in entry or "stored_as" in entry:
+        return entry
+    form = stored_form(d.column.declared, str(entry.get("type")))
+    return entry if form is None else {**entry, "stored_as": form}
+
+
 def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_source: bool,
            cost: PrivacyCost | None, dataset: str | None, title: str = DRAFT_TITLE) -> str:
     """The draft as commented YAML: valid YAML; loads as a Schema once every TODO is filled."""
@@ -79,7 +90,7 @@ def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_s
         for comment in d.comments:
             lines.append(f"  # {comment}")
         first = True
-        for key, value in d.entry.items():
+        for key, value in with_storage(d).items():
             if key in INTERNAL_KEYS:
                 continue
             prefix = "  - " if first else "    "

@@ -10,7 +10,9 @@
   ``create_table(overwrite=True)``: untested, atomic only where that backend makes it so.
 
 The table keeps the schema's types: integers stay BIGINT, floats DOUBLE, booleans BOOLEAN, categories
-text (the Arrow dictionary is cast to plain strings, a type every backend has).
+text (the Arrow dictionary is cast to plain strings, a type every backend has), and a column the source stores
+otherwise keeps its storage type (``stored_as``: DECIMAL(12, 2), a TIMESTAMPTZ), where the backend has it: beyond
+DuckDB, an unsigned integer is written in the signed type that holds it, a nanosecond moment in microseconds.
 """
 
 from __future__ import annotations
@@ -70,10 +72,27 @@ def parse_sink(sink: str) -> SinkSpec:
                      ".parquet or .csv path")
 
 
-def portable_table(table: pa.Table) -> pa.Table:
-    """The synthetic table with dictionary (category) columns as plain strings; other types unchanged."""
-    fields = [pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, nullable=True)
-              for f in table.schema]
+# SQL has no unsigned integers (PostgreSQL, Spark): the next signed type holds every value; UBIGINT's need NUMERIC(20)
+_SIGNED = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0)}
+
+
+def portable_type(t: pa.DataType, duckdb: bool) -> pa.DataType:
+    """A column type every SQL backend has: categories as plain strings; beyond DuckDB, unsigned integers as the
+    signed type that holds them and nanosecond moments in microseconds (PostgreSQL's finest)."""
+    if pa.types.is_dictionary(t):
+        return t.value_type
+    if duckdb:
+        return t
+    if t in _SIGNED:
+        return _SIGNED[t]
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pa.timestamp("us", tz=t.tz)
+    return t
+
+
+def portable_table(table: pa.Table, duckdb: bool = True) -> pa.Table:
+    """The synthetic table in types the sink's backend has (``portable_type``); values unchanged."""
+    fields = [pa.field(f.name, portable_type(f.type, duckdb), nullable=True) for f in table.schema]
     return table.cast(pa.schema(fields))
 
 
@@ -94,7 +113,7 @@ def write_sink(table: pa.Table, sink: str) -> str:
         table.to_pandas().to_csv(buffer, index=False)
         atomic_write_bytes(sink, buffer.getvalue())
         return sink
-    data = portable_table(table)
+    data = portable_table(table, duckdb=spec.kind == "duckdb")
     if spec.kind == "duckdb":
         _write_duckdb(data, spec)
         return f"duckdb:{spec.location} table {spec.table}"

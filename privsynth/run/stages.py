@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -64,6 +65,7 @@ from privsynth.schema.encoding import (
     one_hot_names,
     structural_levels,
 )
+from privsynth.schema.stored import from_stored, to_stored
 from privsynth.schema.workload import Histogram
 
 logger = logging.getLogger("privsynth.run")
@@ -183,7 +185,14 @@ def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np
     codes = release_codes(release, domain, rows, rng, structural_levels(schema), structural_zeros(schema),
                           measurements)
     frame = decode_codes(codes, schema, rng, fine)
-    return pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False)
+    return to_stored(pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False),
+                     {c.name: c.stored_as for c in schema.kept_columns if c.stored_as is not None})
+
+
+def synthetic_frame(table: pa.Table, schema: Schema) -> pd.DataFrame:
+    """The synthetic table in the pipeline's own types (decimals as doubles, aware moments as UTC wall time), as
+    the encoder and the schema's suite read it."""
+    return from_stored(table, arrow_schema(schema)).to_pandas()
 
 
 def rounding_rng(seed: int | None, draw: int = 0) -> np.random.Generator:
@@ -229,7 +238,7 @@ def validate_synthetic(ctx: RunContext, table: pa.Table) -> bool:
     from privsynth.engine.gx_run import engine_only, gx_validate
 
     try:
-        report = gx_validate(table.to_pandas(), ctx.schema, synthetic=True)
+        report = gx_validate(synthetic_frame(table, ctx.schema), ctx.schema, synthetic=True)
         doc = {"validated_with": "great_expectations", "suite": f"privsynth-{ctx.schema.name}-synthetic",
                **report.to_json(), "not_run_by_gx": engine_only(ctx.schema)}
         problem = "; ".join(report.failure_message().splitlines())
@@ -253,7 +262,8 @@ def stage_report(ctx: RunContext, privacy: PrivacyRecord, rounding: RoundingFact
     fault_point("before_report")
     release = read_release(ctx.folder.require("release.parquet"))
     measurements = stored_measurements(ctx)
-    synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
+    synthetic = encode_codes(synthetic_frame(pq.read_table(ctx.folder.require("synthetic.parquet")), ctx.schema),
+                             ctx.schema)
     report = dp_report(release, measurements, synthetic, ctx.schema, privacy.to_json())
     root = ctx.folder.file("report.json").parent
     figures = write_public_figures(report, root / "figures")
@@ -276,7 +286,8 @@ def stage_audit(ctx: RunContext, statistics: BinarisedStatistics, rounding: Roun
     histogram = read_histogram(statistics.path, ctx.domain)
     real = np.concatenate(list(histogram.iter_codes())) if histogram.codes.shape[0] else \
         np.zeros((0, ctx.domain.n_attributes), dtype=np.int64)
-    synthetic = encode_codes(pq.read_table(ctx.folder.require("synthetic.parquet")).to_pandas(), ctx.schema)
+    synthetic = encode_codes(synthetic_frame(pq.read_table(ctx.folder.require("synthetic.parquet")), ctx.schema),
+                             ctx.schema)
     audit = build_audit(real, synthetic, ctx.schema, ctx.domain, target, target_column=ctx.plan.parameters.audit_target)
     # The public report's bounds, checked against the real marginals (coverage), and the quality pictures.
     report = json.loads(ctx.folder.require("report.json").read_text()) if ctx.folder.trusted("report.json") else None

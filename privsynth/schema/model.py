@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from privsynth.errors import SchemaError  # noqa: F401  (re-exported: raised here)
-from privsynth.schema import temporal
+from privsynth.schema import stored, temporal
 from privsynth.schema.determined import DETERMINABLE, DeterminedBy, check_determinations, number_label
 
 ColumnType = Literal["categorical", "integer", "float", "boolean", "date", "timestamp"]
@@ -82,6 +82,9 @@ class Column(BaseModel):
                     "%Y-%m-%d %H:%M:%S+00:00"] | None = None
     # this column is a stated function of another (``schema.determined``): public structural zeros
     determined_by: DeterminedBy | None = None
+    # numeric and temporal columns: the source's storage type, which the synthetic table keeps (schema.stored):
+    # decimal(12,2), uint8, float32, timestamp(us, UTC), ...; None: int64, float64, date32, timestamp(us)
+    stored_as: str | None = None
     description: str = ""
 
     @model_validator(mode="before")
@@ -193,6 +196,13 @@ class Column(BaseModel):
                 raise ValueError(f"{where}: numeric out-of-domain values can 'fail' or 'clip', not become a category")
         if self.bin_by is not None and self.type not in temporal.TEMPORAL_TYPES:
             raise ValueError(f"{where}: 'bin_by' applies to date and timestamp columns")
+        if self.stored_as is not None:
+            if not stored.fits(self.type, self.stored_as):  # parse_form's ValueError names the forms expected
+                raise ValueError(f"{where}: stored_as {self.stored_as!r} cannot hold {_article(self.type)} "
+                                 f"{self.type} column's values")
+            if self.format is not None:
+                raise ValueError(f"{where}: a column with a written 'format' is stored as text; give one of "
+                                 "format and stored_as")
         if self.on_unreadable == "missing" and not self.nullable:
             raise ValueError(f"{where}: on_unreadable 'missing' needs nullable: true")
         if self.on_unreadable == "missing" and self.type in ("categorical", "boolean"):
@@ -297,8 +307,14 @@ class Schema(BaseModel):
 
     def content_hash(self) -> str:
         """sha256 of the canonical JSON form: the schema's identity in manifests and release keys."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        # a storage type left unsaid is no part of the identity: schemas written before it keep theirs
+        canonical = json.dumps(_without_unsaid(self.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _without_unsaid(dumped: dict) -> dict:
+    columns = [{k: v for k, v in c.items() if not (k == "stored_as" and v is None)} for c in dumped["columns"]]
+    return dict(dumped, columns=columns)
 
 
 def _format_validation_error(err: ValidationError, raw: dict) -> str:
