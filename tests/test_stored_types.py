@@ -173,3 +173,17 @@ def test_the_stages_read_a_stored_table_back(typed_release):
     validation = yaml.safe_load((release.run_dir / "synthetic-validation.json").read_text())
     assert validation["success"] is True
     assert (release.run_dir / "report.json").is_file()
+
+
+def test_a_dbt_contract_names_the_storage_type():
+    from privsynth.engine.dbt_export import dbt_schema
+
+    schema = parse_schema({"name": "s", "columns": [
+        {"name": "amount", "type": "float", "bounds": [0, 9], "bins": [0, 9], "stored_as": "decimal(12,2)"},
+        {"name": "grade", "type": "integer", "bounds": [0, 9], "bins": [0, 9], "stored_as": "uint8"},
+        {"name": "paid_at", "type": "timestamp", "bounds": ["2020-01-01", "2021-01-01"], "bin_by": "month",
+         "stored_as": "timestamp(us, UTC)"},
+        {"name": "count", "type": "integer", "bounds": [0, 9], "bins": [0, 9]}]})
+    types = {c["name"]: c["data_type"] for c in dbt_schema(schema)["models"][0]["columns"]}
+    assert types == {"amount": "numeric(12,2)", "grade": "smallint", "paid_at": "timestamp with time zone",
+                     "count": "bigint"}

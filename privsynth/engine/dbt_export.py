@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from privsynth.schema import Column, Schema, temporal
+from privsynth.schema.stored import sql_type
 
 SQL_TYPES = {"categorical": "varchar", "integer": "bigint", "float": "double", "boolean": "boolean",
              "date": "date", "timestamp": "timestamp"}
@@ -61,7 +62,8 @@ def dbt_schema(schema: Schema) -> dict:
     """The schema.yml document: one model, its kept columns with types and tests."""
     columns = []
     for col in schema.kept_columns:
-        entry: dict[str, Any] = {"name": col.name, "data_type": SQL_TYPES[col.type]}
+        entry: dict[str, Any] = {"name": col.name, "data_type": SQL_TYPES[col.type] if col.stored_as is None
+                                 else sql_type(col.stored_as)}
         if col.description:
             entry["description"] = col.description
         tests = column_tests(col)

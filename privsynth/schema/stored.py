@@ -104,6 +104,22 @@ def stored_form(declared: str, column_type: str) -> str | None:
         return None
 
 
+# SQL names of the forms, as a SQL sink without unsigned integers or nanoseconds writes them (``io.sinks``)
+_SQL_NAMES = {"int8": "smallint", "int16": "smallint", "int32": "integer", "int64": "bigint", "uint8": "smallint",
+              "uint16": "integer", "uint32": "bigint", "uint64": "numeric(20,0)", "float32": "real",
+              "float64": "double", "date32": "date"}
+
+
+def sql_type(form: str) -> str:
+    """The SQL type a warehouse table written from a column of ``form`` has (a dbt contract's ``data_type``)."""
+    t = parse_form(form)
+    if pa.types.is_decimal(t):
+        return f"numeric({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz is None else "timestamp with time zone"
+    return _SQL_NAMES[form.strip()]
+
+
 # ---------------------------------------------------------------- writing and reading back
 
 def _clipped(values: pa.Array, low: float, high: float) -> pa.Array:
