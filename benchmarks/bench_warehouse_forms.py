@@ -8,9 +8,10 @@
 A generated table (no real rows) with the forms a warehouse export holds and bench_unseen's public tables lack: counts
 written as text with "N/A" for missing, dates stored as nanosecond timestamps (pandas' own unit), a retired column
 with no value, "nan" in every row of a text column, moments written as SQL writes them ("2021-05-07 03:05:20") and
-with a zone offset, the "valid to" dates of a history table (70% 9999-12-31), uint64 batch codes beyond int64, and a
-constant 1e300. Each seed is one worker process running ``privsynth.synthesize(parquet, None, epsilon=1, seed=S,
-unlimited=True)`` with its own ledger and $PRIVSYNTH_HOME.
+with a zone offset, the "valid to" dates of a history table (70% 9999-12-31), uint64 batch codes beyond int64, a
+constant 1e300, and storage types a warehouse declares (DECIMAL(12, 2), UINT8, SMALLINT, REAL, TIMESTAMP WITH TIME
+ZONE: ``stored as`` says whether the release keeps the source's type). Each seed is one worker process running
+``privsynth.synthesize(parquet, None, epsilon=1, seed=S, unlimited=True)`` with its own ledger and $PRIVSYNTH_HOME.
 
 Per column: ``wrong %``, the share of present synthetic values outside the real column's form, scored as
 ``bench_unseen.py`` scores (a text column of moments also in the written pattern of its real values: each digit a
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import decimal
 import json
 import re
 import subprocess
@@ -60,7 +62,25 @@ def warehouse_table(rows: int, seed: int = 0, unit: str = "ns"):
         "batch": rng.choice(huge, rows),
         "constant": np.full(rows, 1e300),
         "amount": np.round(rng.lognormal(5, 1, rows), 2),
+        # storage types a warehouse declares (kept by the release: ``stored_as``)
+        "price": [decimal.Decimal(f"{x:.2f}") for x in rng.gamma(2.0, 40.0, rows)],   # DECIMAL(12, 2)
+        "grade": rng.integers(0, 6, rows).astype(np.uint8),
+        "delta": rng.integers(-300, 300, rows).astype(np.int16),
+        "ratio": rng.normal(1.0, 0.2, rows).astype(np.float32),
+        "paid_at": moments + pd.to_timedelta(rng.integers(0, 86400, rows), unit="s"),  # TIMESTAMP WITH TIME ZONE
     })
+
+
+def write_table(frame, path: Path) -> None:
+    """The frame as Parquet, the money column as DECIMAL(12, 2) (pandas holds it as Python decimals)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if "price" in frame.columns:
+        i = table.schema.get_field_index("price")
+        table = table.set_column(i, pa.field("price", pa.decimal128(12, 2)), table.column(i).cast(pa.decimal128(12, 2)))
+    pq.write_table(table, path)
 
 
 def worker(data: Path, seed: int, out: Path) -> None:
@@ -97,6 +117,17 @@ def wrong_share(real, synthetic) -> float:
     return float(1.0 - ok.mean())
 
 
+def as_numbers(column):
+    """A column of Python decimals (pandas' reading of DECIMAL) as doubles, so it is scored as a number column, not
+    as text; any other column as it is."""
+    import pandas as pd
+
+    present = column.dropna()
+    if len(present) and isinstance(present.iloc[0], decimal.Decimal):
+        return pd.to_numeric(column.astype(object).where(column.notna(), None), errors="coerce").astype("float64")
+    return column
+
+
 def top_shares(real, synthetic) -> tuple[float, float]:
     """(the synthetic column's share of the real column's commonest value, the real column's), both read as text."""
     present = real.dropna().astype(str)
@@ -120,6 +151,7 @@ def main() -> int:
     import os
 
     import pandas as pd
+    import pyarrow.parquet as pq
 
     seeds = [int(s) for s in args.seeds.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-warehouse-") as tmp:
@@ -127,7 +159,7 @@ def main() -> int:
         frame = warehouse_table(args.rows, unit=args.unit)
         frame = frame.drop(columns=[c for c in args.leave_out.split(",") if c])
         data = folder / "accounts.parquet"
-        frame.to_parquet(data, index=False)
+        write_table(frame, data)
         results = {}
         for seed in seeds:
             out = folder / f"seed{seed}.json"
@@ -135,11 +167,13 @@ def main() -> int:
             subprocess.run([sys.executable, __file__, "--worker", str(data), str(seed), str(out)], env=env, check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             results[seed] = json.loads(out.read_text())
-        print(f"| column | real form | {' | '.join(f'seed {s}: wrong / missing / top %' for s in seeds)} |")
-        print(f"|---|---|{'---|' * len(seeds)}")
+        print(f"| column | real form | stored as (source -> release) | "
+              f"{' | '.join(f'seed {s}: wrong / missing / top %' for s in seeds)} |")
+        print(f"|---|---|---|{'---|' * len(seeds)}")
+        source_types = pq.read_schema(data)
         synthetic = {s: pd.read_parquet(r["synthetic"]) for s, r in results.items() if "synthetic" in r}
         for name in frame.columns:
-            real = frame[name]
+            real = as_numbers(frame[name])
             cells = []
             for s in seeds:
                 if s not in synthetic:
@@ -147,12 +181,16 @@ def main() -> int:
                 elif name not in synthetic[s].columns:
                     cells.append("not released")
                 else:
-                    col = synthetic[s][name]
+                    col = as_numbers(synthetic[s][name])
                     top, real_top = top_shares(real, col)
                     cells.append(f"{100 * wrong_share(real, col):.1f} / {100 * col.isna().mean():.1f} "
                                  f"(real {100 * real.isna().mean():.0f}) / {100 * top:.0f} (real {100 * real_top:.0f})")
             form = str(real.dtype) if real.notna().any() else "no value"
-            print(f"| {name} | {form} | {' | '.join(cells)} |")
+            released = {str(pq.read_schema(r["synthetic"]).field(name).type) for r in results.values()
+                        if "synthetic" in r and name in pq.read_schema(r["synthetic"]).names}
+            stored = str(source_types.field(name).type)
+            kept = "kept" if released == {stored} else f"{stored} -> {', '.join(sorted(released)) or '-'}"
+            print(f"| {name} | {form} | {kept} | {' | '.join(cells)} |")
         for s, r in results.items():
             if "error" in r:
                 print(f"seed {s}: {r['error']}")
