@@ -33,6 +33,8 @@ from privsynth.run.prepare import prepare_run
 from privsynth.run.releases import read_release
 from privsynth.run.stages import RunOutcome, execute, rounding_rng, synthesize_table
 from privsynth.schema import Schema, load_schema
+from privsynth.schema.encoding import arrow_schema
+from privsynth.schema.stored import form_of
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,11 @@ class Release:
             raise ParameterError(f"the {self.mechanism_release.mechanism} release is exact: its guarantee covers its "
                                  f"{self.table.num_rows} records once each, so more cannot be drawn from it")
         rng = rounding_rng(self.seed if seed is None else seed, draw=1 if seed is None else 2)
+        own = arrow_schema(self.schema)
+        forms = {f.name: form for f in self.table.schema if f.name in own.names and f.type != own.field(f.name).type
+                 and (form := form_of(f.type)) is not None}  # the storage types the run wrote its table in
         return synthesize_table(self.mechanism_release, self.schema, rows, rng,
-                                fine=decoding_counts(self.privacy)).to_pandas()
+                                fine=decoding_counts(self.privacy), forms=forms).to_pandas()
 
     @property
     def epsilon(self) -> float | None:

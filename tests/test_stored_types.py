@@ -187,3 +187,64 @@ def test_a_dbt_contract_names_the_storage_type():
     types = {c["name"]: c["data_type"] for c in dbt_schema(schema)["models"][0]["columns"]}
     assert types == {"amount": "numeric(12,2)", "grade": "smallint", "paid_at": "timestamp with time zone",
                      "count": "bigint"}
+
+
+DOCUMENTED = {"name": "payments", "other_columns": "ignore", "columns": [
+    {"name": "amount", "type": "float", "bounds": [0, 2000], "bins": [0, 50, 100, 200, 2000], "precision": 2,
+     "on_out_of_domain": "clip"},
+    {"name": "grade", "type": "integer", "bounds": [0, 6], "bins": [0, 1, 2, 3, 4, 5, 6]},
+    {"name": "ratio", "type": "float", "bounds": [0, 3], "bins": [0, 1, 2, 3], "on_out_of_domain": "clip"},
+    {"name": "paid_at", "type": "timestamp", "bounds": ["2022-01-01", "2023-01-01"], "bin_by": "quarter",
+     "on_out_of_domain": "clip"},
+    {"name": "tier", "type": "categorical", "categories": ["gold", "silver"]}]}
+
+
+def test_a_documented_schema_s_run_keeps_the_source_s_storage_types(typed_release, tmp_path):
+    """A schema written from documentation says nothing of storage: the run writes each column in the source's
+    declared type (metadata), and ``sample`` draws more records in the same types."""
+    from conftest import pinned_ledger
+
+    source, _, _ = typed_release
+    path = tmp_path / "payments.parquet"
+    pq.write_table(source, path)
+    release = privsynth.synthesize(str(path), parse_schema(DOCUMENTED), epsilon=1.0, unlimited=True, seed=1,
+                                   output=tmp_path / "run", ledger=pinned_ledger(tmp_path / "ledger.sqlite"),
+                                   release_store=tmp_path / "store")
+    written = pq.read_table(release.run_dir / "synthetic.parquet").schema
+    assert written.field("amount").type == pa.decimal128(12, 2) and written.field("grade").type == pa.uint8()
+    assert written.field("ratio").type == pa.float32()
+    assert written.field("paid_at").type == pa.timestamp("us", tz="UTC")
+    more = release.sample(50, seed=3)
+    assert str(more["grade"].dtype) == "uint8" and str(more["ratio"].dtype) == "float32"
+    assert all(isinstance(v, decimal.Decimal) for v in more["amount"].dropna())
+
+
+def test_a_pandas_frame_declares_no_storage_type(tmp_path):
+    """A frame's dtypes follow its values: one missing value makes an int64 column float64 (rule 10: a type a reader
+    inferred from the rows is not public). So a frame's run writes the pipeline's own types, with or without a
+    schema, and a neighbour with one missing value more comes back in the same types."""
+    import pandas as pd
+    from conftest import pinned_ledger
+
+    from privsynth.run.storage import declared_forms, declares_storage
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"count": rng.integers(0, 6, 2000), "ratio": rng.normal(1, 0.2, 2000).astype(np.float32)})
+    neighbour = pd.concat([frame, pd.DataFrame({"count": [np.nan], "ratio": [np.nan]})], ignore_index=True)
+    assert str(neighbour["count"].dtype) == "float64"  # the dtype moved with one record
+    assert not declares_storage(frame) and declares_storage(pa.Table.from_pandas(frame))
+    schema = parse_schema({"name": "s", "columns": [
+        {"name": "count", "type": "integer", "bounds": [0, 6], "bins": [0, 2, 4, 6], "nullable": True},
+        {"name": "ratio", "type": "float", "bounds": [0, 3], "bins": [0, 1, 2, 3], "on_out_of_domain": "clip",
+         "nullable": True}]})
+    assert declared_forms(schema, {"count": "float64", "ratio": "float32"}) == {"count": "float64", "ratio": "float32"}
+    types = []
+    for k, data in enumerate((frame, neighbour)):
+        for given in (schema, None):
+            release = privsynth.synthesize(data, given, epsilon=1.0, unlimited=True, seed=1,
+                                           output=tmp_path / f"run{k}{given is None}",
+                                           ledger=pinned_ledger(tmp_path / f"l{k}{given is None}.sqlite"),
+                                           release_store=tmp_path / f"store{k}{given is None}")
+            written = pq.read_table(release.run_dir / "synthetic.parquet").schema
+            types.append((str(written.field("count").type), str(written.field("ratio").type)))
+    assert types == [("int64", "double")] * 4

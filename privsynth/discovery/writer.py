@@ -70,19 +70,22 @@ def _header(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_
     return head
 
 
-def with_storage(d: ColumnDraft) -> dict[str, Any]:
+def with_storage(d: ColumnDraft, declared_storage: bool = True) -> dict[str, Any]:
     """A column's entry with the source's storage type (``stored_as``) where it is not the pipeline's own: the
-    declared type (metadata, public), never read from the rows. A text column's form is its ``format``."""
+    declared type (metadata, public), never read from the rows; none where the source declares no storage
+    (``declared_storage``: a pandas frame's dtypes follow its values). A text column's form is its ``format``."""
     entry = d.entry
-    if entry.get("drop") or d.stored == "text" or "format" in entry or "stored_as" in entry:
+    if not declared_storage or entry.get("drop") or d.stored == "text" or "format" in entry or "stored_as" in entry:
         return entry
     form = stored_form(d.column.declared, str(entry.get("type")))
     return entry if form is None else {**entry, "stored_as": form}
 
 
 def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_source: bool,
-           cost: PrivacyCost | None, dataset: str | None, title: str = DRAFT_TITLE) -> str:
-    """The draft as commented YAML: valid YAML; loads as a Schema once every TODO is filled."""
+           cost: PrivacyCost | None, dataset: str | None, title: str = DRAFT_TITLE,
+           declared_storage: bool = True) -> str:
+    """The draft as commented YAML: valid YAML; loads as a Schema once every TODO is filled. ``declared_storage``:
+    whether the source's declared types are its storage types (``with_storage``)."""
     lines = _header(drafts, options, origin, text_source, cost, dataset, title)
     lines += [f"name: {_scalar(options.name)}", "other_columns: fail", "columns:"]
     for d in drafts:
@@ -90,7 +93,7 @@ def render(drafts: list[ColumnDraft], options: DraftOptions, origin: str, text_s
         for comment in d.comments:
             lines.append(f"  # {comment}")
         first = True
-        for key, value in with_storage(d).items():
+        for key, value in with_storage(d, declared_storage).items():
             if key in INTERNAL_KEYS:
                 continue
             prefix = "  - " if first else "    "

@@ -27,6 +27,7 @@ from privsynth.discovery.public import PublicFacts
 from privsynth.errors import ParameterError
 from privsynth.io import atomic_write_bytes, atomic_write_json
 from privsynth.privacy.accounting import PrivacyCost
+from privsynth.run.storage import declares_storage
 from privsynth.schema import Schema, parse_schema
 
 SHARE_PER_COLUMN = 0.03  # discovery's share of the run's rho per column it reads (by need) ...
@@ -185,7 +186,7 @@ def _discover(ctx) -> DiscoveryOutcome:
         text = render(drafts, options, opened.description, text_source,
                       PrivacyCost.zcdp(rho, "discovery") if read else None, plan.dataset,
                       title=f"SCHEMA DISCOVERED by run {ctx.run_id} (its discover stage); reusable as --schema at "
-                            "no new cost.")
+                            "no new cost.", declared_storage=declares_storage(ctx.data))
     finally:
         opened.close()
     kept = [d for d in drafts if not d.entry.get("drop")]

@@ -53,6 +53,7 @@ from privsynth.run.results import (
     thawed_json,
 )
 from privsynth.run.spent import truthful_refusal, with_run_spend
+from privsynth.run.storage import run_storage_forms
 from privsynth.run.validate import stage_validate
 from privsynth.schema import Schema
 from privsynth.schema.determined import structural_zeros
@@ -176,17 +177,20 @@ def output_rows(rows: int | None, privacy: PrivacyRecord) -> int | None:
 
 
 def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np.random.Generator,
-                     fine: dict | None = None, measurements: tuple[Measurement, ...] = ()) -> pa.Table:
+                     fine: dict | None = None, measurements: tuple[Measurement, ...] = (),
+                     forms: dict[str, str] | None = None) -> pa.Table:
     """Records in the original schema from a release (post-processing, free); ``fine``: the run's DP
     sub-bin counts (``privacy.json`` fine_decoding), else values uniform inside their bins;
     ``measurements``: the release's noisy measurements, whose counts decide which ``<missing>`` and
-    ``<out-of-domain>`` levels the synthetic table may hold (``evidence.unsupported_levels``)."""
+    ``<out-of-domain>`` levels the synthetic table may hold (``evidence.unsupported_levels``); ``forms``: each
+    column's storage type (``run.storage``), else the schema's ``stored_as``."""
     domain = domain_of(schema)
     codes = release_codes(release, domain, rows, rng, structural_levels(schema), structural_zeros(schema),
                           measurements)
     frame = decode_codes(codes, schema, rng, fine)
-    return to_stored(pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False),
-                     {c.name: c.stored_as for c in schema.kept_columns if c.stored_as is not None})
+    if forms is None:
+        forms = {c.name: c.stored_as for c in schema.kept_columns if c.stored_as is not None}
+    return to_stored(pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False), forms)
 
 
 def synthetic_frame(table: pa.Table, schema: Schema) -> pd.DataFrame:
@@ -217,7 +221,7 @@ def stage_rounding(ctx: RunContext, privacy: PrivacyRecord) -> RoundingFacts:
     measurements = stored_measurements(ctx)
     table = synthesize_table(release, ctx.schema, output_rows(ctx.plan.parameters.rows, privacy),
                              rounding_rng(ctx.plan.parameters.seed), decoding_counts(privacy.document),
-                             measurements)
+                             measurements, run_storage_forms(ctx))
     atomic_write_table(ctx.folder.file("synthetic.parquet"), table)
     valid = validate_synthetic(ctx, table)
     sink = write_sink(table, ctx.plan.parameters.sink) if ctx.plan.parameters.sink else None

@@ -60,6 +60,18 @@ def parse_form(form: str) -> pa.DataType:
                      "timestamp(s|ms|us|ns) or timestamp(UNIT, ZONE)")
 
 
+def form_of(t: pa.DataType) -> str | None:
+    """The ``stored_as`` form of an Arrow type (``parse_form``'s inverse); None for a type that has none."""
+    if pa.types.is_decimal(t) and t.precision <= 38:
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return f"timestamp({t.unit})" if t.tz is None else f"timestamp({t.unit}, {t.tz})"
+    if pa.types.is_date32(t):
+        return "date32"
+    named = {pa.float32(): "float32", pa.float64(): "float64"}.get(t, str(t))
+    return named if named in INTEGER_FORMS or named in FLOAT_FORMS else None
+
+
 def fits(column_type: str, form: str) -> bool:
     """Whether a column of ``column_type`` can be written as ``form``: numbers as numbers, dates as dates
     or moments at midnight, moments as moments."""
