@@ -4,7 +4,9 @@ Post-processing only: the noisy sub-bin counts (``run.fine_decoding``, charged w
 never the data. A column's sub-bin counts are smoothed across its bins (``smoothed_counts``: a density rarely
 jumps at a DP quantile), except across a jump the counts show (``density_segments``: a population that ends at a
 threshold) and in a bin whose own estimate (``fine_weights``) finds its rows in a few sub-bins (point masses,
-heaps); a value's sub-bin is drawn in proportion to the result (``column_weights``).
+heaps); the outermost bins' runs of sub-bins the counts show empty weigh nothing (``empty_run``: a column's DP
+bounds are octaves, its rows start inside its outer bins); a value's sub-bin is drawn in proportion to the result
+(``column_weights``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ SMOOTH_PENALTY = 3.0  # noise variances per effective parameter (SURE's 2, raise
 SMOOTH_MAX_SUB_BINS = 2048  # the smoother's dense n x n kernel: above this, each bin is estimated alone
 SPARSE_SHARE = 0.5  # a bin whose own estimate empties this share of its sub-bins holds point masses: kept as is
 HEAP_SIGMAS = 4.0  # a sub-bin this many noise deviations above the smooth fit holds a heap (noise alone: 3e-5)
+# of a change point's price an outer bin's empty run must explain (``bench_fine_decoding.py``, --octave-ends and not:
+# 1 kept most of the octaves' empty grid; 0.25 cut thin tails of mlb_teams)
+EMPTY_PRICE = 0.5
 NARROW = 1e-6  # a sub-bin narrower than this many median widths is a point's cell (a DP grid's zeros): not smoothed
 
 
@@ -218,11 +223,38 @@ def bin_starts(edges: np.ndarray, sub: np.ndarray) -> np.ndarray:
     return first
 
 
+def empty_run(counts: np.ndarray, scale: float) -> int:
+    """How many sub-bins from the start of ``counts`` (noisy, outermost first; noise deviation ``scale``) hold no
+    row (post-processing). Candidates: the k whose first k counts sum to at most zero (no evidence of a row there);
+    of them, the k whose split "no row in the first k, an even spread after" fits the counts best (least squares),
+    when it fits them better than an even spread of the whole bin by more than EMPTY_PRICE of a change point's
+    price (``jump_penalty``); else 0. A bin whose rows thin towards its end keeps them (their counts sum above zero);
+    a tail as thin as the noise stays where the split does not pay; the empty grid beyond a column's rows (a SMALLINT
+    in [-300, 299] inside DP bounds [-512, 512]) goes."""
+    n = len(counts)
+    if n < 2:
+        return 0
+    tail_sums = np.cumsum(counts[::-1])[::-1]  # sum of counts[k:], k = 0 .. n - 1
+    tail_squares = np.cumsum((counts ** 2)[::-1])[::-1]
+    rest = tail_squares - tail_sums ** 2 / (n - np.arange(n))  # squared deviations of counts[k:] from their mean
+    split = np.cumsum(counts ** 2)[:-1] + rest[1:]  # k = 1 .. n - 1
+    candidates = np.flatnonzero(np.cumsum(counts)[:-1] <= 0.0)  # index j: k = j + 1
+    if not len(candidates):
+        return 0
+    j = int(candidates[np.argmin(split[candidates])])
+    return j + 1 if float(rest[0]) - float(split[j]) > EMPTY_PRICE * jump_penalty(n, scale) else 0
+
+
 def column_weights(edges: np.ndarray, sub: np.ndarray, y: np.ndarray, scale: float) -> np.ndarray:
     """Per-sub-bin weights of a whole column (bin edges ``edges``, sub-bin edges ``sub``, noisy counts ``y``):
     post-processing of DP counts. A bin whose own estimate (``fine_weights``) empties at least SPARSE_SHARE of
     its sub-bins keeps that estimate (its rows sit in a few sub-bins: points, heaps, a gap the kernel would
-    fill); every other bin takes the column's ``smoothed_counts``. A bin left with no weight is drawn by width."""
+    fill); every other bin takes the column's ``smoothed_counts``. A bin left with no weight is drawn by width.
+
+    The outermost bins' outer runs of sub-bins that the counts show empty (``empty_run``) weigh nothing: a column's
+    DP bounds are grid (octaves), so its rows often start well inside its outer bins, and smoothing the noise of
+    the empty sub-bins there (clipped at zero, it is all positive) wrote values the column never holds: 4-7% of a
+    SMALLINT in [-300, 299] came back in [-512, -300) and (299, 512]."""
     first = bin_starts(edges, sub)
     smooth = smoothed_counts(y, sub, scale)
     out = np.empty(len(y))
@@ -231,7 +263,12 @@ def column_weights(edges: np.ndarray, sub: np.ndarray, y: np.ndarray, scale: flo
         inside = sub[first[i]:first[i + 1] + 1]
         own = fine_weights(y[part], inside, scale)
         w = own if len(own) >= 4 and np.mean(own <= 0) >= SPARSE_SHARE else smooth[part]
-        out[part] = w if w.sum() > 0 else np.diff(inside)
+        keep = np.ones(len(w), dtype=bool)
+        if len(edges) > 2 and i in (0, len(edges) - 2):  # an outer bin: its empty outer run weighs nothing
+            order = np.arange(len(w)) if i == 0 else np.arange(len(w))[::-1]  # outermost sub-bin first
+            keep[order[:min(empty_run(y[part][order], scale), len(w) - 1)]] = False  # the innermost stays
+        w = np.where(keep, w, 0.0)
+        out[part] = w if w.sum() > 0 else np.diff(inside) * keep
     return out
 
 
