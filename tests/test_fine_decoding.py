@@ -419,7 +419,8 @@ def test_an_outer_bin_s_empty_grid_is_found_and_a_thin_tail_kept():
 def test_the_outer_bins_empty_runs_weigh_nothing_and_inner_bins_are_untouched():
     """Rows in [-304, 304) of bins [-512, -256, 0, 256, 512), 60 a sub-bin under noise 40: the smoothed estimate puts
     half of each outer bin's weight on its empty grid (the noise clipped at zero is all positive); the trimmed one
-    less, and every inner sub-bin keeps its weight. A bin whose counts show no row keeps its innermost sub-bin for its draws."""
+    less, and every inner sub-bin keeps its weight. A bin whose counts show no row keeps its innermost sub-bin for
+    its draws."""
     from privsynth.schema.fine_estimate import bin_starts, column_weights, smoothed_counts
 
     edges = np.array([-512.0, -256.0, 0.0, 256.0, 512.0])

@@ -101,6 +101,7 @@ def written_as_doubles(d: ColumnDraft) -> None:
     d.column = dataclasses.replace(d.column, kind="float")
     d.entry["type"] = "float"
     d.entry.pop("precision", None)
+    d.entry.pop("place_shares", None)
     d.comments.append("whole numbers past int64's range (DP bounds): written as doubles")
 
 

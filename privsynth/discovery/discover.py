@@ -49,6 +49,7 @@ from privsynth.discovery.draft import (
     public_bounds,
     set_kind,
 )
+from privsynth.discovery.forms import place_shares
 from privsynth.discovery.public_lists import list_candidates, public_complements
 from privsynth.errors import ParameterError
 from privsynth.privacy.accounting import gaussian_sigma
@@ -328,6 +329,10 @@ def _round_facts(table, reading: list[ColumnDraft], rho_each: float, noise, rele
             d.entry["format"] = STRING_FORMS[decided.kind]
         if decided.precision is not None:
             d.entry["precision"] = decided.precision
+        shares = place_shares(noisy, decided.precision) if decided.kind == "integer" or (
+            decided.kind == "float" and decided.precision is not None) else None
+        if shares is not None:  # the places histogram's shares: where on the precision grid values fall (DP)
+            d.entry["place_shares"] = list(shares)
         if decided.resolution is not None:
             d.entry["resolution"] = decided.resolution
         d.text_source = False

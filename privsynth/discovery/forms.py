@@ -212,3 +212,31 @@ def in_places(precision: int | None) -> str:
 
 def in_grain(resolution: str | None) -> str:
     return f", whole {resolution}s" if resolution else ""
+
+
+PLACE_SHARE_SIGMAS = 2.0  # a place whose noisy count stands this many deviations out of its noise keeps its share
+
+
+def place_shares(facts: NoisyFacts, precision: int | None) -> tuple[float, ...] | None:
+    """The share of a number column's values whole in each place, coarsest first (multiples of 1000, 100, 10, whole,
+    then 1 .. precision decimals; ``schema.grid``), from its places histogram (post-processing). A place whose
+    noisy count does not stand PLACE_SHARE_SIGMAS deviations out of its noise takes the share the uniform grid gives
+    it (its density times the column's noisy count), so a column whose places the noise hides is drawn uniformly,
+    as before. Zeros count with the multiples of 1000. None where no place stands out."""
+    from privsynth.schema.grid import place_density
+
+    p = precision or 0
+    if p < -TENS:
+        return None
+    slots = [float(x) for x in facts.decimals]
+    counts = [slots[0] + slots[ZERO], *slots[1:TENS + 1 + p]]
+    noise = [facts.sigma_decimals * math.sqrt(2.0), *[facts.sigma_decimals] * (len(counts) - 1)]
+    kept = counts
+    standing = [c > PLACE_SHARE_SIGMAS * s for c, s in zip(kept, noise)]
+    if not any(standing):
+        return None
+    total = max(sum(max(c, 0.0) for c in kept), 1.0)
+    density = place_density(p)
+    shares = [c if stands else float(d) * total for c, stands, d in zip(kept, standing, density)]
+    whole = sum(shares)
+    return tuple(float(f"{x / whole:.4g}") for x in shares)

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from privsynth.schema import OUT_OF_DOMAIN_LABEL, Column, Schema, temporal
 from privsynth.schema.fine_estimate import fine_draws
+from privsynth.schema.grid import holds_precision_value, on_precision_grid  # noqa: F401  (re-exported)
 from privsynth.schema.sampling import INT64_DOUBLES, whole_draws
 from privsynth.schema.written import read_written, written_form
 
@@ -261,40 +262,6 @@ def structural_levels(schema: Schema) -> dict[int, tuple[int, ...]]:
             if len(col.labels) > col.domain_levels}
 
 
-def _grid_points(lo: np.ndarray, hi: np.ndarray, step: float, precision: int,
-                 last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first and last multiples of ``step`` in [lo, hi) ([lo, hi] where ``last``); first > last: none."""
-    low_grid = np.round(np.ceil(lo / step - 1e-9) * step, precision)
-    high_steps = np.where(last, np.floor(hi / step + 1e-9), np.ceil(hi / step - 1e-9) - 1)
-    return low_grid, np.round(high_steps * step, precision)
-
-
-def holds_precision_value(lo: float, hi: float, precision: int, last: bool) -> bool:
-    """Whether the bin [lo, hi) ([lo, hi] where ``last``) holds a number written with ``precision`` decimals (the
-    decoder's rule, ``on_precision_grid``)."""
-    low_grid, high_grid = _grid_points(np.asarray([lo]), np.asarray([hi]), 10.0 ** -precision, precision,
-                                       np.asarray([last]))
-    return bool(low_grid[0] <= high_grid[0])
-
-
-def on_precision_grid(draws: np.ndarray, precision: int, sub: tuple[np.ndarray, np.ndarray],
-                      bin_: tuple[np.ndarray, np.ndarray], top: float, step: float | None = None) -> np.ndarray:
-    """Draws rounded to the schema's stated precision (money in cents: 2; ages in tenths: 1), kept on the
-    grid points of their sub-bin, else of their bin (post-processing). A sub-bin narrower than the grid step
-    can hold no such value: its draws go to the nearest grid point of the bin, which holds the level's values
-    (an age written in tenths drawn at 6.583 is 6.6, never 6.583, and never below the bin). Every value encodes
-    back to its own level; a bin without a grid point keeps its unrounded draws. The last bin is [lo, hi].
-    ``step``: a grid of whole multiples of it instead (a timestamp's grain in seconds; ``precision`` 0)."""
-    grid_step = 10.0 ** -precision if step is None else step
-    rounded = np.round(draws, precision) if step is None else np.round(np.asarray(draws) / step) * step
-    out = np.asarray(draws, dtype=np.float64).copy()
-    for lo, hi in (bin_, sub):  # the sub-bin's grid where it has one, else the bin's
-        low_grid, high_grid = _grid_points(lo, hi, grid_step, precision, hi >= top)
-        has = low_grid <= high_grid
-        out = np.where(has, np.clip(rounded, low_grid, np.maximum(low_grid, high_grid)), out)
-    return np.minimum(out, top)  # never past the upper bound (9999-12-31 23:59:59 is no whole day's start)
-
-
 def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fine: dict | None = None) -> pd.Series:
     n_levels = col.domain_levels
     in_domain = codes < n_levels
@@ -328,8 +295,10 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
         if col.resolution is not None:  # hourly readings on the hour: the grain's grid inside the sub-bin or bin
             draws = on_precision_grid(draws, 0, (lo, hi), (bin_lo, bin_hi), edges[-1],
                                       step=float(temporal.GRAIN_SECONDS[col.resolution])).astype(np.int64)
-        elif col.precision is not None:  # wind directions in whole tens: the tens inside the sub-bin or bin
-            draws = on_precision_grid(draws, col.precision, (lo, hi), (bin_lo, bin_hi), edges[-1]).astype(np.int64)
+        elif col.precision is not None or col.place_shares is not None:  # whole tens: the tens in the sub-bin or bin
+            # the sub-bin as whole_draws reads it, [lo, upper]: a sub-bin ending at the top edge leaves it to [b, b + 1]
+            draws = on_precision_grid(draws, col.precision or 0, (lo, upper + 0.5), (bin_lo, bin_hi), edges[-1],
+                                      shares=col.place_shares, rng=rng).astype(np.int64)
         if col.type == "integer":
             values = pd.array(draws, dtype="Int64")
         else:
@@ -344,7 +313,8 @@ def _decode_column(col: Column, codes: np.ndarray, rng: np.random.Generator, fin
         point = (bin_hi - bin_lo) <= POINT_WIDTH * np.maximum(1.0, np.abs(bin_lo))
         draws = np.where(point, bin_lo, draws)
         if col.precision is not None:
-            draws = on_precision_grid(draws, col.precision, (lo, hi), (bin_lo, bin_hi), edges[-1])
+            draws = on_precision_grid(draws, col.precision, (lo, hi), (bin_lo, bin_hi), edges[-1],
+                                      shares=col.place_shares, rng=rng)
         values = pd.array(draws, dtype="Float64")
     values[~in_domain] = pd.NA
     return pd.Series(values)

@@ -82,6 +82,10 @@ class Column(BaseModel):
                     "%Y-%m-%d %H:%M:%S+00:00"] | None = None
     # this column is a stated function of another (``schema.determined``): public structural zeros
     determined_by: DeterminedBy | None = None
+    # integer and float columns: the share of the values whole in each decimal place, coarsest first: multiples of
+    # 1000, 100, 10, whole numbers, then 1 .. precision decimals (a DP fact of discovery's places histogram;
+    # schema.grid): values are drawn on the precision grid by them. None: uniformly on the grid
+    place_shares: tuple[float, ...] | None = None
     # numeric and temporal columns: the source's storage type, which the synthetic table keeps (schema.stored):
     # decimal(12,2), uint8, float32, timestamp(us, UTC), ...; None: int64, float64, date32, timestamp(us)
     stored_as: str | None = None
@@ -196,6 +200,15 @@ class Column(BaseModel):
                 raise ValueError(f"{where}: numeric out-of-domain values can 'fail' or 'clip', not become a category")
         if self.bin_by is not None and self.type not in temporal.TEMPORAL_TYPES:
             raise ValueError(f"{where}: 'bin_by' applies to date and timestamp columns")
+        if self.place_shares is not None:
+            places = 4 + (self.precision or 0)
+            if self.type not in ("integer", "float") or (self.type == "float" and self.precision is None):
+                raise ValueError(f"{where}: place_shares applies to integer columns and to float columns with a "
+                                 "precision")
+            if len(self.place_shares) != places or any(not (math.isfinite(x) and x >= 0) for x in self.place_shares) \
+                    or sum(self.place_shares) <= 0:
+                raise ValueError(f"{where}: place_shares must be {places} non-negative shares (multiples of 1000, 100, "
+                                 "10, whole, then each decimal up to the precision) with a positive sum")
         if self.stored_as is not None:
             if not stored.fits(self.type, self.stored_as):  # parse_form's ValueError names the forms expected
                 raise ValueError(f"{where}: stored_as {self.stored_as!r} cannot hold {_article(self.type)} "
@@ -312,8 +325,11 @@ class Schema(BaseModel):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+UNSAID = ("stored_as", "place_shares")  # fields a schema written before them leaves out of its identity
+
+
 def _without_unsaid(dumped: dict) -> dict:
-    columns = [{k: v for k, v in c.items() if not (k == "stored_as" and v is None)} for c in dumped["columns"]]
+    columns = [{k: v for k, v in c.items() if not (k in UNSAID and v is None)} for c in dumped["columns"]]
     return dict(dumped, columns=columns)
 
 
