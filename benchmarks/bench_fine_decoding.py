@@ -107,16 +107,7 @@ def reader_tv(weights, edges, sub, exact, values, reader) -> float:
     """TV on the reader's bins between the real values and each bin's exact mass spread by ``weights``."""
     import numpy as np
 
-    from privsynth.schema.fine_estimate import bin_starts
-
-    first = bin_starts(edges, sub)
-    mass = np.zeros(len(sub) - 1)
-    for i in range(len(edges) - 1):
-        part = slice(first[i], first[i + 1])
-        w = np.maximum(weights[part], 0.0)
-        if w.sum() <= 0:
-            w = np.diff(sub[first[i]:first[i + 1] + 1])
-        mass[part] = exact[part].sum() * w / w.sum()
+    mass = spread_mass(weights, edges, sub, exact)
     cdf = np.concatenate([[0.0], np.cumsum(mass)]) / mass.sum()
     at = np.interp(np.clip(reader, sub[0], sub[-1]), sub, cdf)
     synthetic = np.diff(at)

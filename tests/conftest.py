@@ -271,6 +271,19 @@ def pinned_ledger(path: Path) -> str:
     return url
 
 
+def exact_facts(frame, columns: list[tuple[str, str]]) -> dict:
+    """The exact DP-facts counts of a frame's columns (``discovery.facts.exact_counts``), read as a run reads its
+    source: the private counts the facts' tests release or compare."""
+    from privsynth.discovery import facts
+    from privsynth.engine.backends import open_table
+
+    opened = open_table(frame, None)
+    try:
+        return facts.exact_counts(opened.table, columns)
+    finally:
+        opened.close()
+
+
 class SeededDraws:
     """Gaussian noise from numpy's generator at ``seed``, in the noise source's ``add_gaussian`` form: the
     discovery functions' draws, many per test, without a ledger charge (these tests count outcomes over draws)."""

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import SeededDraws
+from conftest import SeededDraws, exact_facts
 
 import privsynth
 from privsynth.discovery import facts as F
@@ -67,17 +67,6 @@ def test_facts_decide_the_type_from_noisy_counts(classes, distinct, declared, ki
     assert F.decide(_facts(classes, distinct), declared).kind == kind
 
 
-def _exact_counts(frame: pd.DataFrame, columns: list[tuple[str, str]]) -> dict:
-    """The exact facts of a frame's columns, read as a run reads its source."""
-    from privsynth.engine.backends import open_table
-
-    opened = open_table(frame, None)
-    try:
-        return F.exact_counts(opened.table, columns)
-    finally:
-        opened.close()
-
-
 def test_facts_have_sensitivity_one_on_neighbouring_tables():
     frame = survey(300).astype({"bracket": object})
     for extra in ({"bracket": "30.5"}, {"bracket": "unknown"}, {"bracket": None}, {"region": "  "},
@@ -86,7 +75,7 @@ def test_facts_have_sensitivity_one_on_neighbouring_tables():
                   {"region": "9/30/1990 0:00:00"}, {"region": "13/1/2021 5:30"}, {"region": "2/30/2021 0:00:00"}):
         neighbour = pd.concat([frame, pd.DataFrame([{**frame.iloc[0].to_dict(), **extra}])], ignore_index=True)
         columns = [(c, "text") for c in frame.columns]
-        counts = [_exact_counts(table, columns) for table in (frame.astype(str).replace({"nan": ""}),
+        counts = [exact_facts(table, columns) for table in (frame.astype(str).replace({"nan": ""}),
                                                               neighbour.astype(str).replace({"nan": "", "None": ""}))]
         for name, _ in columns:
             a, b = counts[0][name], counts[1][name]
@@ -108,7 +97,7 @@ def test_a_stored_number_s_places_have_sensitivity_one_on_neighbouring_tables():
                   {"real": 6.904679999999999}, {"real": 2.5e6 + 0.5}, {"real": 4000.0}):
         neighbour = pd.concat([frame, pd.DataFrame([{**frame.iloc[0].to_dict(), **extra}]).astype(frame.dtypes)],
                               ignore_index=True)
-        counts = [_exact_counts(table, columns) for table in (frame, neighbour)]
+        counts = [exact_facts(table, columns) for table in (frame, neighbour)]
         for name, _ in columns:
             a, b = counts[0][name], counts[1][name]
             assert np.abs(b.decimals - a.decimals).sum() <= 1, (extra, name, a.decimals, b.decimals)

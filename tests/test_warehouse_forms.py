@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import SeededDraws
+from conftest import SeededDraws, exact_facts
 
 import privsynth
 from privsynth.discovery import facts as F
@@ -27,23 +27,13 @@ from privsynth.schema import parse_schema
 from privsynth.schema.encoding import domain_of
 
 
-def _exact(frame: pd.DataFrame, columns: list[tuple[str, str]]) -> dict:
-    from privsynth.engine.backends import open_table
-
-    opened = open_table(frame, None)
-    try:
-        return F.exact_counts(opened.table, columns)
-    finally:
-        opened.close()
-
-
 def test_missing_words_are_the_missing_class_of_a_column_s_facts():
     """Each missing word, "nan" in any case and "-nan" among them, is in the missing class (and in no slot of the
     places histogram); a number, a word that is no missing word and "NA " (cleaned: blanks around a value are not
     part of it) are read as before."""
     words = [*MISSING_WORDS, "NAN", "nAn"]
     frame = pd.DataFrame({"v": [*words, "12", "3.5", "purple", " NA "]})
-    exact = _exact(frame, [("v", "text")])["v"]
+    exact = exact_facts(frame, [("v", "text")])["v"]
     classes = dict(zip(F.CLASSES, exact.classes))
     assert classes["missing"] == len(words) + 1  # " NA " too
     assert (classes["whole"], classes["fraction"], classes["text"]) == (1, 1, 1)
@@ -55,7 +45,7 @@ def test_a_column_of_counts_with_missing_words_is_decided_a_column_of_counts():
     values = rng.integers(0, 60, 5000).astype(str).astype(object)
     values[rng.random(5000) < 0.1] = "N/A"
     values[rng.random(5000) < 0.02] = "NULL"
-    exact = _exact(pd.DataFrame({"v": values}), [("v", "text")])["v"]
+    exact = exact_facts(pd.DataFrame({"v": values}), [("v", "text")])["v"]
     decided = F.decide(F.release("v", exact, 0.01, SeededDraws(1)), "text")
     assert decided.kind == "integer"
     assert decided.missing_share == pytest.approx(np.isin(values, ["N/A", "NULL"]).mean(), abs=0.02)
@@ -88,7 +78,7 @@ def test_binning_and_validation_read_a_missing_word_as_missing_not_as_a_fault():
     ("2021-05-07 03:05:20.250+01:00", "iso_space_offset"), ("2021-05-07", "date"), ("2021-05-07 25:00:00", "text"),
 ])
 def test_an_iso_moment_s_class_is_its_written_form(text, cls):
-    exact = _exact(pd.DataFrame({"v": [text]}), [("v", "text")])["v"]
+    exact = exact_facts(pd.DataFrame({"v": [text]}), [("v", "text")])["v"]
     assert F.CLASSES[int(np.argmax(exact.classes))] == cls and exact.classes.sum() == 1
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from privsynth.schema.encoding import holds_precision_value
+from privsynth.schema.grid import holds_precision_value
 
 ROUND_REACH = 0.25  # a cut moves at most this share of the bin on the side it moves into
 ROUND_STEPS = (1.0, 0.5, 0.2)  # within a decade, from the roundest: 100,000, 50,000, 20,000, then 10,000 (the next

@@ -231,12 +231,11 @@ def place_shares(facts: NoisyFacts, precision: int | None) -> tuple[float, ...] 
     slots = [float(x) for x in facts.decimals]
     counts = [slots[0] + slots[ZERO], *slots[1:TENS + 1 + p]]
     noise = [facts.sigma_decimals * math.sqrt(2.0), *[facts.sigma_decimals] * (len(counts) - 1)]
-    kept = counts
-    standing = [c > PLACE_SHARE_SIGMAS * s for c, s in zip(kept, noise)]
+    standing = [c > PLACE_SHARE_SIGMAS * s for c, s in zip(counts, noise)]
     if not any(standing):
         return None
-    total = max(sum(max(c, 0.0) for c in kept), 1.0)
+    total = max(sum(max(c, 0.0) for c in counts), 1.0)
     density = place_density(p)
-    shares = [c if stands else float(d) * total for c, stands, d in zip(kept, standing, density)]
+    shares = [c if stands else float(d) * total for c, stands, d in zip(counts, standing, density)]
     whole = sum(shares)
     return tuple(float(f"{x / whole:.4g}") for x in shares)

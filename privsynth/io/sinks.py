@@ -76,18 +76,22 @@ def parse_sink(sink: str) -> SinkSpec:
 _SIGNED = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0)}
 
 
-def portable_type(t: pa.DataType, duckdb: bool) -> pa.DataType:
-    """A column type every SQL backend has: categories as plain strings; beyond DuckDB, unsigned integers as the
-    signed type that holds them and nanosecond moments in microseconds (PostgreSQL's finest)."""
-    if pa.types.is_dictionary(t):
-        return t.value_type
-    if duckdb:
-        return t
+def in_sql(t: pa.DataType) -> pa.DataType:
+    """The type a SQL backend without unsigned integers or nanoseconds (PostgreSQL, Spark) holds a column of ``t``
+    in: an unsigned integer in the signed type that holds it, a nanosecond moment in microseconds."""
     if t in _SIGNED:
         return _SIGNED[t]
     if pa.types.is_timestamp(t) and t.unit == "ns":
         return pa.timestamp("us", tz=t.tz)
     return t
+
+
+def portable_type(t: pa.DataType, duckdb: bool) -> pa.DataType:
+    """A column type every SQL backend has: categories as plain strings; beyond DuckDB, unsigned integers as the
+    signed type that holds them and nanosecond moments in microseconds (PostgreSQL's finest)."""
+    if pa.types.is_dictionary(t):
+        return t.value_type
+    return t if duckdb else in_sql(t)
 
 
 def portable_table(table: pa.Table, duckdb: bool = True) -> pa.Table:

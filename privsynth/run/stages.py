@@ -53,7 +53,7 @@ from privsynth.run.results import (
     thawed_json,
 )
 from privsynth.run.spent import truthful_refusal, with_run_spend
-from privsynth.run.storage import run_storage_forms
+from privsynth.run.storage import declared_forms, run_storage_forms
 from privsynth.run.validate import stage_validate
 from privsynth.schema import Schema
 from privsynth.schema.determined import structural_zeros
@@ -189,7 +189,7 @@ def synthesize_table(release: Release, schema: Schema, rows: int | None, rng: np
                           measurements)
     frame = decode_codes(codes, schema, rng, fine)
     if forms is None:
-        forms = {c.name: c.stored_as for c in schema.kept_columns if c.stored_as is not None}
+        forms = declared_forms(schema, {})
     return to_stored(pa.Table.from_pandas(frame, schema=arrow_schema(schema), preserve_index=False), forms)
 
 

@@ -39,7 +39,9 @@ def declared_forms(schema: Schema, declared: dict[str, str]) -> dict[str, str]:
 def run_storage_forms(ctx) -> dict[str, str]:
     """The storage forms of a run's synthetic table: ``declared_forms`` with the run's source's declared types
     (metadata only: the engine's opened table), where the source declares them."""
+    if not declares_storage(ctx.data):
+        return declared_forms(ctx.schema, {})
     source = ctx.handle()
-    if getattr(source.opened, "text_from_csv", False) or not declares_storage(ctx.data):
+    if getattr(source.opened, "text_from_csv", False):
         return declared_forms(ctx.schema, {})
     return declared_forms(ctx.schema, {str(name): str(dtype) for name, dtype in source.opened.table.schema().items()})

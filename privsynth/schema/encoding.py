@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from privsynth.schema import OUT_OF_DOMAIN_LABEL, Column, Schema, temporal
 from privsynth.schema.fine_estimate import fine_draws
-from privsynth.schema.grid import holds_precision_value, on_precision_grid  # noqa: F401  (re-exported)
+from privsynth.schema.grid import on_precision_grid
 from privsynth.schema.sampling import INT64_DOUBLES, whole_draws
 from privsynth.schema.written import read_written, written_form
 

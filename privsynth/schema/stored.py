@@ -24,6 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from privsynth.io.sinks import in_sql
+
 INTEGER_FORMS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 FLOAT_FORMS = ("float32", "float64")
 TIMESTAMP_UNITS = ("s", "ms", "us", "ns")
@@ -116,20 +118,18 @@ def stored_form(declared: str, column_type: str) -> str | None:
         return None
 
 
-# SQL names of the forms, as a SQL sink without unsigned integers or nanoseconds writes them (``io.sinks``)
-_SQL_NAMES = {"int8": "smallint", "int16": "smallint", "int32": "integer", "int64": "bigint", "uint8": "smallint",
-              "uint16": "integer", "uint32": "bigint", "uint64": "numeric(20,0)", "float32": "real",
-              "float64": "double", "date32": "date"}
+_SQL_NAMES = {pa.int8(): "smallint", pa.int16(): "smallint", pa.int32(): "integer", pa.int64(): "bigint",
+              pa.float32(): "real", pa.float64(): "double", pa.date32(): "date"}
 
 
 def sql_type(form: str) -> str:
     """The SQL type a warehouse table written from a column of ``form`` has (a dbt contract's ``data_type``)."""
-    t = parse_form(form)
+    t = in_sql(parse_form(form))
     if pa.types.is_decimal(t):
         return f"numeric({t.precision},{t.scale})"
     if pa.types.is_timestamp(t):
         return "timestamp" if t.tz is None else "timestamp with time zone"
-    return _SQL_NAMES[form.strip()]
+    return _SQL_NAMES[t]
 
 
 # ---------------------------------------------------------------- writing and reading back
